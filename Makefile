@@ -1,0 +1,37 @@
+# toolkeeper developer entry points. GNU make; no other tools assumed beyond python3.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# Written after a successful install; pyproject.toml newer than it means reinstall.
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: venv test lint bench run clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+# pytest exits 5 when it collects nothing; like every other non-zero status that
+# fails the recipe, so CI can never go green with an empty suite.
+test: venv
+	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check src tests
+	$(BIN)/mypy
+
+bench: venv
+	$(BIN)/python -m toolkeeper.bench
+
+run: venv
+	$(BIN)/toolkeeper demo
+
+# Leaves .venv alone: rebuilding it is slow and other checkouts' tools may be running in it.
+clean:
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info
+	find src tests -name __pycache__ -type d -prune -exec rm -rf {} +

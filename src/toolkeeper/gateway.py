@@ -1,0 +1,276 @@
+"""The Gateway: the one pipeline every face calls (library, CLI; REST and MCP later)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed, ConfigError, UserError
+from toolkeeper.model.call import CallRequest, CallResult, Principal
+from toolkeeper.model.enums import CallStatus, Mode, Role
+from toolkeeper.model.events import EventType
+from toolkeeper.model.reasons import Reason
+from toolkeeper.observability.metrics import Metrics
+from toolkeeper.pipeline import steps
+from toolkeeper.pipeline.audit_sink import AuditSink
+from toolkeeper.pipeline.catalog import Catalog, TenantPolicy
+from toolkeeper.pipeline.health import HealthBoard
+from toolkeeper.pipeline.ids import new_call_id
+from toolkeeper.pipeline.limiters import ConcurrencyGroups, RateLimiter, TurnCounter
+from toolkeeper.pipeline.runtime import Runtime, Settings
+from toolkeeper.pipeline.state import CallState
+from toolkeeper.providers.factory import ProviderFactory
+from toolkeeper.secrets.base import SecretsStore
+from toolkeeper.secrets.redact import Redactor
+from toolkeeper.services.approvals import ApprovalService
+from toolkeeper.services.calls import CallService
+from toolkeeper.services.registry import RegistryService
+from toolkeeper.store import Store
+
+log = logging.getLogger("toolkeeper")
+
+_RAISES = {
+    CallStatus.APPROVAL_REQUIRED: ApprovalRequired,
+    CallStatus.CONFIRMATION_REQUIRED: ApprovalRequired,
+    CallStatus.PREVIEW_REQUIRED: ApprovalRequired,
+    CallStatus.DENIED: CallDenied,
+    CallStatus.SUPERSEDED: CallDenied,
+}
+
+
+class Gateway:
+    """Decides, records and executes tool calls. Construct with :meth:`open`."""
+
+    def __init__(self, store: Store, *, settings: Settings | None = None,
+                 secrets: SecretsStore | None = None, factory: ProviderFactory | None = None,
+                 metrics: Metrics | None = None, shared_rate_limits: bool = False) -> None:
+        self.store = store
+        self.settings = settings or Settings()
+        self.factory = factory or ProviderFactory()
+        self.metrics = metrics or Metrics()
+        self._secrets = secrets
+        sink = AuditSink(store.audit)
+        health = HealthBoard(on_change=self._health_changed)
+        self._rt = Runtime(
+            store=store, catalog=Catalog(mode=self.settings.mode, provider_factory=self.factory),
+            sink=sink, secrets=secrets, redactor=self._build_redactor(), metrics=self.metrics,
+            health=health, rates=RateLimiter(store.rates if shared_rate_limits else None),
+            turns=TurnCounter(), concurrency=ConcurrencyGroups(), settings=self.settings,
+        )
+        self._loops = threading.local()
+        self._closed = False
+        self.registry = RegistryService(self)
+        self.approvals = ApprovalService(self)
+        self.calls = CallService(self)
+        self.metrics.pending_from(lambda: self.store.approvals.count_pending(_now()))
+        self.reload()
+
+    @classmethod
+    def open(cls, url: str | None = None, *, config: str | None = None,
+             mode: Mode | str | None = None, secrets: SecretsStore | None = None,
+             natives: Mapping[str, Any] | None = None,
+             functions: Mapping[str, Callable[..., Any]] | None = None,
+             recover: bool = True, **settings: Any) -> Gateway:
+        """Open the store at ``url`` (SQLite ``./toolkeeper.db`` by default), apply
+        ``config`` if given, recover stale outcomes, and return a ready gateway."""
+        from toolkeeper.builtins import BUILTINS
+        from toolkeeper.store.db import DEFAULT_URL
+
+        store = Store.open(url or DEFAULT_URL)
+        st = Settings(**settings)
+        if mode is not None:
+            st.mode = Mode(mode)
+        factory = ProviderFactory(natives=natives, functions=functions, builtins=BUILTINS)
+        gw = cls(store, settings=st, secrets=secrets, factory=factory)
+        if config is not None:
+            from toolkeeper.config.apply import apply_file
+
+            apply_file(gw, config)
+        if recover:
+            gw.calls.recover()
+        return gw
+
+    # -- the pipeline --------------------------------------------------------------------
+
+    async def call(self, tool: str | CallRequest, action: str | None = None,
+                   arguments: Any = None, *, agent: str | None = None,
+                   tenant_id: str = "default", principal: Principal | None = None,
+                   token: str | None = None, **fields: Any) -> CallResult:
+        """Run one call through the whole pipeline. Stopped calls return, never raise."""
+        if isinstance(tool, CallRequest):
+            request = tool
+        else:
+            request = CallRequest(tool=tool, action=action,
+                                  arguments={} if arguments is None else arguments, **fields)
+        if principal is None:
+            principal = self.principal(agent=agent, tenant_id=tenant_id, token=token)
+        st = CallState(call_id=new_call_id(), request=request, principal=principal)
+        return await self._run(st)
+
+    async def _run(self, st: CallState) -> CallResult:
+        rt = self._rt
+        try:
+            res = await steps.run(rt, st)
+        except asyncio.CancelledError:
+            steps.cancelled(rt, st)
+            raise
+        except Exception as exc:  # a bug of ours: never a crash for the caller
+            log.exception("pipeline error in call %s", st.call_id)
+            res = steps.internal_error(rt, st, exc)
+        finally:
+            for release in st.release:
+                release()
+        if st.events:
+            rt.sink.submit(st.events)
+            st.events = []
+        self._observe(st, res)
+        return res
+
+    def _observe(self, st: CallState, res: CallResult) -> None:
+        m = self.metrics
+        m.call(st.tenant_id or "", res.tool, res.status.value, res.duration_ms / 1000.0)
+        if res.gate is not None:
+            m.gate(res.gate.value)
+        if res.reason is not None and res.status is not CallStatus.SUCCEEDED:
+            m.denial(str(res.reason))
+
+    async def call_or_raise(self, *args: Any, **kwargs: Any) -> CallResult:
+        """Like :meth:`call`, but a call that did not succeed raises with its ``reason``."""
+        res = await self.call(*args, **kwargs)
+        if res.status is CallStatus.SUCCEEDED:
+            return res
+        raise _RAISES.get(res.status, CallFailed)(res)
+
+    def call_sync(self, *args: Any, **kwargs: Any) -> CallResult:
+        """Blocking :meth:`call` (one event loop per calling thread, reused)."""
+        return self._loop().run_until_complete(self.call(*args, **kwargs))
+
+    def call_or_raise_sync(self, *args: Any, **kwargs: Any) -> CallResult:
+        return self._loop().run_until_complete(self.call_or_raise(*args, **kwargs))
+
+    def run_sync(self, coro: Any) -> Any:
+        """Run any of the gateway's coroutines from synchronous code."""
+        return self._loop().run_until_complete(coro)
+
+    def _loop(self) -> asyncio.AbstractEventLoop:
+        loop = getattr(self._loops, "loop", None)
+        if loop is None or loop.is_closed():
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                pass
+            else:
+                raise UserError("call_sync() inside a running event loop: await call() instead")
+            loop = self._loops.loop = asyncio.new_event_loop()
+        return loop
+
+    async def batch(self, requests: Sequence[CallRequest], *, mode: str = "sequential",
+                    agent: str | None = None, tenant_id: str = "default",
+                    principal: Principal | None = None,
+                    token: str | None = None) -> list[CallResult]:
+        """Run several calls (SPEC §5); results come back in request order."""
+        from toolkeeper.services.batch import run_batch
+
+        principal = principal or self.principal(agent=agent, tenant_id=tenant_id, token=token)
+        return await run_batch(self, list(requests), mode=mode, principal=principal)
+
+    # -- identities ----------------------------------------------------------------------
+
+    def principal(self, *, agent: str | None = None, tenant_id: str = "default",
+                  token: str | None = None) -> Principal | None:
+        """Who is calling: a token's principal, or an in-process agent by name (trusted)."""
+        if token is not None:
+            return self.authenticate(token)
+        if agent is None:
+            return None
+        return Principal(name=agent, tenant_id=tenant_id, roles=frozenset({Role.AGENT}),
+                         agent=agent)
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal of a token; ``None`` for unknown or revoked tokens."""
+        if not isinstance(token, str) or not token:
+            return None
+        rec = self.store.tokens.find(token)
+        if rec is None:
+            return None
+        return Principal(name=rec.label, tenant_id=rec.tenant_id,
+                         roles=frozenset({Role(rec.role)}), agent=rec.agent, token_id=rec.id)
+
+    # -- definitions ---------------------------------------------------------------------
+
+    def reload(self) -> None:
+        """Rebuild the in-memory snapshot from the store (after any definition change)."""
+        reg = self.store.registry
+        tenants: dict[str, TenantPolicy] = {}
+        for key, value in (reg.get_setting("tenant_policies") or {}).items():
+            tenants[key] = _tenant_policy(value)
+        catalog = Catalog(mode=self.settings.mode, provider_factory=self.factory)
+        catalog.load(reg.tools(all_tenants=True), reg.all_versions(), reg.profiles(),
+                     reg.agents(), tenants)
+        self._rt.catalog = catalog
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._rt.catalog
+
+    @property
+    def runtime(self) -> Runtime:
+        return self._rt
+
+    def _build_redactor(self) -> Redactor:
+        return Redactor(self._secrets.known_values() if self._secrets else ())
+
+    def refresh_secrets(self) -> None:
+        """Re-read the secret values to redact (after secrets change)."""
+        self._rt.redactor = self._build_redactor()
+
+    def _health_changed(self, tool: str, old: Any, new: Any, error: str | None) -> None:
+        from toolkeeper.services.events import system_event
+
+        tenant, _, name = tool.partition(":")
+        self._rt.sink.submit([system_event(EventType.TOOL_HEALTH_CHANGED, tenant, tool=name,
+                                           old=str(old), new=str(new), error=error)])
+
+    def flush(self) -> None:
+        """Write queued audit events now."""
+        self._rt.sink.flush()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._rt.sink.close()
+        loop = getattr(self._loops, "loop", None)
+        if loop is not None and not loop.is_running():
+            loop.close()
+        self.store.close()
+
+    def __enter__(self) -> Gateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _tenant_policy(value: dict[str, Any]) -> TenantPolicy:
+    from toolkeeper.model.profile import Adjuster, Limits
+
+    try:
+        return TenantPolicy(gates=value.get("gates") or {},
+                            adjusters=tuple(Adjuster.model_validate(a)
+                                            for a in value.get("adjusters") or ()),
+                            limits=Limits.model_validate(value.get("limits") or {}))
+    except ValueError as exc:
+        raise ConfigError(f"stored tenant policy is invalid: {exc}") from exc
+
+
+def _now() -> Any:
+    from toolkeeper.store.db import utcnow
+
+    return utcnow()
+
+
+__all__ = ["Gateway", "Reason", "Settings"]

@@ -1,0 +1,33 @@
+"""Audit event types (SPEC §9): one vocabulary for every face."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class EventType(StrEnum):
+    CALL_REQUESTED = "call.requested"
+    CALL_RESOLVED = "call.resolved"
+    POLICY_DENIED = "policy.denied"
+    SCOPE_DENIED = "scope.denied"
+    LIMIT_DENIED = "limit.denied"
+    GATE_ALLOWED = "gate.allowed"
+    GATE_REQUIRED = "gate.required"
+    PREVIEW_CREATED = "preview.created"
+    APPROVAL_CREATED = "approval.created"
+    APPROVAL_GRANTED = "approval.granted"
+    APPROVAL_DENIED = "approval.denied"
+    APPROVAL_CONSUMED = "approval.consumed"
+    CALL_DEDUPED = "call.deduped"
+    CALL_ATTEMPTED = "call.attempted"
+    CALL_SUCCEEDED = "call.succeeded"
+    CALL_FAILED = "call.failed"
+    CALL_UNKNOWN = "call.unknown"
+    CALL_SUPERSEDED = "call.superseded"
+    CALL_RESOLVED_MANUALLY = "call.resolved_manually"
+    SIDE_EFFECT_RECORDED = "side_effect.recorded"
+    SIDE_EFFECT_COMPENSATED = "side_effect.compensated"
+    TOOL_HEALTH_CHANGED = "tool.health_changed"
+    TOOL_QUARANTINED = "tool.quarantined"
+    TOOL_PUBLISHED = "tool.published"
+    CONFIG_APPLIED = "config.applied"

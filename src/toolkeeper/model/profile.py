@@ -1,0 +1,99 @@
+"""Profiles, activations, agents and limits: what an agent may do (SPEC §1)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolkeeper.model.enums import Autonomy, Gate, Risk
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RateLimit(_Strict):
+    """At most ``limit`` calls per ``window_s`` seconds, counted per ``per``."""
+
+    limit: int = Field(ge=1)
+    window_s: float = Field(gt=0)
+    per: Literal["agent", "tool", "tenant", "agent_tool"] = "agent_tool"
+
+
+class Limits(_Strict):
+    rate: tuple[RateLimit, ...] = ()
+    max_calls_per_turn: int | None = Field(default=None, ge=1)
+    """Call cap per turn group (``call_limit_exceeded``)."""
+    max_payload_bytes: int | None = Field(default=None, ge=1)
+
+
+class Condition(_Strict):
+    """One test of an adjuster: over an argument (dotted path) or a context field."""
+
+    arg: str | None = None
+    """Dotted path into the arguments (``payment.amount``)."""
+    context: Literal["side_effect", "tool", "action", "agent", "tenant", "autonomy"] | None = None
+    op: Literal["eq", "ne", "gt", "gte", "lt", "lte", "in", "not_in", "matches", "exists"] = "eq"
+    value: Any = None
+
+
+class Adjuster(_Strict):
+    """Raise a call's risk when every condition holds. Adjusters never lower risk."""
+
+    name: str = ""
+    tools: tuple[str, ...] = ()
+    """Tools it applies to; empty means every tool."""
+    actions: tuple[str, ...] = ()
+    when: tuple[Condition, ...] = ()
+    raise_to: Risk | None = None
+    raise_by: int = Field(default=0, ge=0, le=3)
+
+
+GateOverrides = dict[Risk, dict[Autonomy, Gate]]
+
+
+class Activation(_Strict):
+    """Enablement of one tool for a profile, with policy overrides (seed: ToolActivation)."""
+
+    tool: str
+    enabled: bool = True
+    actions: tuple[str, ...] | None = None
+    """Allowed actions; ``None`` allows every action of the tool."""
+    policy: dict[str, Any] = Field(default_factory=dict)
+    """Values for the tool's policy model."""
+    requires_confirmation: bool | None = None
+    version: str | None = None
+    """Pin a published version; ``None`` runs the latest published one."""
+    gates: dict[str, Gate] = Field(default_factory=dict)
+    """Per-action gate override that can only make the gate stricter."""
+    limits: Limits | None = None
+
+
+class Profile(_Strict):
+    """What an agent may do: activations, scopes, autonomy, gates, limits."""
+
+    name: str
+    tenant_id: str = "default"
+    description: str = ""
+    autonomy: Autonomy = Autonomy.SUPERVISED
+    scopes: tuple[str, ...] = ()
+    activations: tuple[Activation, ...] = ()
+    gates: GateOverrides = Field(default_factory=dict)
+    adjusters: tuple[Adjuster, ...] = ()
+    limits: Limits = Field(default_factory=Limits)
+
+    def activation(self, tool: str) -> Activation | None:
+        for act in self.activations:
+            if act.tool == tool:
+                return act
+        return None
+
+
+class Agent(_Strict):
+    """A caller identity bound to one profile in one tenant."""
+
+    name: str
+    profile: str
+    tenant_id: str = "default"
+    description: str = ""

@@ -1,0 +1,83 @@
+"""Stable reason codes: every stopped or failed call ends with exactly one of these.
+
+Defined once here and used by every face (library, REST, MCP, CLI, audit, metrics).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Reason(StrEnum):
+    # authenticate
+    UNAUTHENTICATED = "unauthenticated"
+    FORBIDDEN = "forbidden"
+    # resolve
+    TOOL_NOT_FOUND = "tool_not_found"
+    TOOL_DISABLED = "tool_disabled"
+    TOOL_NOT_PUBLISHED = "tool_not_published"
+    TOOL_QUARANTINED = "tool_quarantined"
+    TOOL_NOT_ENABLED = "tool_not_enabled"
+    ACTION_NOT_FOUND = "action_not_found"
+    ACTION_NOT_ALLOWED = "action_not_allowed"
+    # validate
+    INVALID_ARGUMENTS = "invalid_arguments"
+    PAYLOAD_TOO_LARGE = "payload_too_large"
+    # scope
+    SCOPE_MISSING = "scope_missing"
+    # limits
+    TOOL_UNAVAILABLE = "tool_unavailable"
+    RATE_LIMITED = "rate_limited"
+    CALL_LIMIT_EXCEEDED = "call_limit_exceeded"
+    CONCURRENCY_LIMITED = "concurrency_limited"
+    # gate
+    GATE_DENIED = "gate_denied"
+    APPROVAL_REQUIRED = "approval_required"
+    CONFIRMATION_REQUIRED = "confirmation_required"
+    PREVIEW_REQUIRED = "preview_required"
+    APPROVAL_MISMATCH = "approval_mismatch"
+    APPROVAL_PENDING = "approval_pending"
+    APPROVAL_DENIED = "approval_denied"
+    APPROVAL_EXPIRED = "approval_expired"
+    APPROVAL_CONSUMED = "approval_consumed"
+    APPROVAL_NOT_FOUND = "approval_not_found"
+    APPROVER_NOT_ALLOWED = "approver_not_allowed"
+    PREVIEW_INVALID = "preview_invalid"
+    # supersede
+    SUPERSEDED = "superseded"
+    # idempotency
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    IDEMPOTENCY_IN_PROGRESS = "idempotency_in_progress"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    # execute / outcome
+    TOOL_ERROR = "tool_error"
+    UPSTREAM_ERROR = "upstream_error"
+    TIMEOUT = "timeout"
+    OUTPUT_TOO_LARGE = "output_too_large"
+    INVALID_OUTPUT = "invalid_output"
+    SECRET_NOT_FOUND = "secret_not_found"
+    INTERNAL_ERROR = "internal_error"
+    CONFIG_INVALID = "config_invalid"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    # management
+    PUBLISH_VIA_ENDPOINT = "publish_via_endpoint"
+    INVALID_VERSION = "invalid_version"
+    NOT_FOUND = "not_found"
+    CONFLICT = "conflict"
+    INVALID_STATE = "invalid_state"
+    COMPENSATION_NOT_DEFINED = "compensation_not_defined"
+    ALREADY_COMPENSATED = "already_compensated"
+    BATCH_ABORTED = "batch_aborted"
+    # SSRF guard (http providers and built-ins)
+    ADDRESS_NOT_ALLOWED = "address_not_allowed"
+    HOST_NOT_ALLOWED = "host_not_allowed"
+    # seed git tool and other built-in policy denials
+    INVALID_REF = "invalid_ref"
+    INVALID_SINCE_FORMAT = "invalid_since_format"
+    BRANCH_PREFIX_REQUIRED = "branch_prefix_required"
+    TOO_MANY_FILES = "too_many_files"
+    DIRTY_WORKTREE = "dirty_worktree"
+    PUSH_NOT_ALLOWED = "push_not_allowed"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    PATH_NOT_ALLOWED = "path_not_allowed"
+    EXPRESSION_INVALID = "expression_invalid"

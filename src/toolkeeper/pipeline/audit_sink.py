@@ -1,0 +1,86 @@
+"""Batched, bounded background writer for audit events of calls that record no outcome.
+
+Calls that record an outcome write their events inside the outcome's own transactions
+(durable with it). Everything else (pure calls, stops) is queued here and written in
+batches within ``max_delay_s``; ``flush()`` writes synchronously and ``close()`` drains.
+A full queue makes the caller wait (bounded) rather than drop events.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from toolkeeper.store.audit import AuditRepo
+from toolkeeper.store.records import AuditDraft
+
+log = logging.getLogger("toolkeeper.audit")
+
+
+class AuditSink:
+    def __init__(self, repo: AuditRepo, *, max_delay_s: float = 0.05, batch: int = 2000,
+                 max_pending: int = 100_000) -> None:
+        self._repo = repo
+        self._max_delay = max_delay_s
+        self._batch = batch
+        self._max_pending = max_pending
+        self._pending: list[AuditDraft] = []
+        self._cond = threading.Condition()
+        self._write_lock = threading.Lock()
+        self._closed = False
+        self._failures = 0
+        self._thread = threading.Thread(target=self._run, name="toolkeeper-audit", daemon=True)
+        self._thread.start()
+
+    def submit(self, events: Sequence[AuditDraft]) -> None:
+        with self._cond:
+            if len(self._pending) >= self._max_pending:
+                self._cond.notify()
+                self._cond.wait_for(lambda: len(self._pending) < self._max_pending or
+                                    self._closed, timeout=30.0)
+            self._pending.extend(events)
+            if len(self._pending) >= self._batch:
+                self._cond.notify()
+
+    def flush(self) -> None:
+        """Write everything queued so far, now, on the calling thread."""
+        with self._write_lock:
+            with self._cond:
+                batch, self._pending = self._pending, []
+                self._cond.notify_all()
+            self._write(batch)
+
+    def _write(self, batch: list[AuditDraft]) -> None:
+        if not batch:
+            return
+        for attempt in range(5):
+            try:
+                self._repo.append(batch)
+                return
+            except Exception:  # database busy or gone: retry, then keep them queued
+                log.exception("audit write failed (attempt %d)", attempt + 1)
+                self._failures += 1
+        with self._cond:
+            self._pending[:0] = batch
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._closed or len(self._pending) >= self._batch,
+                                    timeout=self._max_delay)
+                closed = self._closed
+            self.flush()
+            if closed:
+                return
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+        self._thread.join(timeout=30.0)
+        self.flush()
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)

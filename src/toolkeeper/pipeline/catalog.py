@@ -1,0 +1,236 @@
+"""An immutable, in-memory snapshot of definitions, compiled for the hot path.
+
+Built from the store (tools, published snapshots, profiles, agents, tenant policy) and
+swapped atomically on change; providers, validators and policy instances are created
+lazily once per snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema_rs
+from pydantic import ValidationError
+
+from toolkeeper.canonical import digest
+from toolkeeper.errors import ConfigError, UserError
+from toolkeeper.model.enums import Mode, Risk, ToolStatus
+from toolkeeper.model.gates import GateMatrix
+from toolkeeper.model.profile import Activation, Adjuster, Agent, Condition, Limits, Profile
+from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.providers.base import Provider, ToolPolicy
+
+ProviderFactory = Callable[[ToolDefinition], Provider]
+
+
+@dataclass(slots=True)
+class TenantPolicy:
+    """Tenant-wide policy: gate matrix overrides, adjusters, limits."""
+
+    gates: dict[str, dict[str, str]] = field(default_factory=dict)
+    adjusters: tuple[Adjuster, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+
+
+class CompiledTool:
+    """One runnable version of a tool: definition, provider, validators."""
+
+    __slots__ = ("_validators", "definition", "provider", "record_id", "status")
+
+    def __init__(self, record_id: str, definition: ToolDefinition, status: ToolStatus,
+                 provider: Provider) -> None:
+        self.record_id = record_id
+        self.definition = definition
+        self.status = status
+        self.provider = provider
+        self._validators: dict[str, Any] = {}
+
+    def validator(self, action: str) -> Any:
+        v = self._validators.get(action)
+        if v is None:
+            schema = self.definition.action_input_schema(action)
+            v = self._validators[action] = jsonschema_rs.Draft202012Validator(schema)
+        return v
+
+
+class CompiledProfile:
+    """A profile with its gate matrix, activations and adjusters ready to evaluate."""
+
+    __slots__ = ("_policies", "activations", "adjusters", "limits", "matrix", "profile",
+                 "version")
+
+    def __init__(self, profile: Profile, tenant: TenantPolicy) -> None:
+        self.profile = profile
+        self.matrix = GateMatrix(tenant.gates, profile.gates)  # type: ignore[arg-type]
+        self.activations: dict[str, Activation] = {
+            a.tool: a for a in profile.activations if a.enabled}
+        self.adjusters = tuple(compile_adjuster(a) for a in (*tenant.adjusters,
+                                                              *profile.adjusters))
+        self.limits = (tenant.limits, profile.limits)
+        self.version = digest(profile.model_dump(mode="json"))[:23]
+        self._policies: dict[tuple[str, str], ToolPolicy] = {}
+
+    def policy_for(self, tool: CompiledTool) -> ToolPolicy:
+        """The tool's policy model filled from tool defaults ⊕ this profile's activation."""
+        key = (tool.definition.name, tool.definition.version)
+        pol = self._policies.get(key)
+        if pol is None:
+            act = self.activations.get(tool.definition.name)
+            values = {**tool.definition.policy, **(act.policy if act else {})}
+            try:
+                pol = tool.provider.policy_model.model_validate(values)
+            except ValidationError as exc:
+                raise ConfigError(f"profile {self.profile.name!r}: policy for "
+                                  f"{tool.definition.name!r} is invalid: {exc}") from exc
+            self._policies[key] = pol
+        return pol
+
+
+AdjusterFn = Callable[[dict[str, Any], dict[str, Any]], "Risk | int | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledAdjuster:
+    adjuster: Adjuster
+    tests: tuple[Callable[[dict[str, Any], dict[str, Any]], bool], ...]
+
+    def applies(self, tool: str, action: str) -> bool:
+        a = self.adjuster
+        return (not a.tools or tool in a.tools) and (not a.actions or action in a.actions)
+
+    def holds(self, args: dict[str, Any], ctx: dict[str, Any]) -> bool:
+        return all(t(args, ctx) for t in self.tests)
+
+
+_MISSING = object()
+
+
+def _lookup(args: Any, path: str) -> Any:
+    cur = args
+    for part in path.split("."):
+        if not isinstance(cur, dict) or part not in cur:
+            return _MISSING
+        cur = cur[part]
+    return cur
+
+
+def _compare(op: str, value: Any, expected: Any, pattern: re.Pattern[str] | None) -> bool:
+    if op == "exists":
+        return value is not _MISSING
+    if value is _MISSING:
+        return False
+    try:
+        match op:
+            case "eq":
+                return bool(value == expected)
+            case "ne":
+                return bool(value != expected)
+            case "gt":
+                return bool(value > expected)
+            case "gte":
+                return bool(value >= expected)
+            case "lt":
+                return bool(value < expected)
+            case "lte":
+                return bool(value <= expected)
+            case "in":
+                return value in expected
+            case "not_in":
+                return value not in expected
+            case "matches":
+                return isinstance(value, str) and pattern is not None and bool(
+                    pattern.search(value))
+    except TypeError:  # comparing "abc" > 1000: the condition does not hold
+        return False
+    return False
+
+
+def compile_condition(cond: Condition) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
+    pattern = re.compile(str(cond.value)) if cond.op == "matches" else None
+    if cond.arg is not None:
+        path = cond.arg
+        return lambda args, ctx: _compare(cond.op, _lookup(args, path), cond.value, pattern)
+    name = cond.context or "tool"
+    return lambda args, ctx: _compare(cond.op, ctx.get(name, _MISSING), cond.value, pattern)
+
+
+def compile_adjuster(adj: Adjuster) -> CompiledAdjuster:
+    if adj.raise_to is None and adj.raise_by == 0:
+        raise ConfigError(f"adjuster {adj.name or '?'} raises nothing: set raise_to or raise_by")
+    return CompiledAdjuster(adj, tuple(compile_condition(c) for c in adj.when))
+
+
+class Catalog:
+    """Lookup tables for one snapshot of the definitions."""
+
+    def __init__(self, *, mode: Mode, provider_factory: ProviderFactory) -> None:
+        self.mode = mode
+        self._factory = provider_factory
+        self._records: dict[tuple[str, str], tuple[str, ToolDefinition, list[ToolDefinition]]] = {}
+        self._runnable: dict[tuple[str, str, str | None], CompiledTool | None] = {}
+        self.profiles: dict[tuple[str, str], CompiledProfile] = {}
+        self.agents: dict[tuple[str, str], Agent] = {}
+        self.tenants: dict[str, TenantPolicy] = {}
+
+    def load(self, tools: Iterable[tuple[str, ToolDefinition]],
+             versions: dict[str, list[ToolDefinition]], profiles: Iterable[Profile],
+             agents: Iterable[Agent], tenants: dict[str, TenantPolicy]) -> None:
+        self.tenants = tenants
+        for record_id, tool in tools:
+            key = (tool.tenant_id or "*", tool.name)
+            self._records[key] = (record_id, tool, versions.get(record_id, []))
+        for p in profiles:
+            self.profiles[(p.tenant_id, p.name)] = CompiledProfile(
+                p, tenants.get(p.tenant_id, TenantPolicy()))
+        for a in agents:
+            self.agents[(a.tenant_id, a.name)] = a
+
+    def record(self, tenant_id: str, name: str) -> tuple[str, ToolDefinition,
+                                                         list[ToolDefinition]] | None:
+        """The tenant's own tool of that name, else the global one."""
+        return self._records.get((tenant_id, name)) or self._records.get(("*", name))
+
+    def visible(self, tenant_id: str) -> list[ToolDefinition]:
+        """Tier 2 (tenant-available): the tenant's tools and global ones, by name."""
+        out: dict[str, ToolDefinition] = {}
+        for (key, name), (_rid, tool, _v) in self._records.items():
+            if key == tenant_id or (key == "*" and name not in out):
+                out[name] = tool
+        return [out[n] for n in sorted(out)]
+
+    def all_tools(self) -> list[ToolDefinition]:
+        return [rec[1] for rec in self._records.values()]
+
+    def runnable(self, tenant_id: str, name: str, pin: str | None) -> CompiledTool | None:
+        """The version that runs for this tenant in this mode (``None``: no such version)."""
+        key = (tenant_id, name, pin)
+        if key in self._runnable:
+            return self._runnable[key]
+        rec = self.record(tenant_id, name)
+        compiled = None
+        if rec is not None:
+            record_id, working, snapshots = rec
+            chosen = _choose_version(working, snapshots, pin, self.mode)
+            if chosen is not None:
+                try:
+                    provider = self._factory(chosen)
+                except UserError:
+                    raise
+                compiled = CompiledTool(record_id, chosen, working.status, provider)
+        self._runnable[key] = compiled
+        return compiled
+
+
+def _choose_version(working: ToolDefinition, snapshots: list[ToolDefinition],
+                    pin: str | None, mode: Mode) -> ToolDefinition | None:
+    if pin is not None:
+        for snap in snapshots:
+            if snap.version == pin:
+                return snap
+        return working if mode is Mode.DEBUG and working.version == pin else None
+    if mode is Mode.DEBUG and working.status is ToolStatus.DRAFT:
+        return working
+    return snapshots[-1] if snapshots else None

@@ -1,0 +1,102 @@
+"""Step 10: run the tool — secrets only now, timeout, retries only when retry-safe."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from toolkeeper.errors import ToolDenied, ToolError
+from toolkeeper.model.call import CallResult, PreviewResult
+from toolkeeper.model.enums import CallStatus, SideEffect
+from toolkeeper.model.events import EventType
+from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.runtime import Runtime
+from toolkeeper.pipeline.state import CallState
+from toolkeeper.providers.base import ToolContext
+
+
+@dataclass(slots=True)
+class Execution:
+    """What happened when the tool ran (input to the outcome step)."""
+
+    output: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
+    attempts: int = 0
+    ctx: ToolContext | None = None
+
+
+def make_context(rt: Runtime, st: CallState) -> ToolContext:
+    assert st.tool is not None and st.profile is not None and st.policy is not None
+    tool = st.tool.definition
+    req = st.request
+    return ToolContext(
+        call_id=st.call_id, tenant_id=st.tenant_id or "", agent=st.agent or "",
+        tool=tool.name, action=st.action or "", tool_version=tool.version,
+        autonomy=st.profile.profile.autonomy, granted_scopes=st.granted_scopes,
+        policy=st.policy, connector_id=tool.connector_id, idempotency_key=st.idempotency_key,
+        turn_group_id=req.turn_group_id, trace_id=req.trace_id, task_id=req.task_id,
+        step_id=req.step_id, config=tool.implementation,
+        _get_secret=rt.secrets.get_secret if rt.secrets is not None else None,
+    )
+
+
+async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult | None:
+    """The tool's side-effect-free preview, bounded by the tool's timeout."""
+    assert st.tool is not None and st.action is not None
+    ctx = make_context(rt, st)
+    try:
+        async with asyncio.timeout(st.tool.definition.execution.timeout_s):
+            return await st.tool.provider.preview(st.action, st.arguments, ctx)
+    except ToolDenied as exc:
+        return st.stop(EventType.POLICY_DENIED, exc.reason, _redacted(rt, ctx, exc.message))
+    except (ToolError, TimeoutError, Exception) as exc:
+        reason = exc.reason if isinstance(exc, ToolError) else (
+            Reason.TIMEOUT if isinstance(exc, TimeoutError) else Reason.TOOL_ERROR)
+        return st.stop(EventType.CALL_FAILED, reason,
+                       "preview failed: " + _redacted(rt, ctx, str(exc) or type(exc).__name__),
+                       status=CallStatus.FAILED)
+
+
+def _redacted(rt: Runtime, ctx: ToolContext, text: str) -> str:
+    text = rt.redactor.redact_text(text)
+    if ctx._resolved_secrets:
+        from toolkeeper.secrets.redact import Redactor
+
+        text = Redactor(ctx._resolved_secrets).redact_text(text)
+    return text
+
+
+async def execute(rt: Runtime, st: CallState) -> Execution:
+    assert st.tool is not None and st.action is not None
+    tool = st.tool.definition
+    ctx = make_context(rt, st)
+    retry_safe = st.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
+    attempts = 1 + (tool.execution.max_retries if retry_safe else 0)
+    run = Execution(ctx=ctx)
+    for attempt in range(attempts):
+        run.attempts = attempt + 1
+        run.error, run.timed_out = None, False
+        try:
+            async with asyncio.timeout(tool.execution.timeout_s):
+                run.output = await st.tool.provider.execute(st.action, st.arguments, ctx)
+            return run
+        except TimeoutError as exc:
+            run.error, run.timed_out = exc, True
+            retry = retry_safe
+        except ToolDenied as exc:
+            run.error = exc
+            return run
+        except ToolError as exc:
+            run.error = exc
+            retry = retry_safe and exc.retryable
+        except Exception as exc:  # a tool's own bug: reported, never retried
+            run.error = exc
+            return run
+        if not retry or attempt + 1 >= attempts:
+            return run
+        delay = min(rt.settings.retry_max_s, rt.settings.retry_base_s * (2 ** attempt))
+        await asyncio.sleep(delay * (0.5 + random.random() / 2))  # backoff with jitter
+    return run

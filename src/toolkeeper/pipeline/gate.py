@@ -1,0 +1,136 @@
+"""Step 7: gate = matrix[autonomy][risk], raised by ``requires_confirmation`` and
+activation overrides; ``deny`` stops; ``confirm``/``approve`` need a matching approval;
+``preview`` needs a matching preview token (or escalates to ``confirm``)."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+
+from toolkeeper.model.call import CallResult
+from toolkeeper.model.enums import ApprovalStatus, CallStatus, Gate
+from toolkeeper.model.events import EventType
+from toolkeeper.model.gates import stricter
+from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.bindings import approval_problem, find_open_approval
+from toolkeeper.pipeline.runtime import Runtime
+from toolkeeper.pipeline.state import CallState
+from toolkeeper.store.records import ApprovalRecord
+
+_NEEDS = {Gate.CONFIRM: (CallStatus.CONFIRMATION_REQUIRED, Reason.CONFIRMATION_REQUIRED),
+          Gate.APPROVE: (CallStatus.APPROVAL_REQUIRED, Reason.APPROVAL_REQUIRED)}
+
+
+def decide_gate(st: CallState) -> Gate:
+    """The gate for this call, before approvals are looked at."""
+    assert st.profile is not None and st.tool is not None and st.risk is not None
+    tool = st.tool.definition
+    gate = st.profile.matrix.gate(st.risk, st.profile.profile.autonomy)
+    act = st.profile.activations.get(tool.name)
+    confirm = tool.requires_confirmation
+    if act is not None and act.requires_confirmation is not None:
+        confirm = confirm or act.requires_confirmation  # overrides may only tighten
+    if confirm and gate in (Gate.ALLOW, Gate.PREVIEW):
+        gate = Gate.CONFIRM
+    if act is not None and st.action in act.gates:
+        gate = stricter(gate, act.gates[st.action])
+    if gate is Gate.PREVIEW and not st.tool.provider.supports_preview(st.action or ""):
+        gate = Gate.CONFIRM
+    return gate
+
+
+async def gate(rt: Runtime, st: CallState) -> CallResult | None:
+    st.gate = g = decide_gate(st)
+    if g is Gate.DENY:
+        return st.stop(EventType.POLICY_DENIED, Reason.GATE_DENIED,
+                       f"risk {st.risk} at autonomy {int(st.profile.profile.autonomy)} "  # type: ignore[union-attr]
+                       "is denied")
+    if g is Gate.ALLOW:
+        st.emit(EventType.GATE_ALLOWED)
+        return None
+    if g is Gate.PREVIEW:
+        return await _preview_gate(rt, st)
+    return _approval_gate(rt, st, g)
+
+
+def _approval_gate(rt: Runtime, st: CallState, g: Gate) -> CallResult | None:
+    req = st.request
+    if req.approval_id is not None or req.preview_token is not None:
+        ident = req.approval_id or req.preview_token
+        rec = rt.store.approvals.get(str(ident))
+        problem = approval_problem(rt, st, rec, g)
+        if problem is not None:
+            status, reason, msg = problem
+            return st.stop(EventType.POLICY_DENIED, reason, msg, status=status,
+                           approval_id=rec.id if rec and reason is Reason.APPROVAL_PENDING
+                           else None)
+        st.approval = rec
+        st.emit(EventType.GATE_ALLOWED, approval_id=rec.id)  # type: ignore[union-attr]
+        return None
+    existing = find_open_approval(rt, st, g)
+    if existing is not None and existing.status is ApprovalStatus.APPROVED:
+        st.approval = existing
+        st.emit(EventType.GATE_ALLOWED, approval_id=existing.id)
+        return None
+    status, reason = _NEEDS[g]
+    if existing is not None:  # the same call is already waiting: never create a second one
+        return st.stop(EventType.GATE_REQUIRED, reason,
+                       f"{g.value} pending: approval {existing.id}", status=status,
+                       approval_id=existing.id)
+    rec = _new_approval(rt, st, g.value)
+    st.emit(EventType.GATE_REQUIRED, reason=reason.value, approval_id=rec.id)
+    st.emit(EventType.APPROVAL_CREATED, approval_id=rec.id, kind=rec.kind)
+    rt.store.approvals.create(rec, st.events)
+    st.events = []
+    return st.result(status, reason, message=f"{g.value} required: approval {rec.id}",
+                     approval_id=rec.id)
+
+
+async def _preview_gate(rt: Runtime, st: CallState) -> CallResult | None:
+    assert st.tool is not None and st.action is not None
+    token = st.request.preview_token
+    if token is not None:
+        rec = rt.store.approvals.get(str(token))
+        problem = approval_problem(rt, st, rec, Gate.PREVIEW)
+        if problem is None:
+            st.approval = rec
+            st.emit(EventType.GATE_ALLOWED, preview_token=str(token))
+            return None
+        status, reason, msg = problem
+        return st.stop(EventType.POLICY_DENIED, Reason.PREVIEW_INVALID, msg, status=status,
+                       details={"cause": str(reason)})
+    from toolkeeper.pipeline.execute import run_preview
+
+    preview = await run_preview(rt, st)
+    if isinstance(preview, CallResult):
+        return preview
+    if preview is None:  # the provider declined after all: escalate to confirm
+        st.gate = Gate.CONFIRM
+        return _approval_gate(rt, st, Gate.CONFIRM)
+    rec = _new_approval(rt, st, "preview", preview=preview.data, summary=preview.summary,
+                        status=ApprovalStatus.APPROVED, ident="pv_" + secrets.token_urlsafe(24))
+    st.emit(EventType.GATE_REQUIRED, reason=Reason.PREVIEW_REQUIRED.value)
+    st.emit(EventType.PREVIEW_CREATED, summary=preview.summary)
+    rt.store.approvals.create(rec, st.events)
+    st.events = []
+    return st.result(CallStatus.PREVIEW_REQUIRED, Reason.PREVIEW_REQUIRED,
+                     message=preview.summary, preview={"summary": preview.summary,
+                                                       "data": preview.data},
+                     preview_token=rec.id)
+
+
+def _new_approval(rt: Runtime, st: CallState, kind: str, *, preview: object = None,
+                  summary: str | None = None, status: ApprovalStatus = ApprovalStatus.PENDING,
+                  ident: str | None = None) -> ApprovalRecord:
+    assert st.tool is not None and st.profile is not None
+    now = datetime.now(UTC)
+    tool = st.tool.definition
+    return ApprovalRecord(
+        id=ident or "ap_" + secrets.token_urlsafe(16), tenant_id=st.tenant_id or "",
+        agent=st.agent or "", kind=kind, tool=tool.name, action=st.action or "",
+        tool_version=tool.version, args_digest=st.args_digest or "",
+        arguments=rt.redactor.redact(st.arguments), risk=str(st.risk), gate=str(st.gate),
+        policy_version=st.profile.version, status=status, created_at=now,
+        expires_at=now + rt.settings.approval_ttl, call_id=st.call_id, preview=preview,
+        summary=summary or tool.confirmation_prompt or f"{tool.name}.{st.action}",
+    )

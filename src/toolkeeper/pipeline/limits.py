@@ -1,0 +1,64 @@
+"""Step 5: health, rate limits, per-turn call caps, concurrency group capacity."""
+
+from __future__ import annotations
+
+from toolkeeper.model.call import CallResult
+from toolkeeper.model.enums import CallStatus
+from toolkeeper.model.events import EventType
+from toolkeeper.model.profile import Limits
+from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.runtime import Runtime
+from toolkeeper.pipeline.state import CallState
+
+
+def _rate_key(per: str, st: CallState, tool: str) -> str:
+    return {
+        "agent": f"a:{st.tenant_id}:{st.agent}",
+        "tool": f"t:{st.tenant_id}:{tool}",
+        "tenant": f"n:{st.tenant_id}",
+        "agent_tool": f"at:{st.tenant_id}:{st.agent}:{tool}",
+    }[per]
+
+
+def _all_limits(st: CallState) -> list[Limits]:
+    assert st.profile is not None
+    tenant, profile = st.profile.limits
+    out = [tenant, profile]
+    act = st.profile.activations.get(st.tool_name)
+    if act is not None and act.limits is not None:
+        out.append(act.limits)
+    return out
+
+
+async def limits(rt: Runtime, st: CallState) -> CallResult | None:
+    assert st.tool is not None
+    tool = st.tool.definition
+    wait = rt.health.admit(f"{st.tenant_id}:{tool.name}")
+    if wait is not None:
+        return st.stop(EventType.LIMIT_DENIED, Reason.TOOL_UNAVAILABLE,
+                       f"{tool.name} is unavailable", status=CallStatus.FAILED,
+                       retry_after=round(wait, 3))
+    for lim in _all_limits(st):
+        for rate in lim.rate:
+            key = _rate_key(rate.per, st, tool.name) + f":{rate.limit}/{rate.window_s}"
+            retry = rt.rates.hit(key, rate.limit, rate.window_s)
+            if retry is not None:
+                return st.stop(EventType.LIMIT_DENIED, Reason.RATE_LIMITED,
+                               f"more than {rate.limit} calls per {rate.window_s:g}s "
+                               f"({rate.per})", retry_after=round(retry, 3))
+        turn = st.request.turn_group_id
+        if lim.max_calls_per_turn is not None and turn:
+            key = f"{st.tenant_id}:{st.agent}:{turn}:{id(lim)}"
+            if not rt.turns.hit(key, lim.max_calls_per_turn):
+                return st.stop(EventType.LIMIT_DENIED, Reason.CALL_LIMIT_EXCEEDED,
+                               f"at most {lim.max_calls_per_turn} calls per turn group")
+    group = tool.execution.concurrency_group
+    if group != "default" or tool.execution.max_concurrency > 1:
+        release = await rt.concurrency.acquire(
+            f"{st.tenant_id}:{group}", tool.execution.max_concurrency, tool.execution.timeout_s)
+        if release is None:
+            return st.stop(EventType.LIMIT_DENIED, Reason.CONCURRENCY_LIMITED,
+                           f"concurrency group {group!r} stayed full for "
+                           f"{tool.execution.timeout_s:g}s")
+        st.release.append(release)
+    return None

@@ -1,0 +1,140 @@
+"""Step 11: turn what happened into the call's result, durably, with audit and metrics."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from pydantic import BaseModel
+
+from toolkeeper.errors import ToolDenied, ToolError
+from toolkeeper.model.call import CallResult
+from toolkeeper.model.enums import CallStatus, OutcomeState, SideEffect
+from toolkeeper.model.events import EventType
+from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.execute import Execution
+from toolkeeper.pipeline.runtime import Runtime
+from toolkeeper.pipeline.state import CallState
+from toolkeeper.secrets.redact import Redactor
+from toolkeeper.store.records import SideEffectRecord
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def jsonable(value: Any) -> Any:
+    """Tool output as plain JSON values (what is stored, returned and audited)."""
+    if value is None or type(value) in (str, int, bool):
+        return value
+    return orjson.loads(orjson.dumps(value, default=_default,
+                                     option=orjson.OPT_NON_STR_KEYS))
+
+
+def cap_output(output: Any, cap: int) -> tuple[Any, dict[str, Any] | None]:
+    """Strings are truncated; larger structures are returned as truncated JSON text."""
+    if isinstance(output, str):
+        if len(output) <= cap:
+            return output, None
+        return output[:cap], {"truncated": True, "original_chars": len(output)}
+    if output is None or type(output) in (int, bool, float):
+        return output, None
+    text = orjson.dumps(output).decode()
+    if len(text) <= cap:
+        return output, None
+    return text[:cap], {"truncated": True, "original_chars": len(text)}
+
+
+def _classify(st: CallState, run: Execution) -> tuple[CallStatus, str | None, str | None,
+                                                      EventType]:
+    err = run.error
+    if err is None:
+        return CallStatus.SUCCEEDED, None, None, EventType.CALL_SUCCEEDED
+    retry_safe = st.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
+    if isinstance(err, ToolDenied):
+        return CallStatus.DENIED, err.reason, err.message, EventType.POLICY_DENIED
+    if run.timed_out:
+        if retry_safe:
+            return CallStatus.FAILED, Reason.TIMEOUT, "the tool timed out", EventType.CALL_FAILED
+        return (CallStatus.UNKNOWN, Reason.TIMEOUT,
+                "the tool timed out after it may have acted", EventType.CALL_UNKNOWN)
+    if isinstance(err, ToolError):
+        if err.may_have_executed and not retry_safe:
+            return CallStatus.UNKNOWN, err.reason, err.message, EventType.CALL_UNKNOWN
+        return CallStatus.FAILED, err.reason, err.message, EventType.CALL_FAILED
+    return (CallStatus.FAILED, Reason.TOOL_ERROR, f"{type(err).__name__}: {err}",
+            EventType.CALL_FAILED)
+
+
+def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
+    assert st.tool is not None
+    tool = st.tool.definition
+    status, reason, message, event = _classify(st, run)
+    redactor = rt.redactor
+    if run.ctx is not None and run.ctx._resolved_secrets:
+        redactor = redactor.union(run.ctx._resolved_secrets)
+    if message is not None:
+        message = redactor.redact_text(message)
+    output, details = None, None
+    if status is CallStatus.SUCCEEDED:
+        cap = tool.execution.max_output_chars
+        if st.policy is not None and st.policy.max_output_chars:
+            cap = min(cap, st.policy.max_output_chars)
+        try:
+            output, details = cap_output(redactor.redact(jsonable(run.output)), cap)
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            status, reason, event = CallStatus.FAILED, Reason.INVALID_OUTPUT, EventType.CALL_FAILED
+            message = f"the tool returned something that is not JSON: {exc}"
+    effect = None
+    if status is CallStatus.SUCCEEDED and st.side_effect is not SideEffect.PURE:
+        effect = SideEffectRecord(
+            id=uuid.uuid4().hex, tenant_id=st.tenant_id or "", agent=st.agent or "",
+            call_id=st.call_id, tool=tool.name, action=st.action or "",
+            tool_version=tool.version, policy=str(st.side_effect),
+            arguments=redactor.redact(st.arguments), result=output,
+            turn_group_id=st.request.turn_group_id, created_at=datetime.now(UTC))
+    res = st.result(status, reason, message=message, output=output, details=details,
+                    side_effect_id=effect.id if effect else None)
+    _health(rt, st, run, status)
+    st.emit(event, reason=reason, duration_ms=res.duration_ms, attempts=run.attempts,
+            **({"message": message} if message and status is not CallStatus.SUCCEEDED else {}))
+    if effect is not None:
+        st.emit(EventType.SIDE_EFFECT_RECORDED, side_effect_id=effect.id, policy=effect.policy)
+        rt.metrics.side_effect(effect.policy)
+    if st.recorded:
+        state = {CallStatus.SUCCEEDED: OutcomeState.SUCCEEDED,
+                 CallStatus.UNKNOWN: OutcomeState.UNKNOWN}.get(status, OutcomeState.FAILED)
+        rt.store.outcomes.finish(st.call_id, state=state, status=status.value, reason=reason,
+                                 result=res.to_dict(), events=st.events, side_effect=effect)
+        st.events = []
+    return res
+
+
+def _health(rt: Runtime, st: CallState, run: Execution, status: CallStatus) -> None:
+    name = f"{st.tenant_id}:{st.tool_name}"
+    if status is CallStatus.SUCCEEDED:
+        rt.health.success(name)
+    elif run.timed_out or (isinstance(run.error, ToolError) and run.error.retryable):
+        rt.health.failure(name, str(run.error)[:200])
+
+
+def unknown_after_cancel(rt: Runtime, st: CallState) -> None:
+    """The caller went away mid-execution: the tool may have acted, so the outcome is unknown."""
+    if not st.recorded:
+        return
+    st.emit(EventType.CALL_UNKNOWN, reason="cancelled")
+    res = st.result(CallStatus.UNKNOWN, "cancelled", message="the call was cancelled mid-flight")
+    rt.store.outcomes.finish(st.call_id, state=OutcomeState.UNKNOWN, status="unknown",
+                             reason="cancelled", result=res.to_dict(), events=st.events)
+    st.events = []
+
+
+__all__ = ["Redactor", "finish", "jsonable", "unknown_after_cancel"]

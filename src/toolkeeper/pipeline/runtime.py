@@ -1,0 +1,47 @@
+"""The dependencies every step reads, constructed once per gateway and injected."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from toolkeeper.model.enums import Mode
+from toolkeeper.observability.metrics import Metrics
+from toolkeeper.pipeline.audit_sink import AuditSink
+from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.pipeline.health import HealthBoard
+from toolkeeper.pipeline.limiters import ConcurrencyGroups, RateLimiter, TurnCounter
+from toolkeeper.secrets.base import SecretsStore
+from toolkeeper.secrets.redact import Redactor
+from toolkeeper.store import Store
+
+
+@dataclass(slots=True, kw_only=True)
+class Settings:
+    """Gateway settings (validated by the config layer)."""
+
+    mode: Mode = Mode.PRODUCTION
+    max_payload_bytes: int = 1_000_000
+    approval_ttl: timedelta = timedelta(hours=24)
+    outcome_ttl: timedelta = timedelta(hours=24)
+    stale_grace: timedelta = timedelta(seconds=30)
+    """Added to a tool's timeout before an in_progress outcome is presumed dead."""
+    retry_base_s: float = 0.05
+    retry_max_s: float = 2.0
+    audit_arguments: bool = False
+    """Tenant opt-in: store (redacted) arguments in audit events, not only their digest."""
+
+
+@dataclass(slots=True, kw_only=True)
+class Runtime:
+    store: Store
+    catalog: Catalog
+    sink: AuditSink
+    secrets: SecretsStore | None
+    redactor: Redactor
+    metrics: Metrics
+    health: HealthBoard
+    rates: RateLimiter
+    turns: TurnCounter
+    concurrency: ConcurrencyGroups
+    settings: Settings = field(default_factory=Settings)

@@ -1,0 +1,24 @@
+"""Step 4: the tool's required scopes ⊆ the granted scopes (a request may only narrow)."""
+
+from __future__ import annotations
+
+from toolkeeper.model.call import CallResult
+from toolkeeper.model.events import EventType
+from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.runtime import Runtime
+from toolkeeper.pipeline.state import CallState
+
+
+def scope(rt: Runtime, st: CallState) -> CallResult | None:
+    assert st.profile is not None and st.tool is not None and st.action is not None
+    granted = frozenset(st.profile.profile.scopes)
+    asked = st.request.scopes
+    if asked is not None:
+        granted = granted & frozenset(s for s in asked if isinstance(s, str))
+    st.granted_scopes = granted
+    missing = st.tool.definition.action_scopes(st.action) - granted
+    if missing:
+        return st.stop(EventType.SCOPE_DENIED, Reason.SCOPE_MISSING,
+                       f"missing scopes: {', '.join(sorted(missing))}",
+                       details={"missing": sorted(missing)})
+    return None

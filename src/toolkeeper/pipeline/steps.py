@@ -1,0 +1,97 @@
+"""The normative order of SPEC §2, in one visible place.
+
+authenticate → resolve → validate → scope → limits → risk → gate → supersede →
+idempotency → execute → outcome. Each step returns ``None`` to continue or the result
+that ends the call (having emitted its audit event).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from toolkeeper.errors import ConfigError
+from toolkeeper.model.call import CallResult
+from toolkeeper.model.enums import ApprovalStatus, CallStatus, OutcomeState
+from toolkeeper.model.events import EventType
+from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.authenticate import authenticate
+from toolkeeper.pipeline.execute import execute
+from toolkeeper.pipeline.gate import gate
+from toolkeeper.pipeline.idempotency import idempotency
+from toolkeeper.pipeline.limits import limits
+from toolkeeper.pipeline.outcome import finish, unknown_after_cancel
+from toolkeeper.pipeline.resolve import resolve
+from toolkeeper.pipeline.risk import risk
+from toolkeeper.pipeline.runtime import Runtime
+from toolkeeper.pipeline.scope import scope
+from toolkeeper.pipeline.state import CallState
+from toolkeeper.pipeline.supersede import supersede
+from toolkeeper.pipeline.validate import validate
+
+log = logging.getLogger("toolkeeper.pipeline")
+
+
+async def run(rt: Runtime, st: CallState) -> CallResult:
+    res = authenticate(rt, st)
+    if res is None:
+        try:
+            res = resolve(rt, st)
+        except ConfigError as exc:
+            res = st.stop(EventType.POLICY_DENIED, Reason.CONFIG_INVALID, str(exc),
+                          status=CallStatus.FAILED)
+    res = res or validate(rt, st) or scope(rt, st)
+    if res is None:
+        res = await limits(rt, st)
+    res = res or risk(rt, st)
+    if res is None:
+        res = await gate(rt, st)
+    res = res or supersede(rt, st) or idempotency(rt, st)
+    if res is not None:
+        return res
+    return await _execute(rt, st)
+
+
+async def _execute(rt: Runtime, st: CallState) -> CallResult:
+    approval = st.approval
+    if approval is not None and approval.status is ApprovalStatus.APPROVED:
+        st.emit(EventType.APPROVAL_CONSUMED, approval_id=approval.id)
+        if not rt.store.approvals.consume(approval.id, st.call_id, st.events):
+            st.events.pop()
+            return _refuse_consumed(rt, st)
+        st.events = []
+    run = await execute(rt, st)
+    return finish(rt, st, run)
+
+
+def _refuse_consumed(rt: Runtime, st: CallState) -> CallResult:
+    """Two calls raced for one approval and this one lost: it never runs."""
+    res = st.stop(EventType.POLICY_DENIED, Reason.APPROVAL_CONSUMED,
+                  "the approval was used by another call")
+    if st.recorded:
+        rt.store.outcomes.finish(st.call_id, state=OutcomeState.FAILED, status=res.status.value,
+                                 reason=str(res.reason), result=res.to_dict(), events=st.events)
+        st.events = []
+    return res
+
+
+def cancelled(rt: Runtime, st: CallState) -> None:
+    try:
+        unknown_after_cancel(rt, st)
+    except Exception:  # the store is gone too: recovery will mark it unknown later
+        log.exception("could not record cancellation of %s", st.call_id)
+
+
+def internal_error(rt: Runtime, st: CallState, exc: Exception) -> CallResult:
+    """Our own bug: the call fails with ``internal_error``; a recorded call becomes unknown
+    (we cannot tell whether the tool ran)."""
+    msg = rt.redactor.redact_text(f"{type(exc).__name__}: {exc}")
+    res = st.stop(EventType.CALL_FAILED, Reason.INTERNAL_ERROR, msg, status=CallStatus.FAILED)
+    if st.recorded:
+        try:
+            rt.store.outcomes.finish(st.call_id, state=OutcomeState.UNKNOWN, status="unknown",
+                                     reason=Reason.INTERNAL_ERROR.value, result=res.to_dict(),
+                                     events=st.events)
+            st.events = []
+        except Exception:
+            log.exception("could not record internal error of %s", st.call_id)
+    return res

@@ -1,0 +1,84 @@
+"""Step 3: arguments against the action's JSON Schema, with only documented coercions.
+
+Coercions (the only ones):
+- ``None`` arguments are ``{}``;
+- a bare string, when the schema has exactly one required property and it is a string,
+  becomes ``{that_property: string}``;
+- a property may declare ``"x-aliases": ["q", …]``; an alias key is renamed to the property
+  when the property itself is absent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from toolkeeper.canonical import NotCanonicalizable, canonical_bytes
+from toolkeeper.model.call import CallResult
+from toolkeeper.model.events import EventType
+from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.runtime import Runtime
+from toolkeeper.pipeline.state import CallState
+
+MAX_ERRORS = 20
+
+
+def coerce(arguments: Any, schema: dict[str, Any]) -> Any:
+    if arguments is None:
+        return {}
+    props = schema.get("properties")
+    if isinstance(arguments, str) and isinstance(props, dict):
+        required = schema.get("required") or []
+        if len(required) == 1 and (props.get(required[0]) or {}).get("type") == "string":
+            return {required[0]: arguments}
+    if isinstance(arguments, dict) and isinstance(props, dict):
+        for name, sub in props.items():
+            aliases = sub.get("x-aliases") if isinstance(sub, dict) else None
+            if not aliases or name in arguments:
+                continue
+            for alias in aliases:
+                if alias in arguments and alias not in props:
+                    arguments = {**arguments}
+                    arguments[name] = arguments.pop(alias)
+                    break
+    return arguments
+
+
+def validate(rt: Runtime, st: CallState) -> CallResult | None:
+    assert st.tool is not None and st.action is not None
+    tool = st.tool
+    schema = tool.definition.action_input_schema(st.action)
+    args = coerce(st.request.arguments, schema)
+    try:
+        st.args_bytes = canonical_bytes(args)
+    except NotCanonicalizable as exc:
+        return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
+                       f"arguments are not JSON: {exc}",
+                       details={"errors": [{"pointer": "", "message": str(exc)}]})
+    cap = rt.settings.max_payload_bytes
+    for lim in (st.profile.limits if st.profile else ()):
+        if lim.max_payload_bytes:
+            cap = min(cap, lim.max_payload_bytes)
+    if len(st.args_bytes) > cap:
+        return st.stop(EventType.POLICY_DENIED, Reason.PAYLOAD_TOO_LARGE,
+                       f"arguments are {len(st.args_bytes)} bytes; the cap is {cap}",
+                       details={"size": len(st.args_bytes), "limit": cap})
+    st.args_digest = "sha256:" + hashlib.sha256(st.args_bytes).hexdigest()
+    validator = tool.validator(st.action)
+    if not validator.is_valid(args):
+        errors = []
+        for err in validator.iter_errors(args):
+            pointer = "".join(f"/{str(p).replace('~', '~0').replace('/', '~1')}"
+                              for p in err.instance_path)
+            errors.append({"pointer": pointer, "message": err.message})
+            if len(errors) >= MAX_ERRORS:
+                break
+        return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
+                       "; ".join(f"{e['pointer'] or '/'}: {e['message']}" for e in errors[:3]),
+                       details={"errors": errors})
+    if not isinstance(args, dict):
+        return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
+                       "arguments must be a JSON object",
+                       details={"errors": [{"pointer": "", "message": "not an object"}]})
+    st.arguments = args
+    return None

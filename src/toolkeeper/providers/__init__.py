@@ -1,0 +1,1 @@
+"""Providers: how a tool executes (native, function, http; mcp in the MCP face)."""

@@ -1,0 +1,89 @@
+"""The provider contract: what the execute step needs from any kind of tool."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from toolkeeper.errors import ToolDenied, ToolError
+from toolkeeper.model.enums import Autonomy
+
+if TYPE_CHECKING:
+    from toolkeeper.model.call import PreviewResult
+
+
+class ToolPolicy(BaseModel):
+    """Base of every tool's policy model: values come from the profile's activation.
+
+    Subclass it with the tool's guardrails (seed: ToolPolicy). Unknown keys are refused so a
+    typo in a profile cannot silently disable a guardrail.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    allowed_actions: tuple[str, ...] | None = None
+    """Actions this policy permits; ``None`` leaves it to the activation."""
+    max_output_chars: int | None = None
+    """Caps the output below the tool's ``execution.max_output_chars``."""
+
+
+SecretGetter = Callable[[str | None, str], Awaitable[str]]
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolContext:
+    """Everything a tool may know about the call; tools never read system state directly."""
+
+    call_id: str
+    tenant_id: str
+    agent: str
+    tool: str
+    action: str
+    tool_version: str
+    autonomy: Autonomy
+    granted_scopes: frozenset[str]
+    policy: ToolPolicy
+    connector_id: str | None = None
+    idempotency_key: str | None = None
+    turn_group_id: str | None = None
+    trace_id: str | None = None
+    task_id: str | None = None
+    step_id: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    """The tool's implementation config, with ``${secret:…}`` references left unresolved."""
+    _get_secret: SecretGetter | None = None
+    _resolved_secrets: list[str] = field(default_factory=list)
+
+    async def secret(self, key: str, connector_id: str | None = None) -> str:
+        """Resolve a secret now, at use. Its value is redacted from everything returned."""
+        if self._get_secret is None:
+            raise ToolError("secret_not_found", f"no secrets store for {key!r}")
+        value = await self._get_secret(connector_id or self.connector_id, key)
+        self._resolved_secrets.append(value)
+        return value
+
+    def deny(self, reason: str, message: str | None = None, **details: Any) -> NoReturn:
+        """Refuse the call with a stable reason (``branch_prefix_required``)."""
+        raise ToolDenied(reason, message, **details)
+
+    def fail(self, reason: str = "tool_error", message: str | None = None,
+             *, retryable: bool = False) -> NoReturn:
+        raise ToolError(reason, message, retryable=retryable)
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """How the execute step runs one tool. One instance per tool definition."""
+
+    policy_model: type[ToolPolicy]
+
+    def supports_preview(self, action: str) -> bool: ...
+
+    async def preview(
+        self, action: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> PreviewResult | None: ...
+
+    async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any: ...

@@ -1,0 +1,76 @@
+"""Builds the provider for a tool definition: the one place implementations are chosen."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolkeeper.errors import UserError
+from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.providers.base import Provider
+from toolkeeper.providers.function import FunctionProvider
+from toolkeeper.providers.native import BaseTool, NativeProvider
+
+
+def load_entry_point(ref: str) -> Any:
+    """``module.path:Name`` → the object (a BaseTool class or a ``@tool`` function)."""
+    module, sep, attr = ref.partition(":")
+    if not sep or not module or not attr:
+        raise UserError(f"entry point {ref!r} must look like 'module.path:Name'")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise UserError(f"cannot load {ref!r}: {exc}") from exc
+    return obj
+
+
+def as_tool_instance(obj: Any, config: Mapping[str, Any] | None = None) -> BaseTool:
+    if isinstance(obj, BaseTool):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, BaseTool):
+        return obj(**(config or {})) if config else obj()
+    raise UserError(f"{obj!r} is not a BaseTool (class, instance, or @tool function)")
+
+
+class ProviderFactory:
+    """Maps an implementation type to a provider; unknown types are refused, never stubbed."""
+
+    def __init__(self, *, natives: Mapping[str, Any] | None = None,
+                 functions: Mapping[str, Callable[..., Any]] | None = None,
+                 builtins: Mapping[str, type[BaseTool]] | None = None,
+                 extra: Mapping[str, Callable[[ToolDefinition], Provider]] | None = None,
+                 allow_imports: bool = True) -> None:
+        self.natives: dict[str, Any] = dict(natives or {})
+        self.functions = dict(functions or {})
+        self.builtins = dict(builtins or {})
+        self.extra = dict(extra or {})
+        self.allow_imports = allow_imports
+
+    def __call__(self, tool: ToolDefinition) -> Provider:
+        kind = tool.implementation_type
+        impl = tool.implementation
+        if kind in self.extra:
+            return self.extra[kind](tool)
+        if kind == "native":
+            ref = str(impl.get("entry_point", ""))
+            obj = self.natives.get(ref)
+            if obj is None:
+                if not self.allow_imports:
+                    raise UserError(f"native tool {ref!r} is not registered")
+                obj = load_entry_point(ref)
+            return NativeProvider(as_tool_instance(obj, impl.get("init")))
+        if kind == "builtin":
+            key = tool.builtin_key or str(impl.get("builtin_key", ""))
+            if key not in self.builtins:
+                raise UserError(f"no built-in tool {key!r}")
+            return NativeProvider(as_tool_instance(self.builtins[key], impl.get("init")))
+        if kind == "function":
+            return FunctionProvider(str(impl.get("function_name", "")), self.functions)
+        if kind == "http":
+            from toolkeeper.providers.http import HttpProvider
+
+            return HttpProvider(impl)  # type: ignore[return-value]
+        raise UserError(f"{tool.name}: implementation type {kind!r} is not available here")

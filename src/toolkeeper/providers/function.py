@@ -1,0 +1,38 @@
+"""``function`` provider: an allow-listed server-side function, looked up by name."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from toolkeeper.errors import UserError
+from toolkeeper.model.call import PreviewResult
+from toolkeeper.providers.base import ToolContext, ToolPolicy
+
+
+class FunctionProvider:
+    """Calls ``functions[name](**arguments)``: sync in a worker thread, async awaited."""
+
+    policy_model = ToolPolicy
+
+    def __init__(self, name: str, functions: Mapping[str, Callable[..., Any]]) -> None:
+        if name not in functions:
+            raise UserError(f"function {name!r} is not in the function allow-list")
+        self._fn = functions[name]
+        self._async = inspect.iscoroutinefunction(self._fn)
+        self._wants_ctx = "ctx" in inspect.signature(self._fn).parameters
+
+    def supports_preview(self, action: str) -> bool:
+        return False
+
+    async def preview(self, action: str, arguments: dict[str, Any],
+                      ctx: ToolContext) -> PreviewResult | None:
+        return None
+
+    async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        kwargs = {**arguments, "ctx": ctx} if self._wants_ctx else dict(arguments)
+        if self._async:
+            return await self._fn(**kwargs)
+        return await asyncio.to_thread(self._fn, **kwargs)

@@ -1,0 +1,1 @@
+"""Operations around calls: approvals, outcome resolution, compensation, batches, registry."""

@@ -1,0 +1,98 @@
+"""Resolving approvals: approve (optionally with edited arguments), deny, confirm (SPEC §3)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from toolkeeper.canonical import NotCanonicalizable, digest
+from toolkeeper.errors import OperationRefused
+from toolkeeper.model.call import Principal
+from toolkeeper.model.enums import ApprovalStatus, Role
+from toolkeeper.model.events import EventType
+from toolkeeper.model.reasons import Reason
+from toolkeeper.services.events import system_event
+from toolkeeper.store.db import utcnow
+from toolkeeper.store.records import ApprovalRecord
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway import Gateway
+
+
+class ApprovalService:
+    def __init__(self, gw: Gateway) -> None:
+        self._gw = gw
+
+    def list(self, tenant_id: str, *, status: str | None = "pending",
+             limit: int = 100) -> list[ApprovalRecord]:
+        """Approvals waiting for a human (preview tokens are not listed)."""
+        recs = self._gw.store.approvals.list(tenant_id, status=status, limit=limit)
+        now = utcnow()
+        out = []
+        for rec in recs:
+            if rec.kind == "preview":
+                continue
+            if rec.status is ApprovalStatus.PENDING and rec.expires_at <= now:
+                rec.status = ApprovalStatus.EXPIRED
+                if status == "pending":
+                    continue
+            out.append(rec)
+        return out
+
+    def get(self, approval_id: str, tenant_id: str) -> ApprovalRecord:
+        rec = self._gw.store.approvals.get(approval_id)
+        if rec is None or rec.tenant_id != tenant_id or rec.kind == "preview":
+            raise OperationRefused(Reason.NOT_FOUND, f"no approval {approval_id!r}")
+        return rec
+
+    def approve(self, approval_id: str, by: Principal, *, edited_arguments: Any = None,
+                note: str | None = None) -> ApprovalRecord:
+        """Approve; with ``edited_arguments`` the approval binds those instead."""
+        rec = self._decidable(approval_id, by)
+        edited_digest = None
+        if edited_arguments is not None:
+            try:
+                edited_digest = digest(edited_arguments)
+            except NotCanonicalizable as exc:
+                raise OperationRefused(Reason.INVALID_ARGUMENTS, str(exc)) from exc
+        ev = system_event(EventType.APPROVAL_GRANTED, rec.tenant_id, tool=rec.tool,
+                          agent=rec.agent, call_id=rec.call_id, approval_id=rec.id,
+                          by=by.name, edited=edited_digest is not None)
+        safe_edit = self._gw.runtime.redactor.redact(edited_arguments)
+        if not self._gw.store.approvals.decide(
+                rec.id, status=ApprovalStatus.APPROVED, by=by.name, note=note,
+                edited_digest=edited_digest, edited_arguments=safe_edit, events=[ev]):
+            raise OperationRefused(Reason.INVALID_STATE, "the approval is no longer pending")
+        return self.get(rec.id, rec.tenant_id)
+
+    def confirm(self, approval_id: str, by: Principal) -> ApprovalRecord:
+        """Resolve a ``confirm`` gate: the requesting agent's own user may do this."""
+        rec = self.get(approval_id, by.tenant_id)
+        if rec.kind != "confirm":
+            raise OperationRefused(Reason.APPROVER_NOT_ALLOWED,
+                                   "this call needs an approver, not a confirmation")
+        return self.approve(approval_id, by)
+
+    def deny(self, approval_id: str, by: Principal, *, note: str | None = None) -> ApprovalRecord:
+        rec = self._decidable(approval_id, by)
+        ev = system_event(EventType.APPROVAL_DENIED, rec.tenant_id, tool=rec.tool,
+                          agent=rec.agent, call_id=rec.call_id, approval_id=rec.id, by=by.name)
+        if not self._gw.store.approvals.decide(rec.id, status=ApprovalStatus.DENIED,
+                                               by=by.name, note=note, events=[ev]):
+            raise OperationRefused(Reason.INVALID_STATE, "the approval is no longer pending")
+        return self.get(rec.id, rec.tenant_id)
+
+    def _decidable(self, approval_id: str, by: Principal) -> ApprovalRecord:
+        rec = self.get(approval_id, by.tenant_id)
+        is_approver = by.has_role(Role.APPROVER)
+        own_call = by.agent is not None and by.agent == rec.agent
+        if rec.kind == "approve" and (own_call or not is_approver):
+            raise OperationRefused(Reason.APPROVER_NOT_ALLOWED,
+                                   "an approve gate needs an approver other than the agent")
+        if rec.kind == "confirm" and not (is_approver or own_call):
+            raise OperationRefused(Reason.APPROVER_NOT_ALLOWED,
+                                   "only the requesting agent's user or an approver may confirm")
+        if rec.status is not ApprovalStatus.PENDING:
+            raise OperationRefused(Reason.INVALID_STATE, f"the approval is {rec.status.value}")
+        if rec.expires_at <= utcnow():
+            raise OperationRefused(Reason.APPROVAL_EXPIRED, "the approval expired")
+        return rec

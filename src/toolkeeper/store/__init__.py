@@ -1,0 +1,45 @@
+"""The store: one schema on SQLite (default) or PostgreSQL, managed by Alembic."""
+
+from __future__ import annotations
+
+from toolkeeper.store.approvals import ApprovalRepo
+from toolkeeper.store.audit import AuditRepo
+from toolkeeper.store.db import DEFAULT_URL, Database
+from toolkeeper.store.misc import BlobRepo, RateRepo, TokenRepo, TurnRepo
+from toolkeeper.store.outcomes import OutcomeRepo
+from toolkeeper.store.registry import RegistryRepo
+
+
+class Store:
+    """Every repository over one database. Construct with :meth:`open`."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.audit = AuditRepo(db)
+        self.outcomes = OutcomeRepo(db, self.audit)
+        self.approvals = ApprovalRepo(db, self.audit)
+        self.registry = RegistryRepo(db)
+        self.tokens = TokenRepo(db)
+        self.turns = TurnRepo(db)
+        self.blobs = BlobRepo(db)
+        self.rates = RateRepo(db)
+
+    @classmethod
+    def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True) -> Store:
+        """Open (and by default migrate to the latest schema) the database at ``url``."""
+        if migrate:
+            from toolkeeper.store.migrate import upgrade
+
+            upgrade(url)
+        return cls(Database(url))
+
+    @property
+    def is_local(self) -> bool:
+        """SQLite calls are short and local: the pipeline runs them on the event loop."""
+        return self.db.is_sqlite
+
+    def close(self) -> None:
+        self.db.dispose()
+
+
+__all__ = ["DEFAULT_URL", "Database", "Store"]

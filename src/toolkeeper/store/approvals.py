@@ -1,0 +1,102 @@
+"""Approvals and preview tokens: bound to one call digest, single-use, expiring (SPEC §3)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from toolkeeper.model.enums import ApprovalStatus
+from toolkeeper.store.audit import AuditRepo
+from toolkeeper.store.db import Database, as_utc, utcnow
+from toolkeeper.store.records import ApprovalRecord, AuditDraft
+from toolkeeper.store.schema import approvals
+
+
+def _approval(m: Any) -> ApprovalRecord:
+    data = dict(m)
+    for k in ("created_at", "expires_at", "decided_at"):
+        data[k] = as_utc(data[k])
+    data["status"] = ApprovalStatus(data["status"])
+    return ApprovalRecord(**data)
+
+
+class ApprovalRepo:
+    def __init__(self, db: Database, audit: AuditRepo) -> None:
+        self._db = db
+        self._audit = audit
+
+    def create(self, rec: ApprovalRecord, events: Sequence[AuditDraft] = ()) -> None:
+        row = asdict(rec)
+        row["status"] = rec.status.value
+        with self._db.write() as conn:
+            conn.execute(insert(approvals).values(**row))
+            self._audit.append(events, conn)
+
+    def get(self, approval_id: str) -> ApprovalRecord | None:
+        with self._db.read() as conn:
+            row = conn.execute(select(approvals).where(approvals.c.id == approval_id)).first()
+        return _approval(row._mapping) if row else None
+
+    def list(self, tenant_id: str, *, status: str | None = None, kind: str | None = None,
+             limit: int = 100) -> list[ApprovalRecord]:
+        q = select(approvals).where(approvals.c.tenant_id == tenant_id)
+        if status:
+            q = q.where(approvals.c.status == status)
+        if kind:
+            q = q.where(approvals.c.kind == kind)
+        with self._db.read() as conn:
+            rows = conn.execute(q.order_by(approvals.c.created_at.desc()).limit(limit)).all()
+        return [_approval(r._mapping) for r in rows]
+
+    def for_call(self, tenant_id: str, agent: str, tool: str, action: str,
+                 digest: str) -> list[ApprovalRecord]:
+        """Open (pending or approved) approvals bound to this exact call, newest first."""
+        a = approvals.c
+        q = select(approvals).where(
+            a.tenant_id == tenant_id, a.agent == agent, a.tool == tool, a.action == action,
+            a.status.in_([ApprovalStatus.PENDING.value, ApprovalStatus.APPROVED.value]),
+            a.kind != "preview",
+            (a.args_digest == digest) | (a.edited_digest == digest),
+        ).order_by(a.created_at.desc()).limit(20)
+        with self._db.read() as conn:
+            return [_approval(r._mapping) for r in conn.execute(q)]
+
+    def count_pending(self, now: datetime) -> int:
+        with self._db.read() as conn:
+            rows = conn.execute(select(approvals.c.id).where(
+                approvals.c.status == ApprovalStatus.PENDING.value,
+                approvals.c.kind != "preview", approvals.c.expires_at > now)).all()
+        return len(rows)
+
+    def decide(self, approval_id: str, *, status: ApprovalStatus, by: str, note: str | None,
+               edited_digest: str | None = None, edited_arguments: Any = None,
+               events: Sequence[AuditDraft] = ()) -> bool:
+        """pending → approved/denied, once. ``False`` if it was not pending any more."""
+        now = utcnow()
+        with self._db.write() as conn:
+            res = conn.execute(update(approvals).where(
+                approvals.c.id == approval_id,
+                approvals.c.status == ApprovalStatus.PENDING.value,
+                approvals.c.expires_at > now).values(
+                status=status.value, decided_by=by, decided_at=now, note=note,
+                edited_digest=edited_digest, edited_arguments=edited_arguments))
+            if res.rowcount == 1:
+                self._audit.append(events, conn)
+            return res.rowcount == 1
+
+    def consume(self, approval_id: str, call_id: str, events: Sequence[AuditDraft] = ()) -> bool:
+        """approved → consumed by exactly one call (atomic compare-and-set)."""
+        now = utcnow()
+        with self._db.write() as conn:
+            res = conn.execute(update(approvals).where(
+                approvals.c.id == approval_id,
+                approvals.c.status == ApprovalStatus.APPROVED.value,
+                approvals.c.expires_at > now).values(
+                status=ApprovalStatus.CONSUMED.value, consumed_by=call_id))
+            if res.rowcount == 1:
+                self._audit.append(events, conn)
+            return res.rowcount == 1

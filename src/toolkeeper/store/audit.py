@@ -1,0 +1,169 @@
+"""The audit log: append-only, hash-chained per tenant, verifiable (SPEC §8, §9).
+
+Each event's hash covers its fields and the previous event's hash in the same tenant's
+chain. The chain head (last seq and hash) lives in ``audit_heads`` and is locked while a
+batch is appended, so replicas never fork a chain; ``(tenant_key, seq)`` is unique as a
+second line of defence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from toolkeeper.canonical import canonical_bytes
+from toolkeeper.store.db import Database, as_utc
+from toolkeeper.store.records import AuditDraft, AuditEvent, VerifyReport
+from toolkeeper.store.schema import GLOBAL_TENANT, audit_events, audit_heads
+
+GENESIS = "sha256:" + "0" * 64
+_FIELDS = (
+    "agent_id", "call_id", "trace_id", "task_id", "step_id", "turn_group_id", "tool",
+    "action", "tool_version", "risk", "gate", "reason", "duration_ms",
+)
+
+
+def _ts_text(ts: datetime) -> str:
+    utc = as_utc(ts)
+    assert utc is not None
+    return utc.replace(tzinfo=None).isoformat(timespec="microseconds")
+
+
+def event_hash(row: dict[str, Any]) -> str:
+    """Hash of one chained event: every field but ``hash`` itself, canonical JSON."""
+    body = {k: row[k] for k in ("seq", "event_id", "type", "tenant_key", "data", "prev_hash",
+                                *_FIELDS)}
+    body["ts"] = _ts_text(row["ts"])
+    return "sha256:" + hashlib.sha256(canonical_bytes(body)).hexdigest()
+
+
+class AuditRepo:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def append(self, drafts: Sequence[AuditDraft], conn: Connection | None = None) -> None:
+        """Chain and insert events, in order, inside ``conn``'s transaction (or a new one)."""
+        if not drafts:
+            return
+        if conn is None:
+            with self._db.write() as own:
+                self._append(own, drafts)
+        else:
+            self._append(conn, drafts)
+
+    def _append(self, conn: Connection, drafts: Sequence[AuditDraft]) -> None:
+        by_tenant: dict[str, list[AuditDraft]] = {}
+        for d in drafts:
+            by_tenant.setdefault(d.tenant_id or GLOBAL_TENANT, []).append(d)
+        rows: list[dict[str, Any]] = []
+        for tenant_key in sorted(by_tenant):  # fixed order: no lock-order deadlocks
+            seq, prev = self._lock_head(conn, tenant_key)
+            for d in by_tenant[tenant_key]:
+                seq += 1
+                row: dict[str, Any] = {
+                    "tenant_key": tenant_key, "seq": seq, "event_id": d.event_id,
+                    "ts": d.ts, "type": d.type, "data": d.data, "prev_hash": prev,
+                }
+                for name in _FIELDS:
+                    row[name] = getattr(d, name)
+                row["hash"] = prev = event_hash(row)
+                rows.append(row)
+            conn.execute(
+                update(audit_heads).where(audit_heads.c.tenant_key == tenant_key)
+                .values(seq=seq, hash=prev)
+            )
+        conn.execute(insert(audit_events), rows)
+
+    def _lock_head(self, conn: Connection, tenant_key: str) -> tuple[int, str]:
+        ins = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(audit_heads)
+        conn.execute(
+            ins.values(tenant_key=tenant_key, seq=0, hash=GENESIS)
+            .on_conflict_do_nothing(index_elements=["tenant_key"])
+        )
+        q = select(audit_heads.c.seq, audit_heads.c.hash).where(
+            audit_heads.c.tenant_key == tenant_key)
+        if conn.dialect.name == "postgresql":
+            q = q.with_for_update()
+        row = conn.execute(q).one()
+        return int(row.seq), str(row.hash)
+
+    def list(
+        self, tenant_id: str | None, *, call_id: str | None = None, agent: str | None = None,
+        tool: str | None = None, types: Sequence[str] | None = None,
+        since: datetime | None = None, until: datetime | None = None,
+        after_seq: int = 0, limit: int = 100, newest_first: bool = False,
+    ) -> list[AuditEvent]:
+        t = audit_events.c
+        conds = [t.tenant_key == (tenant_id or GLOBAL_TENANT)]
+        if call_id:
+            conds.append(t.call_id == call_id)
+        if agent:
+            conds.append(t.agent_id == agent)
+        if tool:
+            conds.append(t.tool == tool)
+        if types:
+            conds.append(t.type.in_(list(types)))
+        if since:
+            conds.append(t.ts >= since)
+        if until:
+            conds.append(t.ts < until)
+        if after_seq and not newest_first:
+            conds.append(t.seq > after_seq)
+        if after_seq and newest_first:
+            conds.append(t.seq < after_seq)
+        order = t.seq.desc() if newest_first else t.seq.asc()
+        q = select(audit_events).where(and_(*conds)).order_by(order).limit(limit)
+        with self._db.read() as conn:
+            return [_event(r._mapping) for r in conn.execute(q)]
+
+    def verify(self, tenant_id: str | None, batch: int = 5000) -> VerifyReport:
+        """Recompute the chain: finds edited, deleted, reordered or truncated events."""
+        tenant_key = tenant_id or GLOBAL_TENANT
+        report = VerifyReport(tenant_id=tenant_id, ok=True, events=0)
+        prev, expected_seq, last = GENESIS, 1, 0
+        with self._db.read() as conn:
+            while True:
+                rows = conn.execute(
+                    select(audit_events).where(
+                        audit_events.c.tenant_key == tenant_key, audit_events.c.seq > last)
+                    .order_by(audit_events.c.seq).limit(batch)
+                ).all()
+                for r in rows:
+                    m = dict(r._mapping)
+                    report.events += 1
+                    if m["seq"] != expected_seq:
+                        report.problems.append(f"seq {expected_seq} missing (found {m['seq']})")
+                    if m["prev_hash"] != prev:
+                        report.problems.append(f"seq {m['seq']}: prev_hash does not match")
+                    if event_hash(m) != m["hash"]:
+                        report.problems.append(f"seq {m['seq']}: event was altered")
+                    prev, expected_seq, last = m["hash"], m["seq"] + 1, m["seq"]
+                if len(rows) < batch:
+                    break
+            head = conn.execute(
+                select(audit_heads).where(audit_heads.c.tenant_key == tenant_key)).first()
+        if head is not None and (head.seq != last or head.hash != prev):
+            report.problems.append(f"chain ends at seq {last} but head records seq {head.seq}")
+        report.ok = not report.problems
+        return report
+
+    def tenants(self) -> list[str | None]:
+        with self._db.read() as conn:
+            keys = conn.execute(select(audit_heads.c.tenant_key)).scalars().all()
+        return [None if k == GLOBAL_TENANT else k for k in keys]
+
+
+def _event(m: Any) -> AuditEvent:
+    tenant_key = m["tenant_key"]
+    return AuditEvent(
+        seq=m["seq"], event_id=m["event_id"], ts=as_utc(m["ts"]),  # type: ignore[arg-type]
+        type=m["type"], tenant_id=None if tenant_key == GLOBAL_TENANT else tenant_key,
+        data=m["data"] or {}, prev_hash=m["prev_hash"], hash=m["hash"],
+        **{name: m[name] for name in _FIELDS},
+    )

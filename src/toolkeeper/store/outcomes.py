@@ -1,0 +1,184 @@
+"""Outcomes (exactly-once under an idempotency key) and side-effect records (SPEC §2, §4).
+
+``claim`` inserts an ``in_progress`` row guarded by the unique key ``(tenant, agent, key)``:
+whatever the number of processes or replicas, exactly one insert wins; the others read the
+row that won.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+from toolkeeper.model.enums import OutcomeState
+from toolkeeper.store.audit import AuditRepo
+from toolkeeper.store.db import Database, as_utc, utcnow
+from toolkeeper.store.records import AuditDraft, OutcomeRecord, SideEffectRecord
+from toolkeeper.store.schema import outcomes, side_effects
+
+_TIMES = ("created_at", "updated_at", "expires_at", "stale_after")
+
+
+def _outcome(m: Any) -> OutcomeRecord:
+    data = dict(m)
+    for k in _TIMES:
+        data[k] = as_utc(data[k])
+    data["state"] = OutcomeState(data["state"])
+    return OutcomeRecord(**data)
+
+
+class OutcomeRepo:
+    def __init__(self, db: Database, audit: AuditRepo) -> None:
+        self._db = db
+        self._audit = audit
+
+    def claim(self, rec: OutcomeRecord, events: Sequence[AuditDraft] = ()) -> OutcomeRecord | None:
+        """Insert ``rec`` as in_progress. ``None`` if we won; else the existing record.
+
+        An expired record (past its TTL) is replaced, so keys do not block forever.
+        """
+        row = asdict(rec)
+        row["state"] = rec.state.value
+        with self._db.write() as conn:
+            ins = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(outcomes)
+            res = conn.execute(ins.values(**row).on_conflict_do_nothing(
+                index_elements=["tenant_id", "agent", "key"]))
+            if res.rowcount == 1:
+                self._audit.append(events, conn)
+                return None
+            existing = self._by_key(conn, rec.tenant_id, rec.agent, rec.key, lock=True)
+            if existing is None:  # deleted between insert and read: retry once
+                conn.execute(insert(outcomes).values(**row))
+                self._audit.append(events, conn)
+                return None
+            now = as_utc(rec.created_at)
+            if existing.expires_at <= now and existing.state is not OutcomeState.IN_PROGRESS:
+                conn.execute(update(outcomes).where(outcomes.c.call_id == existing.call_id)
+                             .values(**{k: v for k, v in row.items()}))
+                self._audit.append(events, conn)
+                return None
+            return existing
+
+    def finish(
+        self, call_id: str, *, state: OutcomeState, status: str, reason: str | None,
+        result: dict[str, Any] | None, events: Sequence[AuditDraft] = (),
+        side_effect: SideEffectRecord | None = None, only_if_in_progress: bool = True,
+    ) -> bool:
+        """Record the final state, the side effect and the audit events in one transaction."""
+        with self._db.write() as conn:
+            q = update(outcomes).where(outcomes.c.call_id == call_id)
+            if only_if_in_progress:
+                q = q.where(outcomes.c.state == OutcomeState.IN_PROGRESS.value)
+            res = conn.execute(q.values(
+                state=state.value, status=status, reason=reason, result=result,
+                updated_at=utcnow()))
+            if side_effect is not None and res.rowcount == 1:
+                conn.execute(insert(side_effects).values(**asdict(side_effect)))
+            self._audit.append(events, conn)
+            return res.rowcount == 1
+
+    def resolve(self, call_id: str, *, state: OutcomeState, status: str, result: dict[str, Any],
+                resolved_by: str, events: Sequence[AuditDraft]) -> bool:
+        """Operator resolution of an ``unknown`` (or stuck ``in_progress``) outcome."""
+        with self._db.write() as conn:
+            res = conn.execute(
+                update(outcomes).where(
+                    outcomes.c.call_id == call_id,
+                    outcomes.c.state.in_([OutcomeState.UNKNOWN.value,
+                                          OutcomeState.IN_PROGRESS.value]))
+                .values(state=state.value, status=status, result=result,
+                        reason=result.get("reason"), resolved_by=resolved_by,
+                        updated_at=utcnow()))
+            if res.rowcount == 1:
+                self._audit.append(events, conn)
+            return res.rowcount == 1
+
+    def mark_stale_unknown(self, now: datetime, make_events: Any) -> list[OutcomeRecord]:
+        """``in_progress`` rows past ``stale_after`` become ``unknown`` (crash recovery)."""
+        with self._db.write() as conn:
+            rows = conn.execute(select(outcomes).where(
+                outcomes.c.state == OutcomeState.IN_PROGRESS.value,
+                outcomes.c.stale_after <= now)).all()
+            stale = [_outcome(r._mapping) for r in rows]
+            for rec in stale:
+                conn.execute(update(outcomes).where(
+                    outcomes.c.call_id == rec.call_id,
+                    outcomes.c.state == OutcomeState.IN_PROGRESS.value).values(
+                    state=OutcomeState.UNKNOWN.value, status="unknown", reason="outcome_unknown",
+                    updated_at=now))
+                rec.state, rec.status, rec.reason = OutcomeState.UNKNOWN, "unknown", "outcome_unknown"
+            if stale:
+                self._audit.append(make_events(stale), conn)
+            return stale
+
+    def get(self, call_id: str) -> OutcomeRecord | None:
+        with self._db.read() as conn:
+            row = conn.execute(select(outcomes).where(outcomes.c.call_id == call_id)).first()
+        return _outcome(row._mapping) if row else None
+
+    def by_key(self, tenant_id: str, agent: str, key: str) -> OutcomeRecord | None:
+        with self._db.read() as conn:
+            return self._by_key(conn, tenant_id, agent, key)
+
+    @staticmethod
+    def _by_key(conn: Connection, tenant_id: str, agent: str, key: str,
+                lock: bool = False) -> OutcomeRecord | None:
+        q = select(outcomes).where(and_(outcomes.c.tenant_id == tenant_id,
+                                        outcomes.c.agent == agent, outcomes.c.key == key))
+        if lock and conn.dialect.name == "postgresql":
+            q = q.with_for_update()
+        row = conn.execute(q).first()
+        return _outcome(row._mapping) if row else None
+
+    def list(self, tenant_id: str, *, state: str | None = None, status: str | None = None,
+             limit: int = 100, offset: int = 0) -> list[OutcomeRecord]:
+        q = select(outcomes).where(outcomes.c.tenant_id == tenant_id)
+        if state:
+            q = q.where(outcomes.c.state == state)
+        if status:
+            q = q.where(outcomes.c.status == status)
+        q = q.order_by(outcomes.c.created_at.desc()).limit(limit).offset(offset)
+        with self._db.read() as conn:
+            return [_outcome(r._mapping) for r in conn.execute(q)]
+
+    # side effects -------------------------------------------------------------------------
+
+    def side_effect(self, effect_id: str) -> SideEffectRecord | None:
+        with self._db.read() as conn:
+            row = conn.execute(select(side_effects).where(side_effects.c.id == effect_id)).first()
+        if row is None:
+            return None
+        data = dict(row._mapping)
+        data["created_at"] = as_utc(data["created_at"])
+        return SideEffectRecord(**data)
+
+    def side_effects(self, tenant_id: str, *, turn_group_id: str | None = None,
+                     limit: int = 100) -> list[SideEffectRecord]:
+        q = select(side_effects).where(side_effects.c.tenant_id == tenant_id)
+        if turn_group_id:
+            q = q.where(side_effects.c.turn_group_id == turn_group_id)
+        with self._db.read() as conn:
+            rows = conn.execute(q.order_by(side_effects.c.created_at.desc()).limit(limit)).all()
+        out = []
+        for row in rows:
+            data = dict(row._mapping)
+            data["created_at"] = as_utc(data["created_at"])
+            out.append(SideEffectRecord(**data))
+        return out
+
+    def mark_compensated(self, effect_id: str, compensation_call_id: str,
+                         events: Sequence[AuditDraft]) -> bool:
+        """Atomically flip an executed side effect to compensated (at most once)."""
+        with self._db.write() as conn:
+            res = conn.execute(update(side_effects).where(
+                side_effects.c.id == effect_id, side_effects.c.status == "executed").values(
+                status="compensated", compensation_call_id=compensation_call_id))
+            if res.rowcount == 1:
+                self._audit.append(events, conn)
+            return res.rowcount == 1

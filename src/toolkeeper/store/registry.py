@@ -1,0 +1,165 @@
+"""Definitions: tools and their immutable version snapshots, profiles, agents, tenants."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy import delete, insert, select, update
+
+from toolkeeper.canonical import digest
+from toolkeeper.model.profile import Agent, Profile
+from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.store.db import Database, as_utc, utcnow
+from toolkeeper.store.schema import (
+    GLOBAL_TENANT,
+    agents,
+    profiles,
+    settings,
+    tenants,
+    tool_versions,
+    tools,
+)
+
+HASHED_FIELDS = ("name", "description", "actions", "input_schema", "output_schema")
+
+
+def definition_hash(tool: ToolDefinition) -> str:
+    """What pinning protects: name, description, schemas (SPEC §7 MCP, §8)."""
+    return digest(tool.model_dump(mode="json", include=set(HASHED_FIELDS)))
+
+
+class RegistryRepo:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    # tools -------------------------------------------------------------------------------
+
+    def upsert_tool(self, tool: ToolDefinition) -> str:
+        """Insert or replace the working copy of a tool; returns its id."""
+        now = utcnow()
+        key = tool.tenant_id or GLOBAL_TENANT
+        values: dict[str, Any] = {
+            "version": tool.version, "status": tool.status.value, "is_active": tool.is_active,
+            "definition": tool.model_dump(mode="json"), "definition_hash": definition_hash(tool),
+            "published_at": tool.published_at, "updated_at": now,
+        }
+        with self._db.write() as conn:
+            existing = conn.execute(select(tools.c.id).where(
+                tools.c.tenant_key == key, tools.c.name == tool.name)).scalar()
+            if existing:
+                conn.execute(update(tools).where(tools.c.id == existing).values(**values))
+                return str(existing)
+            tool_id = str(uuid.uuid4())
+            conn.execute(insert(tools).values(id=tool_id, tenant_key=key, name=tool.name,
+                                              created_at=now, **values))
+            return tool_id
+
+    def tools(self, tenant_id: str | None = None, *, include_global: bool = True,
+              all_tenants: bool = False) -> list[tuple[str, ToolDefinition]]:
+        q = select(tools.c.id, tools.c.definition)
+        if not all_tenants:
+            keys = [tenant_id or GLOBAL_TENANT] + ([GLOBAL_TENANT] if include_global else [])
+            q = q.where(tools.c.tenant_key.in_(keys))
+        with self._db.read() as conn:
+            rows = conn.execute(q.order_by(tools.c.name)).all()
+        return [(r.id, ToolDefinition.model_validate(r.definition)) for r in rows]
+
+    def tool(self, name: str, tenant_id: str | None) -> tuple[str, ToolDefinition] | None:
+        with self._db.read() as conn:
+            row = conn.execute(select(tools.c.id, tools.c.definition).where(
+                tools.c.name == name,
+                tools.c.tenant_key.in_([tenant_id or GLOBAL_TENANT, GLOBAL_TENANT]))
+                .order_by(tools.c.tenant_key.desc())).first()
+        return (row.id, ToolDefinition.model_validate(row.definition)) if row else None
+
+    def add_version(self, tool_id: str, tool: ToolDefinition) -> bool:
+        """Write an immutable snapshot; ``False`` if that version already exists."""
+        with self._db.write() as conn:
+            exists = conn.execute(select(tool_versions.c.id).where(
+                tool_versions.c.tool_id == tool_id,
+                tool_versions.c.version == tool.version)).first()
+            if exists:
+                return False
+            conn.execute(insert(tool_versions).values(
+                id=str(uuid.uuid4()), tool_id=tool_id, version=tool.version,
+                snapshot=tool.model_dump(mode="json"), definition_hash=definition_hash(tool),
+                created_at=utcnow()))
+            return True
+
+    def versions(self, tool_id: str) -> list[ToolDefinition]:
+        with self._db.read() as conn:
+            rows = conn.execute(select(tool_versions.c.snapshot).where(
+                tool_versions.c.tool_id == tool_id).order_by(tool_versions.c.created_at)).all()
+        return [ToolDefinition.model_validate(r.snapshot) for r in rows]
+
+    def all_versions(self) -> dict[str, list[ToolDefinition]]:
+        with self._db.read() as conn:
+            rows = conn.execute(select(tool_versions.c.tool_id, tool_versions.c.snapshot)
+                                .order_by(tool_versions.c.created_at)).all()
+        out: dict[str, list[ToolDefinition]] = {}
+        for r in rows:
+            out.setdefault(r.tool_id, []).append(ToolDefinition.model_validate(r.snapshot))
+        return out
+
+    # profiles, agents, tenants, settings -----------------------------------------------
+
+    def upsert_profile(self, profile: Profile) -> None:
+        self._upsert(profiles, {"tenant_id": profile.tenant_id, "name": profile.name},
+                     {"definition": profile.model_dump(mode="json")})
+
+    def upsert_agent(self, agent: Agent) -> None:
+        self._upsert(agents, {"tenant_id": agent.tenant_id, "name": agent.name},
+                     {"profile": agent.profile, "definition": agent.model_dump(mode="json")})
+
+    def profiles(self) -> list[Profile]:
+        with self._db.read() as conn:
+            rows = conn.execute(select(profiles.c.definition)).all()
+        return [Profile.model_validate(r.definition) for r in rows]
+
+    def agents(self) -> list[Agent]:
+        with self._db.read() as conn:
+            rows = conn.execute(select(agents.c.definition)).all()
+        return [Agent.model_validate(r.definition) for r in rows]
+
+    def delete_missing(self, table: str, tenant_id: str, keep: set[str]) -> int:
+        target = {"profiles": profiles, "agents": agents}[table]
+        with self._db.write() as conn:
+            res = conn.execute(delete(target).where(
+                target.c.tenant_id == tenant_id, target.c.name.not_in(keep or {""})))
+            return res.rowcount
+
+    def ensure_tenant(self, tenant_id: str, name: str | None = None) -> None:
+        with self._db.write() as conn:
+            if conn.execute(select(tenants.c.id).where(tenants.c.id == tenant_id)).first():
+                return
+            conn.execute(insert(tenants).values(id=tenant_id, name=name or tenant_id,
+                                                settings={}, created_at=utcnow()))
+
+    def tenants(self) -> list[str]:
+        with self._db.read() as conn:
+            return list(conn.execute(select(tenants.c.id).order_by(tenants.c.id)).scalars())
+
+    def get_setting(self, key: str) -> Any:
+        with self._db.read() as conn:
+            row = conn.execute(select(settings.c.value).where(settings.c.key == key)).first()
+        return row.value if row else None
+
+    def put_setting(self, key: str, value: Any) -> None:
+        self._upsert(settings, {"key": key}, {"value": value})
+
+    def _upsert(self, table: Any, keys: dict[str, Any], values: dict[str, Any]) -> None:
+        values = {**values, "updated_at": utcnow()}
+        with self._db.write() as conn:
+            cond = [table.c[k] == v for k, v in keys.items()]
+            if conn.execute(select(*[table.c[k] for k in keys]).where(*cond)).first():
+                conn.execute(update(table).where(*cond).values(**values))
+            else:
+                conn.execute(insert(table).values(**keys, **values))
+
+
+def tool_times(rec: dict[str, Any]) -> dict[str, Any]:
+    for k in ("published_at", "created_at", "updated_at"):
+        if k in rec:
+            rec[k] = as_utc(rec[k])
+    return rec

@@ -1,0 +1,229 @@
+"""The one schema (SQLAlchemy Core), shared by SQLite and PostgreSQL; Alembic mirrors it."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+GLOBAL_TENANT = "*"
+"""Key used where a tenant column must be non-null: global (system) records."""
+
+ID = 64
+NAME = 200
+
+tenants = Table(
+    "tenants", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("name", String(NAME), nullable=False),
+    Column("settings", JSON, nullable=False, default=dict),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+tools = Table(
+    "tools", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant_key", String(ID), nullable=False),
+    Column("name", String(NAME), nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("is_active", Boolean, nullable=False),
+    Column("definition", JSON, nullable=False),
+    Column("definition_hash", String(80), nullable=False),
+    Column("published_at", DateTime(timezone=True)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("tenant_key", "name", name="uq_tools_tenant_name"),
+)
+
+tool_versions = Table(
+    "tool_versions", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tool_id", String(ID), nullable=False),
+    Column("version", String(64), nullable=False),
+    Column("snapshot", JSON, nullable=False),
+    Column("definition_hash", String(80), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("tool_id", "version", name="uq_tool_versions"),
+)
+
+profiles = Table(
+    "profiles", metadata,
+    Column("tenant_id", String(ID), primary_key=True),
+    Column("name", String(NAME), primary_key=True),
+    Column("definition", JSON, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+agents = Table(
+    "agents", metadata,
+    Column("tenant_id", String(ID), primary_key=True),
+    Column("name", String(NAME), primary_key=True),
+    Column("profile", String(NAME), nullable=False),
+    Column("definition", JSON, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+settings = Table(
+    "settings", metadata,
+    Column("key", String(NAME), primary_key=True),
+    Column("value", JSON, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+tokens = Table(
+    "tokens", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant_id", String(ID), nullable=False),
+    Column("role", String(32), nullable=False),
+    Column("agent", String(NAME)),
+    Column("label", String(NAME), nullable=False),
+    Column("hash", String(128), nullable=False, unique=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True)),
+)
+
+outcomes = Table(
+    "outcomes", metadata,
+    Column("call_id", String(ID), primary_key=True),
+    Column("tenant_id", String(ID), nullable=False),
+    Column("agent", String(NAME), nullable=False),
+    Column("key", String(512), nullable=False),
+    Column("tool", String(NAME), nullable=False),
+    Column("action", String(NAME), nullable=False),
+    Column("tool_version", String(64), nullable=False),
+    Column("args_digest", String(80), nullable=False),
+    Column("side_effect", String(32), nullable=False),
+    Column("state", String(32), nullable=False),
+    Column("status", String(32), nullable=False),
+    Column("reason", String(NAME)),
+    Column("result", JSON),
+    Column("turn_group_id", String(NAME)),
+    Column("resolved_by", String(NAME)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("stale_after", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("tenant_id", "agent", "key", name="uq_outcomes_key"),
+    Index("ix_outcomes_state_stale", "state", "stale_after"),
+    Index("ix_outcomes_tenant_created", "tenant_id", "created_at"),
+)
+
+approvals = Table(
+    "approvals", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant_id", String(ID), nullable=False),
+    Column("agent", String(NAME), nullable=False),
+    Column("kind", String(16), nullable=False),
+    Column("tool", String(NAME), nullable=False),
+    Column("action", String(NAME), nullable=False),
+    Column("tool_version", String(64), nullable=False),
+    Column("args_digest", String(80), nullable=False),
+    Column("arguments", JSON),
+    Column("risk", String(16), nullable=False),
+    Column("gate", String(16), nullable=False),
+    Column("policy_version", String(80), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("call_id", String(ID)),
+    Column("decided_by", String(NAME)),
+    Column("decided_at", DateTime(timezone=True)),
+    Column("note", Text),
+    Column("edited_digest", String(80)),
+    Column("edited_arguments", JSON),
+    Column("consumed_by", String(ID)),
+    Column("preview", JSON),
+    Column("summary", Text),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Index("ix_approvals_tenant_status", "tenant_id", "status"),
+)
+
+side_effects = Table(
+    "side_effects", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant_id", String(ID), nullable=False),
+    Column("agent", String(NAME), nullable=False),
+    Column("call_id", String(ID), nullable=False),
+    Column("tool", String(NAME), nullable=False),
+    Column("action", String(NAME), nullable=False),
+    Column("tool_version", String(64), nullable=False),
+    Column("policy", String(32), nullable=False),
+    Column("arguments", JSON),
+    Column("result", JSON),
+    Column("status", String(32), nullable=False),
+    Column("turn_group_id", String(NAME)),
+    Column("compensation_call_id", String(ID)),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Index("ix_side_effects_tenant_turn", "tenant_id", "turn_group_id"),
+)
+
+superseded_turns = Table(
+    "superseded_turns", metadata,
+    Column("tenant_id", String(ID), primary_key=True),
+    Column("turn_group_id", String(NAME), primary_key=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+audit_events = Table(
+    "audit_events", metadata,
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
+    Column("tenant_key", String(ID), nullable=False),
+    Column("seq", BigInteger, nullable=False),
+    Column("event_id", String(ID), nullable=False, unique=True),
+    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("agent_id", String(NAME)),
+    Column("call_id", String(ID)),
+    Column("trace_id", String(NAME)),
+    Column("task_id", String(NAME)),
+    Column("step_id", String(NAME)),
+    Column("turn_group_id", String(NAME)),
+    Column("tool", String(NAME)),
+    Column("action", String(NAME)),
+    Column("tool_version", String(64)),
+    Column("risk", String(16)),
+    Column("gate", String(16)),
+    Column("reason", String(NAME)),
+    Column("duration_ms", Float),
+    Column("data", JSON, nullable=False),
+    Column("prev_hash", String(80), nullable=False),
+    Column("hash", String(80), nullable=False),
+    UniqueConstraint("tenant_key", "seq", name="uq_audit_chain"),
+    Index("ix_audit_call", "call_id"),
+)
+
+audit_heads = Table(
+    "audit_heads", metadata,
+    Column("tenant_key", String(ID), primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("hash", String(80), nullable=False),
+)
+
+secret_blobs = Table(
+    "secret_blobs", metadata,
+    Column("name", String(400), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+)
+
+rate_counters = Table(
+    "rate_counters", metadata,
+    Column("key", String(512), primary_key=True),
+    Column("window_start", Float, nullable=False),
+    Column("count", Integer, nullable=False),
+)
