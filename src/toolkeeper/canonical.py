@@ -39,6 +39,12 @@ def _simple(value: Any, depth: int) -> bool:
         return True
     if t is int:
         return -_MAX_SAFE < value < _MAX_SAFE
+    if t is float:
+        # In this range, for non-integral values, orjson's shortest round-trip digits are
+        # exactly ECMAScript's Number::toString (RFC 8785 §3.2.2.3); outside it (exponent
+        # forms, integral floats such as 5.0) the reference implementation decides.
+        a = abs(value)
+        return 1e-4 <= a < 1e16 and not value.is_integer()
     if t is dict:
         # orjson sorts by UTF-8 bytes, JCS by UTF-16 code units: equal for BMP-only keys.
         return all(

@@ -24,7 +24,7 @@ def stricter(a: Gate, b: Gate) -> Gate:
 
 
 class GateMatrix:
-    """Risk × autonomy → gate, the default matrix with tenant/profile overrides layered on."""
+    """Risk x autonomy → gate, the default matrix with tenant/profile overrides layered on."""
 
     __slots__ = ("_cells",)
 

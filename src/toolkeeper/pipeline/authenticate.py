@@ -25,5 +25,6 @@ def authenticate(rt: Runtime, st: CallState) -> CallResult | None:
         return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_ENABLED,
                        f"agent {agent.name!r} has no profile {agent.profile!r}",
                        status=CallStatus.DENIED)
-    st.emit(EventType.CALL_REQUESTED)
+    if rt.settings.audit_level == "steps":
+        st.emit(EventType.CALL_REQUESTED)
     return None

@@ -46,7 +46,8 @@ async def gate(rt: Runtime, st: CallState) -> CallResult | None:
                        f"risk {st.risk} at autonomy {int(st.profile.profile.autonomy)} "  # type: ignore[union-attr]
                        "is denied")
     if g is Gate.ALLOW:
-        st.emit(EventType.GATE_ALLOWED)
+        if rt.settings.audit_level == "steps":
+            st.emit(EventType.GATE_ALLOWED)
         return None
     if g is Gate.PREVIEW:
         return await _preview_gate(rt, st)

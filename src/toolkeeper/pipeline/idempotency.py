@@ -44,7 +44,7 @@ def _bad_key(st: CallState) -> CallResult | None:
         return None
     if not isinstance(key, str) or not key or len(key) > MAX_KEY_CHARS or not key.isprintable():
         return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
-                       f"idempotency_key must be 1–{MAX_KEY_CHARS} printable characters",
+                       f"idempotency_key must be 1 to {MAX_KEY_CHARS} printable characters",
                        details={"errors": [{"pointer": "/idempotency_key",
                                             "message": "invalid idempotency key"}]})
     return None

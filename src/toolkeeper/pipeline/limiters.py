@@ -91,7 +91,8 @@ class ConcurrencyGroups:
         with self._lock:
             self._used[group] = max(0, self._used.get(group, 1) - 1)
 
-    async def acquire(self, group: str, capacity: int, timeout_s: float) -> Callable[[], None] | None:
+    async def acquire(self, group: str, capacity: int,
+                      timeout_s: float) -> Callable[[], None] | None:
         """A release callback, or ``None`` when no slot freed up within ``timeout_s``."""
         deadline = time.monotonic() + timeout_s
         delay = 0.001

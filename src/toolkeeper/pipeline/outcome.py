@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +14,7 @@ from toolkeeper.model.enums import CallStatus, OutcomeState, SideEffect
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.execute import Execution
+from toolkeeper.pipeline.ids import new_id
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.secrets.redact import Redactor
@@ -96,7 +96,7 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
     effect = None
     if status is CallStatus.SUCCEEDED and st.side_effect is not SideEffect.PURE:
         effect = SideEffectRecord(
-            id=uuid.uuid4().hex, tenant_id=st.tenant_id or "", agent=st.agent or "",
+            id=new_id("se_"), tenant_id=st.tenant_id or "", agent=st.agent or "",
             call_id=st.call_id, tool=tool.name, action=st.action or "",
             tool_version=tool.version, policy=str(st.side_effect),
             arguments=redactor.redact(st.arguments), result=output,

@@ -28,6 +28,10 @@ class Settings:
     """Added to a tool's timeout before an in_progress outcome is presumed dead."""
     retry_base_s: float = 0.05
     retry_max_s: float = 2.0
+    audit_level: str = "decisions"
+    """``decisions``: every decision and outcome is audited, and the terminal event of a
+    call carries its risk, gate and argument digest; ``steps`` also records pass-through
+    steps (``call.requested``, ``gate.allowed``)."""
     audit_arguments: bool = False
     """Tenant opt-in: store (redacted) arguments in audit events, not only their digest."""
 

@@ -70,7 +70,7 @@ class CallState:
             turn_group_id=req.turn_group_id, tool=self.tool_name, action=self.action,
             tool_version=self.tool_version, risk=self.risk.value if self.risk else None,
             gate=self.gate.value if self.gate else None, reason=reason,
-            duration_ms=duration_ms, data=data,
+            duration_ms=None if duration_ms is None else round(duration_ms, 3), data=data,
         ))
 
     def elapsed_ms(self) -> float:

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, and_, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+import orjson
+from sqlalchemy import Connection, and_, select
 
 from toolkeeper.canonical import canonical_bytes
 from toolkeeper.store.db import Database, as_utc
+from toolkeeper.store.raw import RawTxn, raw_of, raw_write
 from toolkeeper.store.records import AuditDraft, AuditEvent, VerifyReport
 from toolkeeper.store.schema import GLOBAL_TENANT, audit_events, audit_heads
 
@@ -35,63 +35,61 @@ def _ts_text(ts: datetime) -> str:
     return utc.replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
+_ORDER = ("seq", "event_id", "type", "tenant_key", "prev_hash", *_FIELDS)
+
+
 def event_hash(row: dict[str, Any]) -> str:
-    """Hash of one chained event: every field but ``hash`` itself, canonical JSON."""
-    body = {k: row[k] for k in ("seq", "event_id", "type", "tenant_key", "data", "prev_hash",
-                                *_FIELDS)}
-    body["ts"] = _ts_text(row["ts"])
-    return "sha256:" + hashlib.sha256(canonical_bytes(body)).hexdigest()
+    """Hash of one chained event: every field but ``hash`` itself.
+
+    The hashed form is a JSON array in the fixed order ``_ORDER`` + ``ts`` (UTC text) +
+    the RFC 8785 canonical ``data`` — fixed positions need no key sorting, which keeps
+    chaining cheap on the hot path while staying deterministic for verification.
+    """
+    body = [row[k] for k in _ORDER]
+    body.append(_ts_text(row["ts"]))
+    body.append(canonical_bytes(row["data"] or {}).decode())
+    return "sha256:" + hashlib.sha256(orjson.dumps(body)).hexdigest()
+
+
+def append_chained(txn: RawTxn, drafts: Sequence[AuditDraft]) -> None:
+    """Lock each tenant's chain head, hash the events onto it, insert them, move the head."""
+    by_tenant: dict[str, list[AuditDraft]] = {}
+    for d in drafts:
+        by_tenant.setdefault(d.tenant_id or GLOBAL_TENANT, []).append(d)
+    rows: list[dict[str, Any]] = []
+    for tenant_key in sorted(by_tenant):  # fixed order: no lock-order deadlocks
+        head = txn.fetchone("head", {"k": tenant_key})
+        if head is None:
+            txn.execute("head_new", {"k": tenant_key, "h": GENESIS})
+            head = txn.fetchone("head", {"k": tenant_key})
+        seq, prev = int(head[0]), str(head[1])
+        for d in by_tenant[tenant_key]:
+            seq += 1
+            row: dict[str, Any] = {
+                "tenant_key": tenant_key, "seq": seq, "event_id": d.event_id,
+                "ts": d.ts, "type": d.type, "data": d.data, "prev_hash": prev,
+            }
+            for name in _FIELDS:
+                row[name] = getattr(d, name)
+            row["hash"] = prev = event_hash(row)
+            rows.append(row)
+        txn.execute("head_set", {"k": tenant_key, "seq": seq, "hash": prev})
+    txn.executemany("event", rows)
 
 
 class AuditRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def append(self, drafts: Sequence[AuditDraft], conn: Connection | None = None) -> None:
+    def append(self, drafts: Sequence[AuditDraft], conn: Connection | RawTxn | None = None) -> None:
         """Chain and insert events, in order, inside ``conn``'s transaction (or a new one)."""
         if not drafts:
             return
         if conn is None:
-            with self._db.write() as own:
-                self._append(own, drafts)
+            with raw_write(self._db) as txn:
+                append_chained(txn, drafts)
         else:
-            self._append(conn, drafts)
-
-    def _append(self, conn: Connection, drafts: Sequence[AuditDraft]) -> None:
-        by_tenant: dict[str, list[AuditDraft]] = {}
-        for d in drafts:
-            by_tenant.setdefault(d.tenant_id or GLOBAL_TENANT, []).append(d)
-        rows: list[dict[str, Any]] = []
-        for tenant_key in sorted(by_tenant):  # fixed order: no lock-order deadlocks
-            seq, prev = self._lock_head(conn, tenant_key)
-            for d in by_tenant[tenant_key]:
-                seq += 1
-                row: dict[str, Any] = {
-                    "tenant_key": tenant_key, "seq": seq, "event_id": d.event_id,
-                    "ts": d.ts, "type": d.type, "data": d.data, "prev_hash": prev,
-                }
-                for name in _FIELDS:
-                    row[name] = getattr(d, name)
-                row["hash"] = prev = event_hash(row)
-                rows.append(row)
-            conn.execute(
-                update(audit_heads).where(audit_heads.c.tenant_key == tenant_key)
-                .values(seq=seq, hash=prev)
-            )
-        conn.execute(insert(audit_events), rows)
-
-    def _lock_head(self, conn: Connection, tenant_key: str) -> tuple[int, str]:
-        ins = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(audit_heads)
-        conn.execute(
-            ins.values(tenant_key=tenant_key, seq=0, hash=GENESIS)
-            .on_conflict_do_nothing(index_elements=["tenant_key"])
-        )
-        q = select(audit_heads.c.seq, audit_heads.c.hash).where(
-            audit_heads.c.tenant_key == tenant_key)
-        if conn.dialect.name == "postgresql":
-            q = q.with_for_update()
-        row = conn.execute(q).one()
-        return int(row.seq), str(row.hash)
+            append_chained(conn if isinstance(conn, RawTxn) else raw_of(conn), drafts)
 
     def list(
         self, tenant_id: str | None, *, call_id: str | None = None, agent: str | None = None,

@@ -7,6 +7,7 @@ constraints and row locks (``SELECT … FOR UPDATE``) for the same guarantees.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -36,6 +37,11 @@ class Database:
                  pool_size: int = 10) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        # SQLite has one writer at a time; threads of this process queue on a lock instead
+        # of sleeping in SQLite's busy handler (which backs off in milliseconds).
+        self._write_lock: threading.Lock | None = threading.Lock() if self.is_sqlite else None
+        self._sqlite_writer: Any = None
+        self._sqlite_writer_pooled: Any = None
         self.is_memory = self.is_sqlite and (":memory:" in url or url.rstrip("/") == "sqlite:")
         if self.is_memory:
             raise ValueError("use a file for SQLite: in-memory databases are per connection")
@@ -66,16 +72,30 @@ class Database:
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
 
+        begin_sql = "BEGIN IMMEDIATE" if immediate else "BEGIN"
+
         @event.listens_for(engine, "begin")
         def _on_begin(conn: Connection) -> None:
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+            # straight to the driver: SQLAlchemy's execution path costs more than the BEGIN
+            conn.connection.driver_connection.execute(begin_sql)  # type: ignore[union-attr]
 
         return engine
+
+    def sqlite_writer(self) -> Any:
+        """The dedicated sqlite3 connection for prepared hot-path writes (under the lock)."""
+        if self._sqlite_writer is None:
+            self._sqlite_writer_pooled = self.engine.raw_connection()
+            self._sqlite_writer = self._sqlite_writer_pooled.driver_connection
+        return self._sqlite_writer
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction (committed on exit, rolled back on error)."""
-        with self.engine.begin() as conn:
+        if self._write_lock is None:
+            with self.engine.begin() as conn:
+                yield conn
+            return
+        with self._write_lock, self.engine.begin() as conn:
             yield conn
 
     @contextmanager
@@ -84,6 +104,9 @@ class Database:
             yield conn
 
     def dispose(self) -> None:
+        if self._sqlite_writer_pooled is not None:
+            self._sqlite_writer_pooled.close()
+            self._sqlite_writer = self._sqlite_writer_pooled = None
         self.engine.dispose()
         if self._reader is not self.engine:
             self._reader.dispose()

@@ -11,6 +11,7 @@ import uuid
 from sqlalchemy import delete, insert, select, update
 
 from toolkeeper.store.db import Database, as_utc, utcnow
+from toolkeeper.store.raw import raw_read
 from toolkeeper.store.records import TokenRecord
 from toolkeeper.store.schema import rate_counters, secret_blobs, superseded_turns, tokens
 
@@ -89,10 +90,8 @@ class TurnRepo:
             return True
 
     def is_superseded(self, tenant_id: str, turn_group_id: str) -> bool:
-        with self._db.read() as conn:
-            return conn.execute(select(superseded_turns.c.tenant_id).where(
-                superseded_turns.c.tenant_id == tenant_id,
-                superseded_turns.c.turn_group_id == turn_group_id)).first() is not None
+        with raw_read(self._db) as txn:  # on every irreversible call: keep it cheap
+            return txn.fetchone("superseded", {"t": tenant_id, "g": turn_group_id}) is not None
 
 
 class BlobRepo:

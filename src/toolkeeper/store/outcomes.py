@@ -8,21 +8,27 @@ row that won.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, and_, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from toolkeeper.model.enums import OutcomeState
 from toolkeeper.store.audit import AuditRepo
 from toolkeeper.store.db import Database, as_utc, utcnow
+from toolkeeper.store.raw import raw_write
 from toolkeeper.store.records import AuditDraft, OutcomeRecord, SideEffectRecord
 from toolkeeper.store.schema import outcomes, side_effects
 
 _TIMES = ("created_at", "updated_at", "expires_at", "stale_after")
+_OUTCOME_FIELDS = tuple(f.name for f in fields(OutcomeRecord))
+_EFFECT_FIELDS = tuple(f.name for f in fields(SideEffectRecord))
+
+
+def _row(rec: object, names: tuple[str, ...]) -> dict[str, Any]:
+    """A shallow row dict (``dataclasses.asdict`` deep-copies: too slow for the hot path)."""
+    return {n: getattr(rec, n) for n in names}
 
 
 def _outcome(m: Any) -> OutcomeRecord:
@@ -43,15 +49,18 @@ class OutcomeRepo:
 
         An expired record (past its TTL) is replaced, so keys do not block forever.
         """
-        row = asdict(rec)
+        row = _row(rec, _OUTCOME_FIELDS)
         row["state"] = rec.state.value
-        with self._db.write() as conn:
-            ins = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(outcomes)
-            res = conn.execute(ins.values(**row).on_conflict_do_nothing(
-                index_elements=["tenant_id", "agent", "key"]))
-            if res.rowcount == 1:
-                self._audit.append(events, conn)
+        with raw_write(self._db) as txn:  # the hot path: prepared SQL, one transaction
+            if txn.execute("claim", row) == 1:
+                self._audit.append(events, txn)
                 return None
+        return self._claim_contended(rec, row, events)
+
+    def _claim_contended(self, rec: OutcomeRecord, row: dict[str, Any],
+                         events: Sequence[AuditDraft]) -> OutcomeRecord | None:
+        """The key is taken: return its record, or take over an expired one."""
+        with self._db.write() as conn:
             existing = self._by_key(conn, rec.tenant_id, rec.agent, rec.key, lock=True)
             if existing is None:  # deleted between insert and read: retry once
                 conn.execute(insert(outcomes).values(**row))
@@ -60,7 +69,7 @@ class OutcomeRepo:
             now = as_utc(rec.created_at)
             if existing.expires_at <= now and existing.state is not OutcomeState.IN_PROGRESS:
                 conn.execute(update(outcomes).where(outcomes.c.call_id == existing.call_id)
-                             .values(**{k: v for k, v in row.items()}))
+                             .values(**row))
                 self._audit.append(events, conn)
                 return None
             return existing
@@ -71,15 +80,22 @@ class OutcomeRepo:
         side_effect: SideEffectRecord | None = None, only_if_in_progress: bool = True,
     ) -> bool:
         """Record the final state, the side effect and the audit events in one transaction."""
+        params = {"call_id": call_id, "state": state.value, "status": status,
+                  "reason": reason, "result": result, "updated_at": utcnow()}
+        if not only_if_in_progress:
+            return self._finish_any(params, events)
+        with raw_write(self._db) as txn:
+            done = txn.execute("finish", params) == 1
+            if side_effect is not None and done:
+                txn.execute("effect", _row(side_effect, _EFFECT_FIELDS))
+            self._audit.append(events, txn)
+            return done
+
+    def _finish_any(self, params: dict[str, Any], events: Sequence[AuditDraft]) -> bool:
+        call_id = params.pop("call_id")
         with self._db.write() as conn:
-            q = update(outcomes).where(outcomes.c.call_id == call_id)
-            if only_if_in_progress:
-                q = q.where(outcomes.c.state == OutcomeState.IN_PROGRESS.value)
-            res = conn.execute(q.values(
-                state=state.value, status=status, reason=reason, result=result,
-                updated_at=utcnow()))
-            if side_effect is not None and res.rowcount == 1:
-                conn.execute(insert(side_effects).values(**asdict(side_effect)))
+            res = conn.execute(update(outcomes).where(outcomes.c.call_id == call_id)
+                               .values(**params))
             self._audit.append(events, conn)
             return res.rowcount == 1
 
@@ -112,7 +128,8 @@ class OutcomeRepo:
                     outcomes.c.state == OutcomeState.IN_PROGRESS.value).values(
                     state=OutcomeState.UNKNOWN.value, status="unknown", reason="outcome_unknown",
                     updated_at=now))
-                rec.state, rec.status, rec.reason = OutcomeState.UNKNOWN, "unknown", "outcome_unknown"
+                rec.state, rec.status = OutcomeState.UNKNOWN, "unknown"
+                rec.reason = "outcome_unknown"
             if stale:
                 self._audit.append(make_events(stale), conn)
             return stale

@@ -1,0 +1,255 @@
+"""The ``http`` provider: a tool whose action is one request to a configured endpoint.
+
+Implementation config (``config_schema.implementation``)::
+
+    url: https://api.example.com/v1/orders
+    method: POST                      # default POST
+    headers: {Authorization: "Bearer ${secret:crm/token}"}
+    timeout_s: 30
+    max_response_bytes: 1048576
+    allowed_hosts: []                 # empty = any public host (redirects included)
+    allowed_networks: []              # CIDRs reachable even though private
+
+Arguments are sent as the JSON body, or as query parameters for GET, HEAD, DELETE and
+OPTIONS. Secret references in header values are resolved through ``ctx.secret`` only when
+the request is built, never for a preview, and the resolved values are masked in the result.
+
+Outcome mapping: 2xx → the parsed JSON (or text; ``None`` when empty); 429/5xx →
+``UpstreamError`` (retryable); other statuses → ``ToolError("upstream_error")``; a body above
+``max_response_bytes`` → ``output_too_large``. Connection failures are retryable and did not
+execute; timeouts and failures after sending report ``may_have_executed=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from toolkeeper.errors import ConfigError, ToolDenied, ToolError, UpstreamError
+from toolkeeper.model.call import PreviewResult
+from toolkeeper.netguard import NetGuard, Resolver, request_error
+from toolkeeper.providers.base import ToolContext, ToolPolicy
+from toolkeeper.secrets.base import SECRET_REF_RE, has_ref
+from toolkeeper.secrets.redact import MASK, Redactor
+
+QUERY_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+"""Methods whose arguments travel as query parameters rather than a JSON body."""
+_SNIPPET_CHARS = 200
+
+
+class HttpEndpointConfig(BaseModel):
+    """The ``implementation`` block of an ``http`` tool."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str
+    """The endpoint; fixed by the tool author, never chosen by the agent."""
+    type: str | None = None
+    """Tolerated so the block can carry ``type: http``."""
+    method: str = "POST"
+    headers: dict[str, str] = Field(default_factory=dict)
+    """Header values may contain ``${secret:connector/key}`` references."""
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    """Deadline of the whole exchange, redirects and body included."""
+    max_response_bytes: int = Field(default=1 << 20, ge=1)
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_networks: tuple[str, ...] = ()
+    allowed_ports: tuple[int, ...] | None = None
+    max_redirects: int = Field(default=5, ge=0, le=20)
+
+
+def http_timeout(timeout_s: float) -> httpx.Timeout:
+    """Per-operation limits inside a ``timeout_s`` deadline.
+
+    Connecting gets half the budget so a dead host is reported as a connect timeout (did not
+    execute) before the overall deadline (may have executed) can fire.
+    """
+    return httpx.Timeout(timeout_s, connect=timeout_s / 2)
+
+
+async def read_capped(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Up to ``limit`` decoded body bytes and whether more were sent (stops reading there)."""
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in response.aiter_bytes():
+            if size + len(chunk) > limit:
+                chunks.append(chunk[: limit - size])
+                return b"".join(chunks), True
+            chunks.append(chunk)
+            size += len(chunk)
+    except httpx.RequestError as exc:
+        raise request_error(exc, sent=True) from exc
+    return b"".join(chunks), False
+
+
+def decode_body(response: httpx.Response, data: bytes) -> Any:
+    """Parsed JSON for a JSON content type (text if it does not parse), else text."""
+    if not data:
+        return None
+    text = data.decode(response.encoding or "utf-8", errors="replace")
+    ctype = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype == "application/json" or ctype.endswith("+json"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+    return text
+
+
+def status_error(response: httpx.Response, body: Any) -> ToolError:
+    """The error for a non-success status: 429/5xx retryable, other statuses final."""
+    status = response.status_code
+    snippet = body if isinstance(body, str) else json.dumps(body, default=str)
+    message = f"HTTP {status}: {(snippet or response.reason_phrase)[:_SNIPPET_CHARS]}"
+    if status == 429 or status >= 500:
+        # 429 and 503 say "not processed"; other 5xx may fail after acting.
+        executed = status not in (429, 503)
+        retry_after = response.headers.get("retry-after")
+        return UpstreamError(message, may_have_executed=executed, status=status,
+                             retry_after=retry_after)
+    return ToolError("upstream_error", message, status=status)
+
+
+def query_params(arguments: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Arguments as query parameters: lists repeat, objects are sent as JSON text."""
+    params: list[tuple[str, str]] = []
+    for name, value in arguments.items():
+        for item in value if isinstance(value, list) else [value]:
+            if item is None:
+                continue
+            if isinstance(item, bool):
+                params.append((name, "true" if item else "false"))
+            elif isinstance(item, str | int | float):
+                params.append((name, str(item)))
+            else:
+                params.append((name, json.dumps(item, separators=(",", ":"), default=str)))
+    return tuple(params)
+
+
+class HttpProvider:
+    """Runs an ``http`` tool: one guarded request per call, one pooled client per tool."""
+
+    policy_model: type[ToolPolicy] = ToolPolicy
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        *,
+        resolver: Resolver | None = None,
+        verify: bool | str = True,
+    ) -> None:
+        try:
+            self.config = HttpEndpointConfig.model_validate(dict(config))
+        except ValidationError as exc:
+            raise ConfigError(f"http implementation: {exc}") from None
+        self.method = self.config.method.upper()
+        self.guard = NetGuard(
+            allowed_hosts=self.config.allowed_hosts,
+            allowed_networks=self.config.allowed_networks,
+            allowed_ports=self.config.allowed_ports,
+            max_redirects=self.config.max_redirects,
+            resolver=resolver,
+        )
+        try:  # a URL the guard can never admit is a configuration error, found at load
+            self.guard.check_url(self.config.url)
+        except ToolDenied as exc:
+            raise ConfigError(f"http implementation url: {exc.message}") from None
+        self._verify = verify
+        self._client: httpx.AsyncClient | None = None
+        self._secret_header_names = [n for n, v in self.config.headers.items() if has_ref(v)]
+
+    def supports_preview(self, action: str) -> bool:
+        """Every action can be previewed: the preview is the request, not its effect."""
+        return True
+
+    async def preview(
+        self, action: str, arguments: dict[str, Any], ctx: ToolContext
+    ) -> PreviewResult:
+        """The request that would be sent, secrets shown as ``***``; nothing is sent."""
+        request = self._build(arguments, self._masked_headers())
+        data = {
+            "method": self.method,
+            "url": str(request.url),
+            "headers": self._masked_headers(),
+            "body": None if self.method in QUERY_METHODS else arguments,
+        }
+        return PreviewResult(summary=f"{self.method} {request.url}", data=data)
+
+    async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
+        """Send the request and map the response (see the module docstring)."""
+        headers, secrets = await self._resolved_headers(ctx)
+        redactor = Redactor(secrets)
+        request = self._build(arguments, headers)
+        client = self._get_client()
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                response = await self.guard.send(
+                    client, request, sensitive_headers=self._secret_header_names
+                )
+                try:
+                    data, truncated = await read_capped(
+                        response, self.config.max_response_bytes
+                    )
+                finally:
+                    await response.aclose()
+        except TimeoutError:
+            raise ToolError("timeout", f"no complete response within {self.config.timeout_s}s",
+                            retryable=True, may_have_executed=True) from None
+        if truncated:
+            raise ToolError("output_too_large",
+                            f"response exceeds {self.config.max_response_bytes} bytes",
+                            may_have_executed=True)
+        body = redactor.redact(decode_body(response, data))
+        if not response.is_success:
+            raise status_error(response, body)
+        return body
+
+    async def aclose(self) -> None:
+        """Close the pooled client (idempotent)."""
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    def _get_client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = self.guard.client(
+                timeout=http_timeout(self.config.timeout_s), verify=self._verify
+            )
+        return self._client
+
+    def _build(self, arguments: Mapping[str, Any], headers: dict[str, str]) -> httpx.Request:
+        timeout = http_timeout(self.config.timeout_s)
+        extensions = {"timeout": timeout.as_dict()}
+        if self.method in QUERY_METHODS:
+            url, params = httpx.URL(self.config.url), query_params(arguments)
+            if params:  # an empty merge would drop the URL's own query string
+                url = url.copy_merge_params(params)
+            return httpx.Request(self.method, url, headers=headers, extensions=extensions)
+        return httpx.Request(self.method, self.config.url, headers=headers,
+                             json=arguments, extensions=extensions)
+
+    def _masked_headers(self) -> dict[str, str]:
+        return {name: SECRET_REF_RE.sub(MASK, v) for name, v in self.config.headers.items()}
+
+    async def _resolved_headers(self, ctx: ToolContext) -> tuple[dict[str, str], list[str]]:
+        headers: dict[str, str] = {}
+        secrets: list[str] = []
+        for name, value in self.config.headers.items():
+            if not has_ref(value):
+                headers[name] = value
+                continue
+            parts: list[str] = []
+            last = 0
+            for match in SECRET_REF_RE.finditer(value):
+                secret = await ctx.secret(match.group(2), match.group(1))
+                secrets.append(secret)
+                parts += [value[last : match.start()], secret]
+                last = match.end()
+            headers[name] = "".join([*parts, value[last:]])
+        return headers, secrets

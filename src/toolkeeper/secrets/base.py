@@ -1,0 +1,98 @@
+"""The secrets contract: where values come from, how config refers to them (SPEC §2 step 10).
+
+Tool config never holds a secret, only a reference ``${secret:connector/key}`` (or
+``${secret:key}`` for the call's own connector). Values are fetched from a ``SecretsStore``
+at the moment of use and redacted from everything the call returns.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Protocol, runtime_checkable
+
+from toolkeeper.errors import ToolError
+
+SECRET_REF_RE = re.compile(r"\$\{secret:(?:([^/}\s]+)/)?([^}\s]+)\}")
+"""One ``${secret:connector/key}`` or ``${secret:key}`` reference inside a string."""
+
+
+class SecretNotFound(ToolError):
+    """No value for the requested connector/key (reason ``secret_not_found``)."""
+
+    def __init__(self, connector_id: str | None, key: str) -> None:
+        where = f"{connector_id}/{key}" if connector_id else key
+        super().__init__("secret_not_found", f"secret {where!r} not found", retryable=False)
+
+
+@runtime_checkable
+class SecretsStore(Protocol):
+    """A source of secret values, consulted only when a tool executes."""
+
+    async def get_secret(self, connector_id: str | None, key: str) -> str:
+        """The value of ``key`` for ``connector_id``; raises ``SecretNotFound``."""
+        ...
+
+    def known_values(self) -> frozenset[str]:
+        """Every value this store can hand out, for redaction (empty if it cannot enumerate)."""
+        ...
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    """Opaque named blobs; the embedded secrets store keeps its ciphertexts here."""
+
+    def get_blob(self, name: str) -> bytes | None:
+        """The blob called ``name``, or ``None``."""
+        ...
+
+    def put_blob(self, name: str, data: bytes) -> None:
+        """Create or replace the blob ``name``."""
+        ...
+
+    def delete_blob(self, name: str) -> None:
+        """Remove ``name``; removing a missing blob is not an error."""
+        ...
+
+    def list_blobs(self) -> list[tuple[str, bytes]]:
+        """Every ``(name, data)`` pair, in name order."""
+        ...
+
+
+class MemoryBlobStore:
+    """A dict-backed ``BlobStore`` for tests and ephemeral gateways."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[str, bytes] = {}
+
+    def get_blob(self, name: str) -> bytes | None:
+        """The blob called ``name``, or ``None``."""
+        return self._blobs.get(name)
+
+    def put_blob(self, name: str, data: bytes) -> None:
+        """Create or replace the blob ``name``."""
+        self._blobs[name] = bytes(data)
+
+    def delete_blob(self, name: str) -> None:
+        """Remove ``name`` if present."""
+        self._blobs.pop(name, None)
+
+    def list_blobs(self) -> list[tuple[str, bytes]]:
+        """Every ``(name, data)`` pair, in name order."""
+        return sorted(self._blobs.items())
+
+
+def parse_ref(text: str) -> tuple[str | None, str] | None:
+    """``(connector, key)`` when ``text`` is exactly one secret reference, else ``None``.
+
+    ``${secret:github/token}`` → ``("github", "token")``; ``${secret:token}`` →
+    ``(None, "token")`` (the call's connector applies).
+    """
+    match = SECRET_REF_RE.fullmatch(text.strip())
+    if match is None:
+        return None
+    return match.group(1), match.group(2)
+
+
+def has_ref(text: str) -> bool:
+    """Whether ``text`` contains at least one secret reference."""
+    return SECRET_REF_RE.search(text) is not None

@@ -1,0 +1,160 @@
+"""Driver-level statements for the hot path: outcome claim/finish and audit append.
+
+SQLAlchemy's execution path costs several times a SQLite transaction, so the statements
+every recorded call runs are prepared once as SQL text and sent straight to the driver
+(sqlite3 or psycopg), inside the same transaction SQLAlchemy would use. Values are stored
+exactly as SQLAlchemy stores them (JSON text; SQLite datetimes as naive UTC text), so the
+repositories read them back unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection
+
+_PARAM = re.compile(r":(\w+)(\{json\})?")
+
+
+def _to_pg(sql: str) -> str:
+    return _PARAM.sub(lambda m: f"%({m.group(1)})s" + ("::json" if m.group(2) else ""), sql)
+
+
+def _to_sqlite(sql: str) -> str:
+    return _PARAM.sub(lambda m: f":{m.group(1)}", sql)
+
+
+STATEMENTS = {
+    "claim": (
+        "INSERT INTO outcomes (call_id, tenant_id, agent, key, tool, action, tool_version, "
+        "args_digest, side_effect, state, status, reason, result, turn_group_id, resolved_by, "
+        "created_at, updated_at, expires_at, stale_after) VALUES (:call_id, :tenant_id, :agent, "
+        ":key, :tool, :action, :tool_version, :args_digest, :side_effect, :state, :status, "
+        ":reason, :result{json}, :turn_group_id, :resolved_by, :created_at, :updated_at, "
+        ":expires_at, :stale_after) ON CONFLICT (tenant_id, agent, key) DO NOTHING"),
+    "finish": (
+        "UPDATE outcomes SET state = :state, status = :status, reason = :reason, "
+        "result = :result{json}, updated_at = :updated_at "
+        "WHERE call_id = :call_id AND state = 'in_progress'"),
+    "effect": (
+        "INSERT INTO side_effects (id, tenant_id, agent, call_id, tool, action, tool_version, "
+        "policy, arguments, result, status, turn_group_id, compensation_call_id, created_at) "
+        "VALUES (:id, :tenant_id, :agent, :call_id, :tool, :action, :tool_version, :policy, "
+        ":arguments{json}, :result{json}, :status, :turn_group_id, :compensation_call_id, "
+        ":created_at)"),
+    "superseded": ("SELECT 1 FROM superseded_turns WHERE tenant_id = :t AND "
+                   "turn_group_id = :g"),
+    "head": "SELECT seq, hash FROM audit_heads WHERE tenant_key = :k",
+    "head_new": ("INSERT INTO audit_heads (tenant_key, seq, hash) VALUES (:k, 0, :h) "
+                 "ON CONFLICT (tenant_key) DO NOTHING"),
+    "head_set": "UPDATE audit_heads SET seq = :seq, hash = :hash WHERE tenant_key = :k",
+    "event": (
+        "INSERT INTO audit_events (tenant_key, seq, event_id, ts, type, agent_id, call_id, "
+        "trace_id, task_id, step_id, turn_group_id, tool, action, tool_version, risk, gate, "
+        "reason, duration_ms, data, prev_hash, hash) VALUES (:tenant_key, :seq, :event_id, :ts, "
+        ":type, :agent_id, :call_id, :trace_id, :task_id, :step_id, :turn_group_id, :tool, "
+        ":action, :tool_version, :risk, :gate, :reason, :duration_ms, :data{json}, :prev_hash, "
+        ":hash)"),
+}
+SQLITE = {k: _to_sqlite(v) for k, v in STATEMENTS.items()}
+POSTGRES = {k: _to_pg(v) for k, v in STATEMENTS.items()}
+POSTGRES["head"] += " FOR UPDATE"
+
+JSON_PARAMS = frozenset({"result", "arguments", "data"})
+
+
+def dump_json(value: Any) -> str | None:
+    if value is None:
+        return None
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def sqlite_time(value: datetime) -> str:
+    utc = value.astimezone(UTC) if value.tzinfo else value
+    return utc.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+class RawTxn:
+    """Runs the prepared statements on the driver connection of an open transaction."""
+
+    __slots__ = ("_cur", "_sql", "pg")
+
+    def __init__(self, driver_conn: Any, pg: bool) -> None:
+        self.pg = pg
+        self._sql = POSTGRES if pg else SQLITE
+        self._cur = driver_conn.cursor()
+
+    def _params(self, params: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in params.items():
+            if k in JSON_PARAMS:
+                v = dump_json(v)
+            elif isinstance(v, datetime) and not self.pg:
+                v = sqlite_time(v)
+            out[k] = v
+        return out
+
+    def execute(self, name: str, params: dict[str, Any]) -> int:
+        self._cur.execute(self._sql[name], self._params(params))
+        return int(self._cur.rowcount)
+
+    def executemany(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
+        self._cur.executemany(self._sql[name], [self._params(r) for r in rows])
+
+    def fetchone(self, name: str, params: dict[str, Any]) -> Any:
+        self._cur.execute(self._sql[name], params)
+        return self._cur.fetchone()
+
+
+def raw_of(conn: Connection) -> RawTxn:
+    """The raw view of an SQLAlchemy connection's current transaction."""
+    return RawTxn(conn.connection.driver_connection, conn.dialect.name == "postgresql")
+
+
+@contextmanager
+def raw_read(db: Any) -> Iterator[RawTxn]:
+    """A read on a pooled reader connection, driven at the driver level."""
+    pooled = db._reader.raw_connection()
+    try:
+        driver = pooled.driver_connection
+        yield RawTxn(driver, not db.is_sqlite)
+        if not db.is_sqlite:
+            driver.rollback()
+    finally:
+        pooled.close()
+
+
+@contextmanager
+def raw_write(db: Any) -> Iterator[RawTxn]:
+    """A write transaction driven at the driver level.
+
+    SQLite: this process's writers are serialised by ``db._write_lock`` anyway, so they
+    share one dedicated connection (no pool round trip). PostgreSQL: a pooled connection.
+    """
+    if db.is_sqlite:
+        with db._write_lock:
+            driver = db.sqlite_writer()
+            driver.execute("BEGIN IMMEDIATE")
+            try:
+                yield RawTxn(driver, False)
+            except BaseException:
+                driver.execute("ROLLBACK")
+                raise
+            driver.execute("COMMIT")
+        return
+    pooled = db.engine.raw_connection()
+    try:
+        driver = pooled.driver_connection
+        try:
+            yield RawTxn(driver, True)
+        except BaseException:
+            driver.rollback()
+            raise
+        driver.commit()
+    finally:
+        pooled.close()
