@@ -61,6 +61,7 @@ class Gateway:
             turns=TurnCounter(), concurrency=ConcurrencyGroups(), settings=self.settings,
         )
         self._loops = threading.local()
+        self._agent_principals: dict[tuple[str, str], Principal] = {}
         self._closed = False
         self.registry = RegistryService(self)
         self.approvals = ApprovalService(self)
@@ -186,8 +187,14 @@ class Gateway:
             return self.authenticate(token)
         if agent is None:
             return None
-        return Principal(name=agent, tenant_id=tenant_id, roles=frozenset({Role.AGENT}),
-                         agent=agent)
+        key = (agent, tenant_id)
+        p = self._agent_principals.get(key)
+        if p is None:
+            p = Principal(name=agent, tenant_id=tenant_id, roles=frozenset({Role.AGENT}),
+                          agent=agent)
+            if len(self._agent_principals) < 10_000:
+                self._agent_principals[key] = p
+        return p
 
     def authenticate(self, token: str) -> Principal | None:
         """The principal of a token; ``None`` for unknown or revoked tokens."""

@@ -15,11 +15,12 @@ def authenticate(rt: Runtime, st: CallState) -> CallResult | None:
     if p is None or p.agent is None:
         return st.stop(EventType.POLICY_DENIED, Reason.UNAUTHENTICATED,
                        "no agent identity for this call")
+    st.tenant_id = p.tenant_id
     agent = rt.catalog.agents.get((p.tenant_id, p.agent))
     if agent is None:
         return st.stop(EventType.POLICY_DENIED, Reason.UNAUTHENTICATED,
                        f"unknown agent {p.agent!r}")
-    st.tenant_id, st.agent = p.tenant_id, agent.name
+    st.agent = agent.name
     st.profile = rt.catalog.profiles.get((agent.tenant_id, agent.profile))
     if st.profile is None:  # an agent without its profile can do nothing: default deny
         return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_ENABLED,

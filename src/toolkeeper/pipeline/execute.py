@@ -76,6 +76,14 @@ async def execute(rt: Runtime, st: CallState) -> Execution:
     retry_safe = st.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
     attempts = 1 + (tool.execution.max_retries if retry_safe else 0)
     run = Execution(ctx=ctx)
+    sync = getattr(st.tool.provider, "sync_execute", None)
+    if sync is not None:  # inline tool: runs to completion on this thread
+        run.attempts = 1
+        try:
+            run.output = sync(st.action, st.arguments, ctx)
+        except Exception as exc:  # translated by the outcome step, as for any tool
+            run.error = exc
+        return run
     for attempt in range(attempts):
         run.attempts = attempt + 1
         run.error, run.timed_out = None, False

@@ -35,6 +35,11 @@ class Settings:
     audit_arguments: bool = False
     """Tenant opt-in: store (redacted) arguments in audit events, not only their digest."""
 
+    def __post_init__(self) -> None:
+        self.mode = Mode(self.mode)
+        if self.audit_level not in ("decisions", "steps"):
+            raise ValueError("audit_level must be 'decisions' or 'steps'")
+
 
 @dataclass(slots=True, kw_only=True)
 class Runtime:

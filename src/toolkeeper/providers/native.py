@@ -87,6 +87,13 @@ class NativeProvider:
         self._async_exec = inspect.iscoroutinefunction(tool.execute)
         self._async_preview = inspect.iscoroutinefunction(tool.preview)
         self._inline = type(tool).inline
+        self.sync_execute: Callable[[str, dict[str, Any], ToolContext], Any] | None = None
+        """Set for inline tools: the pipeline calls it directly (no coroutine, no timer —
+        an inline tool cannot be interrupted, so keep inline tools CPU-trivial)."""
+        if isinstance(tool, _FunctionTool):
+            self.sync_execute = tool.inline_call()
+        elif self._inline and not self._async_exec:
+            self.sync_execute = tool.execute
 
     def supports_preview(self, action: str) -> bool:
         return self._has_preview
@@ -124,6 +131,8 @@ class _FunctionTool(BaseTool):
     fn: Callable[..., Any]
     args_model: type[BaseModel]
     ctx_param: str | None
+    json_native: bool = False
+    """Every parameter is a plain JSON type without defaults to fill: skip pydantic."""
     preview_fn: Callable[..., Any] | None = None
 
     async def execute(  # type: ignore[override]
@@ -146,7 +155,18 @@ class _FunctionTool(BaseTool):
             result = await result
         return _as_preview(result)
 
+    def inline_call(self) -> Callable[[str, dict[str, Any], ToolContext], Any] | None:
+        """A direct synchronous entry for ``inline=True`` sync functions, else ``None``."""
+        if not self.inline or inspect.iscoroutinefunction(self.fn):
+            return None
+        fn, to_kwargs = self.fn, self._kwargs
+        return lambda action, request, context: fn(**to_kwargs(request, context))
+
     def _kwargs(self, request: dict[str, Any], context: ToolContext) -> dict[str, Any]:
+        if self.json_native:  # the pipeline's JSON Schema check already proved the types
+            if self.ctx_param:
+                return {**request, self.ctx_param: context}
+            return request
         try:
             parsed = self.args_model.model_validate(request)
         except ValidationError as exc:  # schema passed; a stricter type (e.g. date) did not
@@ -155,6 +175,9 @@ class _FunctionTool(BaseTool):
         if self.ctx_param:
             kwargs[self.ctx_param] = context
         return kwargs
+
+
+_JSON_NATIVE = frozenset({str, int, bool, dict, list, Any})
 
 
 def tool(
@@ -193,6 +216,8 @@ def tool(
                 raise UserError(f"@tool {func.__name__}: *args/**kwargs cannot be described")
             default = ... if param.default is param.empty else param.default
             fields[pname] = (ann, default)
+        json_native = all(ann in _JSON_NATIVE and default is ...
+                          for ann, default in fields.values())
         model = create_model(  # type: ignore[call-overload]
             f"{func.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
         )
@@ -216,6 +241,7 @@ def tool(
             "fn": staticmethod(func),
             "args_model": model,
             "ctx_param": ctx_param,
+            "json_native": json_native,
             "preview_fn": staticmethod(preview) if preview else None,
             "__module__": func.__module__,
             "__qualname__": func.__qualname__,

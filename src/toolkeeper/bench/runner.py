@@ -1,0 +1,25 @@
+"""The benchmark list. Each entry is a function ``(Sizes) -> BenchResult``; later items
+(REST, MCP, catalog scale) are added here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from toolkeeper.bench.irreversible import bench_irreversible
+from toolkeeper.bench.model import BenchResult, Sizes
+from toolkeeper.bench.pure import bench_pure
+
+BenchFn = Callable[[Sizes], BenchResult]
+
+BENCHMARKS: dict[str, BenchFn] = {
+    "pure": bench_pure,
+    "irreversible": bench_irreversible,
+}
+
+
+def run(names: Sequence[str], sizes: Sizes) -> list[BenchResult]:
+    """Run the named benchmarks in order (all of them when ``names`` is empty)."""
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        raise KeyError(f"unknown benchmark(s) {unknown}; known: {sorted(BENCHMARKS)}")
+    return [BENCHMARKS[name](sizes) for name in (names or list(BENCHMARKS))]

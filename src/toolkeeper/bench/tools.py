@@ -1,0 +1,59 @@
+"""The tools under measurement and the gateway set-up they run in.
+
+Module-level so worker processes (spawn) load them by entry point, as any deployment would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolkeeper.gateway import Gateway
+from toolkeeper.model.enums import Autonomy, Risk, SideEffect
+from toolkeeper.model.profile import Activation, Agent, Profile
+from toolkeeper.providers.native import tool
+
+AGENT = "bench"
+PROFILE = "bench"
+
+
+# ``tool`` is annotated ``-> Any`` (it returns a BaseTool class), hence the ignores.
+@tool(side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)  # type: ignore[untyped-decorator]
+def add(a: int, b: int) -> int:
+    """Add two integers (the trivial pure tool of SPEC §10)."""
+    return a + b
+
+
+@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW)  # type: ignore[untyped-decorator]
+async def record(n: int) -> dict[str, Any]:
+    """Pretend to do something that cannot be undone (durable outcome per call)."""
+    return {"n": n, "done": True}
+
+
+def sqlite_url(directory: str) -> str:
+    return f"sqlite:///{directory}/bench.db"
+
+
+def open_gateway(url: str) -> Gateway:
+    """A default gateway (audit on) with both tools published, and one autonomy-2 agent."""
+    gw = Gateway.open(url)
+    try:
+        for obj in (add, record):
+            gw.registry.register(obj)
+        gw.registry.put_profile(Profile(
+            name=PROFILE, autonomy=Autonomy.GUARDED,
+            activations=(Activation(tool="add"), Activation(tool="record")),
+        ))
+        gw.registry.put_agent(Agent(name=AGENT, profile=PROFILE))
+    except BaseException:
+        gw.close()
+        raise
+    return gw
+
+
+def direct_add() -> Any:
+    """The undecorated function behind ``add`` (``@tool`` keeps it as ``fn``)."""
+    return add.fn
+
+
+def direct_record() -> Any:
+    return record.fn

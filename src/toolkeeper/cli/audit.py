@@ -1,0 +1,135 @@
+"""``toolkeeper audit tail|verify``: read and check the hash-chained audit log (SPEC §8, §9)."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated, Any
+
+import typer
+
+from toolkeeper.cli._common import (
+    EXIT_REFUSED,
+    JsonFlag,
+    err,
+    gateway,
+    out,
+    plain,
+    print_json,
+    state,
+    table,
+)
+from toolkeeper.gateway import Gateway
+from toolkeeper.store.records import AuditEvent, VerifyReport
+
+app = typer.Typer(help="Tail and verify the audit log.", no_args_is_help=True)
+
+POLL_S = 1.0
+"""Follow-mode poll interval: bounded, so Ctrl-C and --timeout are honoured promptly."""
+_PAGE = 1000
+_COLUMNS = ["seq", "ts", "type", "agent", "call", "risk", "gate", "reason", "call_id"]
+
+
+def _tenant(value: str) -> str | None:
+    """``global`` (or ``*``) names the chain of global system events."""
+    return None if value in ("global", "*") else value
+
+
+def _row(ev: AuditEvent) -> list[object]:
+    call = f"{ev.tool}.{ev.action}" if ev.action else ev.tool
+    return [ev.seq, ev.ts.isoformat("T", "seconds"), ev.type, ev.agent_id, call, ev.risk,
+            ev.gate, ev.reason, ev.call_id]
+
+
+def _print(events: list[AuditEvent], json_out: bool, *, lines: bool = False) -> None:
+    if json_out and lines:  # follow mode: one JSON object per line
+        for ev in events:
+            print_json_line(ev)
+    elif json_out:
+        print_json([ev.to_dict() for ev in events])
+    elif events:
+        table(None, _COLUMNS, [_row(ev) for ev in events])
+
+
+def print_json_line(ev: AuditEvent) -> None:
+    """One event as a single JSON line (``--follow --json``)."""
+    typer.echo(json.dumps(plain(ev.to_dict()), sort_keys=True, default=str))
+
+
+@app.command("tail")
+def tail(
+    ctx: typer.Context,
+    n: Annotated[int, typer.Option("-n", "--lines", min=1, max=10_000,
+                                   help="How many of the newest events.")] = 20,
+    call_id: Annotated[str | None, typer.Option("--call", help="Only this call.")] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help="Only this agent.")] = None,
+    tool: Annotated[str | None, typer.Option("--tool", help="Only this tool.")] = None,
+    types: Annotated[list[str] | None, typer.Option(
+        "--type", help="Only this event type (repeatable), e.g. approval.created.")] = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f",
+                                         help="Keep printing new events (Ctrl-C stops).")] = False,
+    timeout: Annotated[float | None, typer.Option(
+        "--timeout", min=0, help="With --follow: stop after this many seconds.")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Show the newest audit events of the tenant (``--tenant global`` for system events)."""
+    tenant = _tenant(state(ctx).tenant)
+    filters: dict[str, Any] = {"call_id": call_id, "agent": agent, "tool": tool,
+                               "types": types or None}
+    with gateway(ctx) as gw:
+        events = gw.store.audit.list(tenant, limit=n, newest_first=True, **filters)
+        events.reverse()
+        _print(events, json_out, lines=follow)
+        if follow:
+            last = events[-1].seq if events else _head(gw, tenant)
+            _follow(gw, tenant, last, filters, json_out, timeout)
+
+
+def _head(gw: Gateway, tenant: str | None) -> int:
+    newest = gw.store.audit.list(tenant, limit=1, newest_first=True)
+    return newest[0].seq if newest else 0
+
+
+def _follow(gw: Gateway, tenant: str | None, last: int, filters: dict[str, Any],
+            json_out: bool, timeout: float | None) -> None:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            left = POLL_S if deadline is None else deadline - time.monotonic()
+            time.sleep(max(0.0, min(POLL_S, left)))
+            newest = _head(gw, tenant)
+            if newest <= last:
+                continue
+            fresh = gw.store.audit.list(tenant, after_seq=last, limit=_PAGE, **filters)
+            _print(fresh, json_out, lines=True)
+            # a full page may have more behind it; otherwise skip past filtered-out events
+            last = fresh[-1].seq if len(fresh) == _PAGE else newest
+    except KeyboardInterrupt:
+        err().print("[dim]stopped[/]")
+
+
+@app.command("verify")
+def verify(ctx: typer.Context, json_out: JsonFlag = False) -> None:
+    """Recompute every tenant's hash chain; exit 1 if any event was edited or deleted."""
+    with gateway(ctx) as gw:
+        gw.flush()
+        reports = [gw.store.audit.verify(t) for t in gw.store.audit.tenants()]
+    broken = [r for r in reports if not r.ok]
+    if json_out:
+        print_json({"ok": not broken, "chains": [plain(r) for r in reports]})
+    else:
+        _verify_table(reports)
+    if broken:
+        for rep in broken:
+            for problem in rep.problems:
+                err().print(f"[red]tenant {rep.tenant_id or 'global'}[/]: {problem}",
+                            highlight=False)
+        raise typer.Exit(EXIT_REFUSED)
+
+
+def _verify_table(reports: list[VerifyReport]) -> None:
+    table("audit chains", ["tenant", "events", "ok", "problems"],
+          [[r.tenant_id or "global", r.events, "yes" if r.ok else "NO", len(r.problems)]
+           for r in reports], empty="no audit events yet")
+    if reports and all(r.ok for r in reports):
+        out().print("[green]audit chains verified[/]")

@@ -1,0 +1,53 @@
+"""Gateways on a real store (SQLite file, and PostgreSQL where a test asks for ``db_url``)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from gw_helpers import build_gateway
+from sample_tools import LEDGER, reset_ledger
+
+from toolkeeper import Gateway, Principal, Role
+
+GatewayFactory = Callable[..., Gateway]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_ledger() -> None:
+    reset_ledger()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path}/toolkeeper.db"
+
+
+@pytest.fixture
+def make_gateway(sqlite_url: str) -> Iterator[GatewayFactory]:
+    made: list[Gateway] = []
+
+    def make(*, url: str | None = None, **kw: Any) -> Gateway:
+        gw = build_gateway(url or sqlite_url, **kw)
+        made.append(gw)
+        return gw
+
+    yield make
+    for gw in made:
+        gw.close()
+
+
+@pytest.fixture
+def approver() -> Principal:
+    return Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
+
+
+@pytest.fixture
+def ledger() -> dict[str, Any]:
+    return LEDGER
