@@ -24,3 +24,9 @@ def build_gateway(url: str, *, tools: list[Any], autonomy: int = 2, scopes: tupl
     gw.registry.put_agent(Agent(name="bot", profile="p"))
     gw.registry.put_agent(Agent(name="other-bot", profile="p"))
     return gw
+
+
+def update_profile(gw: Gateway, **changes: Any) -> None:
+    """Replace fields of profile ``p`` (validated, as a config change would be)."""
+    current = gw.catalog.profiles[("default", "p")].profile.model_dump()
+    gw.registry.put_profile(Profile.model_validate({**current, **changes}))

@@ -1,0 +1,107 @@
+"""SPEC §8: secret values never reach audit, logs or results; the audit chain detects
+edited and deleted events (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+import pytest
+from gw_helpers import build_gateway
+from sqlalchemy import text
+
+from toolkeeper import SideEffect, ToolContext, ToolError, tool
+from toolkeeper.secrets.env import EnvSecretsStore
+
+SECRET = "s3cr3t-Value-7f2a9c"
+
+
+@tool(side_effect=SideEffect.IRREVERSIBLE)
+async def leaky(mode: str, note: str, ctx: ToolContext) -> Any:
+    """Resolves a secret at use and then leaks it in every way a tool can."""
+    value = await ctx.secret("token", "vault")
+    if mode == "error":
+        raise ToolError("upstream_error", f"auth failed with {value}")
+    if mode == "crash":
+        raise RuntimeError(f"crashed holding {value}")
+    return {"echo": value, "nested": [f"Bearer {value}"], "b64": base64.b64encode(
+        value.encode()).decode(), "note": note}
+
+
+@pytest.fixture
+def gw(db_url: str) -> Any:
+    from toolkeeper.pipeline.runtime import Settings
+    from toolkeeper.providers.factory import ProviderFactory
+    from toolkeeper.store import Store
+
+    setup = build_gateway(db_url, tools=[leaky], autonomy=0)  # medium @0: confirm
+    setup.close()
+    from toolkeeper import Gateway
+
+    secrets = EnvSecretsStore(environ={"TOOLKEEPER_SECRET_VAULT__TOKEN": SECRET})
+    g = Gateway(Store.open(db_url), settings=Settings(), secrets=secrets,
+                factory=ProviderFactory(natives={"test_secrets_and_audit:leaky": leaky}))
+    yield g
+    g.close()
+
+
+def _everything_text(gw: Any) -> str:
+    gw.flush()
+    with gw.store.db.engine.connect() as conn:
+        parts = []
+        for table in ("audit_events", "outcomes", "approvals", "side_effects"):
+            parts += [repr(tuple(r)) for r in conn.execute(text(f"SELECT * FROM {table}"))]
+    return "\n".join(parts)
+
+
+def test_a_planted_secret_never_leaks(gw: Any, caplog: Any) -> None:
+    from toolkeeper import Principal, Role
+
+    caplog.set_level(logging.DEBUG)
+    approver = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
+    results = []
+    for mode in ("ok", "error", "crash"):
+        args = {"mode": mode, "note": f"agent pasted {SECRET} here"}
+        ask = gw.call_sync("leaky", arguments=args, agent="bot")
+        results.append(ask)
+        gw.approvals.confirm(ask.approval_id, approver)
+        results.append(gw.call_sync("leaky", arguments=args, agent="bot",
+                                    approval_id=ask.approval_id))
+    assert results[1].ok and results[1].output["echo"] == "***"
+    assert results[3].reason == "upstream_error" and results[5].reason == "tool_error"
+    blob = repr([r.to_dict() for r in results]) + _everything_text(gw) + caplog.text
+    assert SECRET not in blob
+    assert base64.b64encode(SECRET.encode()).decode() not in blob
+    assert "***" in blob
+
+
+def test_audit_verify_detects_an_edited_event(gw: Any) -> None:
+    for i in range(3):
+        gw.call_sync("leaky", arguments={"mode": "ok", "note": str(i)}, agent="bot")
+    gw.flush()
+    assert gw.store.audit.verify("default").ok
+    with gw.store.db.engine.begin() as conn:
+        conn.execute(text("UPDATE audit_events SET reason = 'forged' WHERE seq = 2"))
+    report = gw.store.audit.verify("default")
+    assert not report.ok and any("seq 2" in p for p in report.problems)
+
+
+def test_audit_verify_detects_a_deleted_event(gw: Any) -> None:
+    for i in range(3):
+        gw.call_sync("leaky", arguments={"mode": "ok", "note": str(i)}, agent="bot")
+    gw.flush()
+    with gw.store.db.engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_events WHERE seq = 2"))
+    assert not gw.store.audit.verify("default").ok
+
+
+def test_audit_verify_detects_a_truncated_chain(gw: Any) -> None:
+    for i in range(3):
+        gw.call_sync("leaky", arguments={"mode": "ok", "note": str(i)}, agent="bot")
+    gw.flush()
+    with gw.store.db.engine.begin() as conn:
+        last = conn.execute(text("SELECT max(seq) FROM audit_events WHERE tenant_key = "
+                                 "'default'")).scalar()
+        conn.execute(text(f"DELETE FROM audit_events WHERE seq = {last}"))
+    assert not gw.store.audit.verify("default").ok
