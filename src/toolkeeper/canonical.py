@@ -38,7 +38,7 @@ def _simple(value: Any, depth: int) -> bool:
     if t is str or t is bool or value is None:
         return True
     if t is int:
-        return -_MAX_SAFE < value < _MAX_SAFE
+        return bool(-_MAX_SAFE < value < _MAX_SAFE)
     if t is float:
         # In this range, for non-integral values, orjson's shortest round-trip digits are
         # exactly ECMAScript's Number::toString (RFC 8785 §3.2.2.3); outside it (exponent

@@ -80,7 +80,7 @@ class CallResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the wire shape of REST and MCP ``structuredContent``)."""
         out: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             value = getattr(self, name)
             if value is None or (name == "deduped" and not value):
                 continue

@@ -72,5 +72,5 @@ class ProviderFactory:
         if kind == "http":
             from toolkeeper.providers.http import HttpProvider
 
-            return HttpProvider(impl)  # type: ignore[return-value]
+            return HttpProvider(impl)
         raise UserError(f"{tool.name}: implementation type {kind!r} is not available here")

@@ -135,7 +135,7 @@ class _FunctionTool(BaseTool):
     """Every parameter is a plain JSON type without defaults to fill: skip pydantic."""
     preview_fn: Callable[..., Any] | None = None
 
-    async def execute(  # type: ignore[override]
+    async def execute(
         self, action: str, request: dict[str, Any], context: ToolContext
     ) -> Any:
         kwargs = self._kwargs(request, context)
@@ -218,7 +218,7 @@ def tool(
             fields[pname] = (ann, default)
         json_native = all(ann in _JSON_NATIVE and default is ...
                           for ann, default in fields.values())
-        model = create_model(  # type: ignore[call-overload]
+        model = create_model(
             f"{func.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields
         )
         schema = model.model_json_schema()
@@ -249,7 +249,7 @@ def tool(
         }
         cls = type(func.__name__, (_FunctionTool,), attrs)
         if preview is None:
-            cls.preview = BaseTool.preview  # type: ignore[method-assign]
+            setattr(cls, "preview", BaseTool.preview)  # noqa: B010 - no preview support
         return cls
 
     return wrap(fn) if fn is not None else wrap

@@ -3,6 +3,7 @@ compensation (SPEC §4)."""
 
 from __future__ import annotations
 
+import builtins
 from typing import TYPE_CHECKING, Any
 
 import jmespath
@@ -32,7 +33,7 @@ class CallService:
         return rec
 
     def list(self, tenant_id: str, *, status: str | None = None,
-             limit: int = 100) -> list[OutcomeRecord]:
+             limit: int = 100) -> builtins.list[OutcomeRecord]:
         return self._gw.store.outcomes.list(tenant_id, status=status, limit=limit)
 
     def resolve(self, call_id: str, by: Principal, *, status: str, output: Any = None,
@@ -58,9 +59,9 @@ class CallService:
             raise OperationRefused(Reason.INVALID_STATE, "the call was resolved meanwhile")
         return self.get(call_id, by.tenant_id)
 
-    def recover(self) -> list[OutcomeRecord]:
+    def recover(self) -> builtins.list[OutcomeRecord]:
         """Stale ``in_progress`` outcomes (older than their tool's timeout) → ``unknown``."""
-        def events(stale: list[OutcomeRecord]) -> list[Any]:
+        def events(stale: builtins.list[OutcomeRecord]) -> builtins.list[Any]:
             return [system_event(EventType.CALL_UNKNOWN, r.tenant_id, tool=r.tool,
                                  agent=r.agent, call_id=r.call_id, reason="outcome_unknown",
                                  recovered=True) for r in stale]

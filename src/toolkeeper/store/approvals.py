@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import datetime
@@ -42,7 +43,7 @@ class ApprovalRepo:
         return _approval(row._mapping) if row else None
 
     def list(self, tenant_id: str, *, status: str | None = None, kind: str | None = None,
-             limit: int = 100) -> list[ApprovalRecord]:
+             limit: int = 100) -> builtins.list[ApprovalRecord]:
         q = select(approvals).where(approvals.c.tenant_id == tenant_id)
         if status:
             q = q.where(approvals.c.status == status)
@@ -53,7 +54,7 @@ class ApprovalRepo:
         return [_approval(r._mapping) for r in rows]
 
     def for_call(self, tenant_id: str, agent: str, tool: str, action: str,
-                 digest: str) -> list[ApprovalRecord]:
+                 digest: str) -> builtins.list[ApprovalRecord]:
         """Open (pending or approved) approvals bound to this exact call, newest first."""
         a = approvals.c
         q = select(approvals).where(

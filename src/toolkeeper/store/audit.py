@@ -8,6 +8,7 @@ second line of defence.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 from collections.abc import Sequence
 from datetime import datetime
@@ -96,7 +97,7 @@ class AuditRepo:
         tool: str | None = None, types: Sequence[str] | None = None,
         since: datetime | None = None, until: datetime | None = None,
         after_seq: int = 0, limit: int = 100, newest_first: bool = False,
-    ) -> list[AuditEvent]:
+    ) -> builtins.list[AuditEvent]:
         t = audit_events.c
         conds = [t.tenant_key == (tenant_id or GLOBAL_TENANT)]
         if call_id:
@@ -151,7 +152,7 @@ class AuditRepo:
         report.ok = not report.problems
         return report
 
-    def tenants(self) -> list[str | None]:
+    def tenants(self) -> builtins.list[str | None]:
         with self._db.read() as conn:
             keys = conn.execute(select(audit_heads.c.tenant_key)).scalars().all()
         return [None if k == GLOBAL_TENANT else k for k in keys]

@@ -131,17 +131,18 @@ class RateRepo:
         """Count one call; ``None`` if allowed, else seconds until the window resets."""
         now = time.time()
         with self._db.write() as conn:
-            row = conn.execute(select(rate_counters).where(rate_counters.c.key == key)
-                               .with_for_update()).first()
-            if row is None:
+            found = conn.execute(select(rate_counters).where(rate_counters.c.key == key)
+                                 .with_for_update()).first()
+            if found is None:
                 conn.execute(insert(rate_counters).values(key=key, window_start=now, count=1))
                 return None
-            if now - row.window_start >= window_s:
+            row = found._mapping  # not ``found.count``: that is the tuple's count() method
+            if now - row["window_start"] >= window_s:
                 conn.execute(update(rate_counters).where(rate_counters.c.key == key).values(
                     window_start=now, count=1))
                 return None
-            if row.count >= limit:
-                return max(0.001, row.window_start + window_s - now)
+            if row["count"] >= limit:
+                return max(0.001, float(row["window_start"]) + window_s - now)
             conn.execute(update(rate_counters).where(rate_counters.c.key == key).values(
-                count=row.count + 1))
+                count=row["count"] + 1))
             return None

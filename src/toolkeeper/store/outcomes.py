@@ -7,6 +7,7 @@ row that won.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
@@ -67,6 +68,7 @@ class OutcomeRepo:
                 self._audit.append(events, conn)
                 return None
             now = as_utc(rec.created_at)
+            assert now is not None
             if existing.expires_at <= now and existing.state is not OutcomeState.IN_PROGRESS:
                 conn.execute(update(outcomes).where(outcomes.c.call_id == existing.call_id)
                              .values(**row))
@@ -154,7 +156,7 @@ class OutcomeRepo:
         return _outcome(row._mapping) if row else None
 
     def list(self, tenant_id: str, *, state: str | None = None, status: str | None = None,
-             limit: int = 100, offset: int = 0) -> list[OutcomeRecord]:
+             limit: int = 100, offset: int = 0) -> builtins.list[OutcomeRecord]:
         q = select(outcomes).where(outcomes.c.tenant_id == tenant_id)
         if state:
             q = q.where(outcomes.c.state == state)
@@ -176,7 +178,7 @@ class OutcomeRepo:
         return SideEffectRecord(**data)
 
     def side_effects(self, tenant_id: str, *, turn_group_id: str | None = None,
-                     limit: int = 100) -> list[SideEffectRecord]:
+                     limit: int = 100) -> builtins.list[SideEffectRecord]:
         q = select(side_effects).where(side_effects.c.tenant_id == tenant_id)
         if turn_group_id:
             q = q.where(side_effects.c.turn_group_id == turn_group_id)

@@ -146,7 +146,7 @@ class AuditEvent:
     hash: str
 
     def to_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__slots__}  # type: ignore[attr-defined]
+        out = {name: getattr(self, name) for name in self.__slots__}
         out["ts"] = self.ts.isoformat()
         return out
 
