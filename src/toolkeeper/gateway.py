@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from toolkeeper.model.enums import CallStatus, Mode, Role
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.observability.metrics import Metrics
+from toolkeeper.observability.tracing import record_span, tracer_from_global
 from toolkeeper.pipeline import steps
 from toolkeeper.pipeline.audit_sink import AuditSink
 from toolkeeper.pipeline.catalog import Catalog, TenantPolicy
@@ -46,12 +48,14 @@ class Gateway:
 
     def __init__(self, store: Store, *, settings: Settings | None = None,
                  secrets: SecretsStore | None = None, factory: ProviderFactory | None = None,
-                 metrics: Metrics | None = None, shared_rate_limits: bool = False) -> None:
+                 metrics: Metrics | None = None, shared_rate_limits: bool = False,
+                 tracer: Any = None) -> None:
         self.store = store
         self.settings = settings or Settings()
         self.factory = factory or ProviderFactory()
         self.metrics = metrics or Metrics()
         self._secrets = secrets
+        self._tracer = tracer if tracer is not None else tracer_from_global()
         sink = AuditSink(store.audit)
         health = HealthBoard(on_change=self._health_changed)
         self._rt = Runtime(
@@ -109,7 +113,12 @@ class Gateway:
         if principal is None:
             principal = self.principal(agent=agent, tenant_id=tenant_id, token=token)
         st = CallState(call_id=new_call_id(), request=request, principal=principal)
-        return await self._run(st)
+        if self._tracer is None:
+            return await self._run(st)
+        start = time.time_ns()
+        res = await self._run(st)
+        record_span(self._tracer, res, st.tenant_id, st.agent, start, time.time_ns())
+        return res
 
     async def _run(self, st: CallState) -> CallResult:
         rt = self._rt
@@ -131,6 +140,14 @@ class Gateway:
         return res
 
     def _observe(self, st: CallState, res: CallResult) -> None:
+        if log.isEnabledFor(logging.INFO):
+            log.info("call %s", res.status.value, extra={
+                "call_id": res.call_id, "tenant_id": st.tenant_id, "agent": st.agent,
+                "tool": res.tool, "action": res.action, "status": res.status.value,
+                "reason": None if res.reason is None else str(res.reason),
+                "risk": None if res.risk is None else res.risk.value,
+                "gate": None if res.gate is None else res.gate.value,
+                "deduped": res.deduped, "duration_ms": round(res.duration_ms, 3)})
         m = self.metrics
         m.call(st.tenant_id or "", res.tool, res.status.value, res.duration_ms / 1000.0)
         if res.gate is not None:

@@ -36,6 +36,7 @@ class Database:
     def __init__(self, url: str = DEFAULT_URL, *, busy_timeout_s: float = 30.0,
                  pool_size: int = 10) -> None:
         self.url = url
+        self.busy_timeout_s = busy_timeout_s
         self.is_sqlite = url.startswith("sqlite")
         # SQLite has one writer at a time; threads of this process queue on a lock instead
         # of sleeping in SQLite's busy handler (which backs off in milliseconds).
@@ -86,6 +87,7 @@ class Database:
         if self._sqlite_writer is None:
             self._sqlite_writer_pooled = self.engine.raw_connection()
             self._sqlite_writer = self._sqlite_writer_pooled.driver_connection
+            self._sqlite_writer.execute("PRAGMA busy_timeout=0")  # see raw.begin_immediate
         return self._sqlite_writer
 
     @contextmanager

@@ -10,6 +10,8 @@ repositories read them back unchanged.
 from __future__ import annotations
 
 import re
+import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -66,6 +68,14 @@ POSTGRES = {k: _to_pg(v) for k, v in STATEMENTS.items()}
 POSTGRES["head"] += " FOR UPDATE"
 
 JSON_PARAMS = frozenset({"result", "arguments", "data"})
+TIME_PARAMS = frozenset({"created_at", "updated_at", "expires_at", "stale_after", "ts"})
+# which parameters of each statement need converting (computed once, not per value)
+_CONVERT = {
+    name: (tuple(k for k in JSON_PARAMS if f":{k}" in sql),
+           tuple(k for k in TIME_PARAMS if f":{k}," in sql or f":{k})" in sql
+                 or f":{k} " in sql))
+    for name, sql in STATEMENTS.items()
+}
 
 
 def dump_json(value: Any) -> str | None:
@@ -75,8 +85,32 @@ def dump_json(value: Any) -> str | None:
 
 
 def sqlite_time(value: datetime) -> str:
-    utc = value.astimezone(UTC) if value.tzinfo else value
-    return utc.strftime("%Y-%m-%d %H:%M:%S.%f")
+    """SQLAlchemy's SQLite DATETIME text (naive UTC, microseconds)."""
+    utc = value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+    return utc.isoformat(" ", "microseconds")
+
+
+def begin_immediate(driver: Any, timeout_s: float) -> None:
+    """Take SQLite's write lock, polling with a short backoff.
+
+    SQLite's own busy handler sleeps 1, 2, 5, 10… ms between tries, which turns every
+    cross-process handoff of the write lock into milliseconds; the dedicated writer
+    connection has ``busy_timeout=0`` and waits here in steps of 20 µs up to 1 ms instead,
+    bounded by ``timeout_s``.
+    """
+    deadline = time.monotonic() + timeout_s
+    delay = 20e-6
+    while True:
+        try:
+            driver.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 1e-3)
 
 
 class RawTxn:
@@ -89,22 +123,24 @@ class RawTxn:
         self._sql = POSTGRES if pg else SQLITE
         self._cur = driver_conn.cursor()
 
-    def _params(self, params: dict[str, Any]) -> dict[str, Any]:
-        out = {}
-        for k, v in params.items():
-            if k in JSON_PARAMS:
-                v = dump_json(v)
-            elif isinstance(v, datetime) and not self.pg:
-                v = sqlite_time(v)
-            out[k] = v
+    def _params(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        json_keys, time_keys = _CONVERT[name]
+        out = dict(params)
+        for k in json_keys:
+            out[k] = dump_json(out.get(k))
+        if not self.pg:
+            for k in time_keys:
+                v = out.get(k)
+                if v is not None:
+                    out[k] = sqlite_time(v)
         return out
 
     def execute(self, name: str, params: dict[str, Any]) -> int:
-        self._cur.execute(self._sql[name], self._params(params))
+        self._cur.execute(self._sql[name], self._params(name, params))
         return int(self._cur.rowcount)
 
     def executemany(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
-        self._cur.executemany(self._sql[name], [self._params(r) for r in rows])
+        self._cur.executemany(self._sql[name], [self._params(name, r) for r in rows])
 
     def fetchone(self, name: str, params: dict[str, Any]) -> Any:
         self._cur.execute(self._sql[name], params)
@@ -139,7 +175,7 @@ def raw_write(db: Any) -> Iterator[RawTxn]:
     if db.is_sqlite:
         with db._write_lock:
             driver = db.sqlite_writer()
-            driver.execute("BEGIN IMMEDIATE")
+            begin_immediate(driver, db.busy_timeout_s)
             try:
                 yield RawTxn(driver, False)
             except BaseException:

@@ -17,6 +17,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 metadata = MetaData()
@@ -120,7 +121,10 @@ outcomes = Table(
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Column("stale_after", DateTime(timezone=True), nullable=False),
     UniqueConstraint("tenant_id", "agent", "key", name="uq_outcomes_key"),
-    Index("ix_outcomes_state_stale", "state", "stale_after"),
+    # only running calls are indexed for crash recovery; finished rows leave the index
+    Index("ix_outcomes_in_progress", "stale_after",
+          sqlite_where=text("state = 'in_progress'"),
+          postgresql_where=text("state = 'in_progress'")),
     Index("ix_outcomes_tenant_created", "tenant_id", "created_at"),
 )
 
@@ -179,13 +183,14 @@ superseded_turns = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
 )
 
+# The chain position is the key: one B-tree (WITHOUT ROWID on SQLite), no surrogate id.
+# event_id is unique by construction (process prefix + counter) and not indexed: every
+# index is another page written by each call's commit.
 audit_events = Table(
     "audit_events", metadata,
-    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
-           autoincrement=True),
-    Column("tenant_key", String(ID), nullable=False),
-    Column("seq", BigInteger, nullable=False),
-    Column("event_id", String(ID), nullable=False, unique=True),
+    Column("tenant_key", String(ID), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("event_id", String(ID), nullable=False),
     Column("ts", DateTime(timezone=True), nullable=False),
     Column("type", String(64), nullable=False),
     Column("agent_id", String(NAME)),
@@ -204,8 +209,8 @@ audit_events = Table(
     Column("data", JSON, nullable=False),
     Column("prev_hash", String(80), nullable=False),
     Column("hash", String(80), nullable=False),
-    UniqueConstraint("tenant_key", "seq", name="uq_audit_chain"),
     Index("ix_audit_call", "call_id"),
+    sqlite_with_rowid=False,
 )
 
 audit_heads = Table(

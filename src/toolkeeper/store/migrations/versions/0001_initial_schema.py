@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-21 22:46:10.868995
+Create Date: 2026-11-21
 """
 
 from __future__ import annotations
@@ -57,9 +57,8 @@ def upgrade() -> None:
         batch_op.create_index('ix_approvals_tenant_status', ['tenant_id', 'status'], unique=False)
 
     op.create_table('audit_events',
-    sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
     sa.Column('tenant_key', sa.String(length=64), nullable=False),
-    sa.Column('seq', sa.BigInteger(), nullable=False),
+    sa.Column('seq', sa.BigInteger(), autoincrement=False, nullable=False),
     sa.Column('event_id', sa.String(length=64), nullable=False),
     sa.Column('ts', sa.DateTime(timezone=True), nullable=False),
     sa.Column('type', sa.String(length=64), nullable=False),
@@ -79,9 +78,8 @@ def upgrade() -> None:
     sa.Column('data', sa.JSON(), nullable=False),
     sa.Column('prev_hash', sa.String(length=80), nullable=False),
     sa.Column('hash', sa.String(length=80), nullable=False),
-    sa.PrimaryKeyConstraint('id'),
-    sa.UniqueConstraint('event_id'),
-    sa.UniqueConstraint('tenant_key', 'seq', name='uq_audit_chain')
+    sa.PrimaryKeyConstraint('tenant_key', 'seq'),
+    sqlite_with_rowid=False
     )
     with op.batch_alter_table('audit_events', schema=None) as batch_op:
         batch_op.create_index('ix_audit_call', ['call_id'], unique=False)
@@ -116,7 +114,7 @@ def upgrade() -> None:
     sa.UniqueConstraint('tenant_id', 'agent', 'key', name='uq_outcomes_key')
     )
     with op.batch_alter_table('outcomes', schema=None) as batch_op:
-        batch_op.create_index('ix_outcomes_state_stale', ['state', 'stale_after'], unique=False)
+        batch_op.create_index('ix_outcomes_in_progress', ['stale_after'], unique=False, sqlite_where=sa.text("state = 'in_progress'"), postgresql_where=sa.text("state = 'in_progress'"))
         batch_op.create_index('ix_outcomes_tenant_created', ['tenant_id', 'created_at'], unique=False)
 
     op.create_table('profiles',
@@ -233,7 +231,7 @@ def downgrade() -> None:
     op.drop_table('profiles')
     with op.batch_alter_table('outcomes', schema=None) as batch_op:
         batch_op.drop_index('ix_outcomes_tenant_created')
-        batch_op.drop_index('ix_outcomes_state_stale')
+        batch_op.drop_index('ix_outcomes_in_progress', sqlite_where=sa.text("state = 'in_progress'"), postgresql_where=sa.text("state = 'in_progress'"))
 
     op.drop_table('outcomes')
     op.drop_table('audit_heads')
