@@ -48,7 +48,8 @@ class Row:
 
     @property
     def passed(self) -> bool | None:
-        return None if self.target is None else self.target.met(self.value)
+        # judged on the printed figure, so a line never reads "3000 … >=3000 FAIL"
+        return None if self.target is None else self.target.met(round(self.value, self.decimals))
 
     def summary_line(self) -> str:
         """``<metric> <value> <unit> target <target> <PASS|FAIL>``; only for targeted rows."""

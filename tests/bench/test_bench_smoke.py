@@ -1,0 +1,103 @@
+"""Smoke tests of the benchmark harness: tiny sizes, structure and output shape only.
+Timings are never asserted (benchmarks print figures; tests must not flake on load)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolkeeper import bench
+from toolkeeper.bench.__main__ import main
+from toolkeeper.bench.irreversible import bench_irreversible
+from toolkeeper.bench.model import SUMMARY_LINE, BenchResult, Row, Sizes, Target, percentile
+from toolkeeper.bench.pure import bench_pure
+from toolkeeper.bench.report import summary_lines
+
+TINY = Sizes(warmup=5, blocks=2, block_calls=10, duration_s=0.2, workers=1, budget_s=30.0)
+
+
+def _metrics(result: BenchResult) -> dict[str, Row]:
+    return {row.metric: row for row in result.rows}
+
+
+def _assert_summary_parses(results: list[BenchResult]) -> list[str]:
+    lines = summary_lines(results)
+    assert lines
+    for line in lines:
+        assert SUMMARY_LINE.match(line), line
+    return lines
+
+
+def test_pure_bench_reports_latency_overhead_and_sustained_rate() -> None:
+    result = bench_pure(TINY)
+    rows = _metrics(result)
+    for name in ("pure_direct_p50", "pure_direct_p99", "pure_governed_p50",
+                 "pure_governed_p99", "pure_overhead_p50", "pure_overhead_p99",
+                 "pure_governed_calls_per_s"):
+        assert name in rows
+    assert rows["pure_overhead_p50"].target == Target(op="<=", bound=25)
+    assert rows["pure_governed_calls_per_s"].unit == "calls/s"
+    lines = _assert_summary_parses([result])
+    assert [line.split()[0] for line in lines] == ["pure_overhead_p50"]
+    assert any("2 rounds" in note for note in result.notes)
+
+
+def test_irreversible_bench_records_one_outcome_per_succeeded_call() -> None:
+    result = bench_irreversible(TINY)
+    rows = _metrics(result)
+    assert rows["irreversible_overhead_p50"].target == Target(op="<=", bound=250)
+    assert rows["irreversible_throughput_1cores"].target == Target(op=">=", bound=3000)
+    # correctness, not speed: these hold on any machine
+    assert rows["irreversible_throughput_failed_calls"].value == 0
+    assert rows["irreversible_outcome_rows_mismatch"].value == 0
+    assert rows["irreversible_outcome_rows"].value == rows[
+        "irreversible_outcome_rows_succeeded"].value
+    assert rows["irreversible_audit_verify_problems"].value == 0
+    _assert_summary_parses([result])
+
+
+def test_cli_prints_machine_tables_and_summary_and_writes_json(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bench.json"
+    assert main(["--quick", "--only", "pure", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "cpu_count=" in text and "python=" in text and "noisy" in text
+    summary = text.split("summary:\n", 1)[1].strip().splitlines()
+    assert summary and all(SUMMARY_LINE.match(line) for line in summary)
+    doc = json.loads(out.read_text())
+    assert [b["name"] for b in doc["benchmarks"]] == ["pure"]
+    assert doc["summary"] == summary
+    assert doc["machine"]["cpu_count"]
+
+
+def test_summary_line_says_pass_or_fail_against_its_target() -> None:
+    row = Row(metric="pure_overhead_p50", value=18.24, unit="us", target=Target(op="<=",
+                                                                               bound=25))
+    assert row.summary_line() == "pure_overhead_p50 18.2 us target <=25 PASS"
+    rate = Row(metric="x_throughput", value=2999.4, unit="calls/s", decimals=0,
+               target=Target(op=">=", bound=3000))
+    assert rate.summary_line() == "x_throughput 2999 calls/s target >=3000 FAIL"
+    # the verdict follows the printed figure
+    edge = Row(metric="x_throughput", value=2999.6, unit="calls/s", decimals=0,
+               target=Target(op=">=", bound=3000))
+    assert edge.summary_line() == "x_throughput 3000 calls/s target >=3000 PASS"
+
+
+def test_percentile_is_nearest_rank() -> None:
+    samples = list(range(1, 101))
+    assert percentile(samples, 50) == 50
+    assert percentile(samples, 99) == 99
+    assert percentile([7], 99) == 7
+
+
+def test_unknown_benchmark_is_refused() -> None:
+    with pytest.raises(KeyError):
+        bench.run(["nope"], TINY)
+
+
+def test_public_names_are_exported() -> None:
+    assert sorted(bench.__all__) == sorted(
+        ["BENCHMARKS", "BenchError", "BenchResult", "Row", "Sizes", "Target", "run"])
+    assert set(bench.BENCHMARKS) >= {"pure", "irreversible"}
