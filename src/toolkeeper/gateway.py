@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed, ConfigError, UserError
@@ -74,28 +76,54 @@ class Gateway:
         self.reload()
 
     @classmethod
-    def open(cls, url: str | None = None, *, config: str | None = None,
+    def open(cls, url: str | None = None, *, config: str | Path | None = None,
              mode: Mode | str | None = None, secrets: SecretsStore | None = None,
              natives: Mapping[str, Any] | None = None,
              functions: Mapping[str, Callable[..., Any]] | None = None,
              recover: bool = True, **settings: Any) -> Gateway:
-        """Open the store at ``url`` (SQLite ``./toolkeeper.db`` by default), apply
-        ``config`` if given, recover stale outcomes, and return a ready gateway."""
+        """Open a ready gateway.
+
+        The database is ``url``, else ``TOOLKEEPER_DATABASE_URL``, else the config file's
+        ``database``, else ``sqlite:///./toolkeeper.db``. With ``config``, the file's mode,
+        settings and secrets backend apply (explicit arguments win) and the file is synced
+        to the store. Stale ``in_progress`` outcomes are then marked ``unknown``.
+        """
         from toolkeeper.builtins import BUILTINS
         from toolkeeper.store.db import DEFAULT_URL
 
-        store = Store.open(url or DEFAULT_URL)
-        st = Settings(**settings)
-        if mode is not None:
-            st.mode = Mode(mode)
-        factory = ProviderFactory(natives=natives, functions=functions, builtins=BUILTINS)
-        gw = cls(store, settings=st, secrets=secrets, factory=factory)
+        cfg, base_dir = None, Path.cwd()
         if config is not None:
-            from toolkeeper.config.apply import apply_file
+            base_dir = Path(config).resolve().parent
+            from toolkeeper.config import load_file
+            from toolkeeper.config.apply import config_settings
 
-            apply_file(gw, config)
-        if recover:
-            gw.calls.recover()
+            cfg = load_file(config)
+            settings = {**config_settings(cfg), **settings}
+        url = url or os.environ.get("TOOLKEEPER_DATABASE_URL") or (
+            cfg.database if cfg is not None else None) or DEFAULT_URL
+        if mode is not None:
+            settings["mode"] = Mode(mode)
+        store = Store.open(url)
+        try:
+            if cfg is not None and secrets is None:
+                from toolkeeper.config.apply import secrets_store
+
+                secrets = secrets_store(cfg, base_dir, store.blobs)
+            factory = ProviderFactory(natives=natives, functions=functions, builtins=BUILTINS)
+            gw = cls(store, settings=Settings(**settings), secrets=secrets, factory=factory)
+        except BaseException:
+            store.close()
+            raise
+        try:
+            if cfg is not None:
+                from toolkeeper.config.apply import apply_config
+
+                apply_config(gw, cfg, base_dir=base_dir)
+            if recover:
+                gw.calls.recover()
+        except BaseException:
+            gw.close()
+            raise
         return gw
 
     # -- the pipeline --------------------------------------------------------------------

@@ -51,7 +51,7 @@ def load_text(text: str, path: str = "<string>") -> ConfigFile:
     return config
 
 
-def _parse(text: str, path: str) -> tuple[yaml.Node | None, Any]:
+def _parse(text: str, path: str) -> tuple[yaml.Node, Any]:
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -119,7 +119,7 @@ def _problem(err: Any, positions: Positions) -> tuple[int, int, str]:
         if path[:end] in positions:
             line, column = positions[path[:end]]
             break
-    message = str(err["msg"])
+    message = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
         message = "unknown key (not allowed here)"
     return line, column, f"{render_path(path)}: {message}"

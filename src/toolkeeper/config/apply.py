@@ -1,0 +1,258 @@
+"""``toolkeeper apply``: sync a config into a gateway's store, idempotently.
+
+The whole file is checked and every tool change is planned *before* anything is written,
+so a refused file leaves the store as it was. Re-applying an unchanged file writes no
+definition (the report shows 0 changes); each apply records one ``config.applied`` audit
+event with the file's digest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkeeper.canonical import digest
+from toolkeeper.config.check import Rule, check
+from toolkeeper.config.loader import load_file
+from toolkeeper.config.model import ConfigFile, DefinitionEntry, NativeEntry, render_path
+from toolkeeper.config.resolve import ResolvedTool, load_functions, resolve_tools
+from toolkeeper.errors import ConfigError, OperationRefused
+from toolkeeper.model.enums import ToolStatus
+from toolkeeper.model.events import EventType
+from toolkeeper.secrets.base import BlobStore, SecretsStore
+from toolkeeper.services.events import system_event
+from toolkeeper.services.registry import content_hash, semver_key
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway import Gateway
+
+ADVISORY_RULES = frozenset({Rule.UNGATED_HIGH_RISK, Rule.POLICY_MODEL_MISSING,
+                            Rule.TESTS_MISSING})
+"""Governance findings ``check`` reports (CI fails on them) that do not block an apply."""
+_LIVE = (ToolStatus.PUBLISHED, ToolStatus.DEPRECATED)
+
+
+@dataclass(slots=True)
+class ApplyReport:
+    """What an apply did, by ``kind:tenant/name``."""
+
+    created: list[str] = field(default_factory=list)
+    """Records that did not exist before."""
+    updated: list[str] = field(default_factory=list)
+    """Records whose content (or publish state) changed."""
+    unchanged: list[str] = field(default_factory=list)
+    """Records already as the file says."""
+    pruned: list[str] = field(default_factory=list)
+    """Profiles and agents deleted because the file no longer has them (``prune``)."""
+
+    @property
+    def changes(self) -> int:
+        """How many records were written or deleted."""
+        return len(self.created) + len(self.updated) + len(self.pruned)
+
+
+@dataclass(frozen=True, slots=True)
+class _ToolPlan:
+    resolved: ResolvedTool
+    label: str
+    op: str
+    """``create``, ``update``, ``publish`` or ``keep``."""
+
+
+def apply_file(gw: Gateway, path: str | Path, *, prune: bool = False) -> ApplyReport:
+    """Load the config at ``path`` and apply it (relative paths resolve next to it)."""
+    config = load_file(path)
+    return apply_config(gw, config, base_dir=Path(path).resolve().parent, prune=prune)
+
+
+def apply_config(gw: Gateway, config: ConfigFile, *, base_dir: Path,
+                 prune: bool = False) -> ApplyReport:
+    """Sync tools, the function allow-list, tenant policy, profiles and agents to ``gw``."""
+    _refuse_violations(gw, config, base_dir)
+    functions, _problems = load_functions(config, base_dir)
+    gw.factory.functions.update(functions)
+    plans = [_plan(gw, config, rt) for rt in resolve_tools(config, base_dir)]
+    report = ApplyReport()
+    for plan in plans:
+        _apply_tool(gw, config, plan)
+        _record(report, plan.op, plan.label)
+    for tenant, tc in config.tenants.items():
+        _sync_tenant(gw, report, tenant, tc.model_dump(mode="json"))
+    _sync_profiles(gw, config, report)
+    if prune:
+        _prune(gw, config, report)
+        gw.reload()
+    gw.store.audit.append([system_event(
+        EventType.CONFIG_APPLIED, None, digest=digest(config.model_dump(mode="json")),
+        path=config.source, changes=report.changes)])
+    return report
+
+
+def _refuse_violations(gw: Gateway, config: ConfigFile, base_dir: Path) -> None:
+    found = [v for v in check(config, base_dir=base_dir, known_tools=gw.catalog.all_tools(),
+                              known_functions=gw.factory.functions, natives=gw.factory.natives)
+             if v.rule not in ADVISORY_RULES]
+    if found:
+        first = found[0]
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise ConfigError(f"[{first.rule}] {first.path}: {first.message}{more}",
+                          path=config.source, line=first.line, column=first.column,
+                          problems=[str(v) for v in found])
+
+
+def _plan(gw: Gateway, config: ConfigFile, rt: ResolvedTool) -> _ToolPlan:
+    d = rt.definition
+    assert d is not None  # unresolvable entries were refused by the check
+    label = f"tool:{d.tenant_id + '/' if d.tenant_id else ''}{d.name}"
+    rec = gw.store.registry.tool(d.name, d.tenant_id)
+    if rec is None or rec[1].tenant_id != d.tenant_id:
+        return _ToolPlan(rt, label, "create")
+    tool_id, current = rec
+    same = content_hash(current) == content_hash(d)
+    snapshots = gw.store.registry.versions(tool_id)
+    clash = [s for s in snapshots if s.version == d.version and content_hash(s) != content_hash(d)]
+    if clash or (not same and snapshots and rt.entry.publish and
+                 _older(d.version, snapshots[-1].version)):
+        pos = config.position(rt.path)
+        latest = snapshots[-1].version
+        raise ConfigError(
+            f"{render_path(rt.path)}: tool {d.name!r} changed but version {d.version} is "
+            f"already published (latest {latest}): bump `version` to publish the change",
+            path=config.source, line=pos[0] if pos else None, column=pos[1] if pos else None)
+    if not same:
+        return _ToolPlan(rt, label, "update")
+    if rt.entry.publish and current.status not in _LIVE:
+        return _ToolPlan(rt, label, "publish")
+    return _ToolPlan(rt, label, "keep")
+
+
+def _older(version: str, latest: str) -> bool:
+    try:
+        return semver_key(version) <= semver_key(latest)
+    except OperationRefused:
+        return False  # not semver: the registry's publish refuses it with its own reason
+
+
+def _apply_tool(gw: Gateway, config: ConfigFile, plan: _ToolPlan) -> None:
+    rt, d = plan.resolved, plan.resolved.definition
+    assert d is not None
+    if rt.native is not None:
+        gw.factory.natives[str(d.implementation["entry_point"])] = rt.native
+    if plan.op == "keep":
+        return
+    publish = rt.entry.publish
+    try:
+        if plan.op == "publish":
+            gw.registry.publish(d.name, d.tenant_id)
+        elif isinstance(rt.entry, DefinitionEntry):
+            gw.registry.save(d)
+            if publish:
+                gw.registry.publish(d.name, d.tenant_id)
+        elif isinstance(rt.entry, NativeEntry):
+            overrides = {**rt.entry.overrides, "policy": d.policy}
+            gw.registry.register(rt.native, tenant_id=d.tenant_id, publish=publish,
+                                 **overrides)
+        else:
+            gw.registry.register(d, tenant_id=None, publish=publish)
+    except OperationRefused as exc:
+        pos = config.position(rt.path)
+        raise ConfigError(f"{render_path(rt.path)}: {d.name}: {exc.message} ({exc.reason})",
+                          path=config.source, line=pos[0] if pos else None,
+                          column=pos[1] if pos else None) from exc
+
+
+def _record(report: ApplyReport, op: str, label: str) -> None:
+    {"create": report.created, "keep": report.unchanged}.get(op, report.updated).append(label)
+
+
+def _sync_tenant(gw: Gateway, report: ApplyReport, tenant: str, wanted: dict[str, Any]) -> None:
+    label = f"tenant:{tenant}"
+    stored = (gw.store.registry.get_setting("tenant_policies") or {}).get(tenant)
+    if stored is not None and digest(stored) == digest(wanted):
+        report.unchanged.append(label)
+        return
+    gw.store.registry.ensure_tenant(tenant)
+    gw.registry.set_tenant_policy(tenant, gates=wanted["gates"], adjusters=wanted["adjusters"],
+                                  limits=wanted["limits"])
+    (report.updated if stored is not None else report.created).append(label)
+
+
+def _sync_profiles(gw: Gateway, config: ConfigFile, report: ApplyReport) -> None:
+    profiles = {(p.tenant_id, p.name): p for p in gw.store.registry.profiles()}
+    for p in config.profiles:
+        label = f"profile:{p.tenant_id}/{p.name}"
+        current = profiles.get((p.tenant_id, p.name))
+        if current == p:
+            report.unchanged.append(label)
+            continue
+        gw.registry.put_profile(p)
+        (report.created if current is None else report.updated).append(label)
+    agents = {(a.tenant_id, a.name): a for a in gw.store.registry.agents()}
+    for a in config.agents:
+        label = f"agent:{a.tenant_id}/{a.name}"
+        existing = agents.get((a.tenant_id, a.name))
+        if existing == a:
+            report.unchanged.append(label)
+            continue
+        gw.registry.put_agent(a)
+        (report.created if existing is None else report.updated).append(label)
+
+
+def mentioned_tenants(config: ConfigFile) -> set[str]:
+    """Tenants the file speaks for (prune only touches these)."""
+    found = set(config.tenants) | {p.tenant_id for p in config.profiles}
+    found |= {a.tenant_id for a in config.agents}
+    found |= {e.tenant for e in config.tools if e.tenant is not None}
+    return found
+
+
+def _prune(gw: Gateway, config: ConfigFile, report: ApplyReport) -> None:
+    reg = gw.store.registry
+    for tenant in sorted(mentioned_tenants(config)):
+        keep_agents = {a.name for a in config.agents if a.tenant_id == tenant}
+        keep_profiles = {p.name for p in config.profiles if p.tenant_id == tenant}
+        gone = sorted(f"agent:{tenant}/{a.name}" for a in reg.agents()
+                      if a.tenant_id == tenant and a.name not in keep_agents)
+        gone += sorted(f"profile:{tenant}/{p.name}" for p in reg.profiles()
+                       if p.tenant_id == tenant and p.name not in keep_profiles)
+        reg.delete_missing("agents", tenant, keep_agents)
+        reg.delete_missing("profiles", tenant, keep_profiles)
+        report.pruned += gone
+
+
+def config_settings(config: ConfigFile) -> dict[str, Any]:
+    """Keyword arguments for ``Settings`` from the file's ``mode`` and ``settings``
+    (only what the file sets, so the caller's defaults stay)."""
+    s = config.settings
+    out: dict[str, Any] = {} if config.mode is None else {"mode": config.mode}
+    for name in ("approval_ttl", "outcome_ttl", "stale_grace"):
+        value = getattr(s, f"{name}_s")
+        if value is not None:
+            out[name] = timedelta(seconds=value)
+    for name in ("max_payload_bytes", "audit_level", "audit_arguments"):
+        if getattr(s, name) is not None:
+            out[name] = getattr(s, name)
+    return out
+
+
+def secrets_store(config: ConfigFile, base_dir: Path,
+                  blobs: BlobStore | None = None) -> SecretsStore | None:
+    """The secrets backend the file configures (``None`` when it configures none).
+
+    ``embedded`` keeps ciphertexts in ``blobs`` (a gateway's ``store.blobs``).
+    """
+    from toolkeeper.secrets.embedded import EmbeddedSecretsStore, load_master_key
+    from toolkeeper.secrets.env import EnvSecretsStore
+
+    sc = config.secrets
+    if sc is None:
+        return None
+    if sc.backend == "env":
+        return EnvSecretsStore()
+    if blobs is None:
+        raise ConfigError("the embedded secrets backend needs a blob store",
+                          path=config.source)
+    key_file = None if sc.key_file is None else base_dir / sc.key_file
+    return EmbeddedSecretsStore(blobs, load_master_key(key_file=key_file))
