@@ -105,3 +105,44 @@ def test_audit_verify_detects_a_truncated_chain(gw: Any) -> None:
                                  "'default'")).scalar()
         conn.execute(text(f"DELETE FROM audit_events WHERE seq = {last}"))
     assert not gw.store.audit.verify("default").ok
+
+
+def test_arguments_are_audited_only_when_opted_in_and_redacted(tmp_path: Any) -> None:
+    from toolkeeper.pipeline.runtime import Settings
+
+    for opted in (False, True):
+        url = f"sqlite:///{tmp_path}/opt-{opted}.db"
+        build_gateway(url, tools=[leaky], autonomy=3).close()
+        from toolkeeper import Gateway
+        from toolkeeper.providers.factory import ProviderFactory
+        from toolkeeper.store import Store
+
+        secrets = EnvSecretsStore(environ={"TOOLKEEPER_SECRET_VAULT__TOKEN": SECRET})
+        with Gateway(Store.open(url), settings=Settings(audit_arguments=opted), secrets=secrets,
+                     factory=ProviderFactory(natives={"test_secrets_and_audit:leaky": leaky})
+                     ) as g:
+            res = g.call_sync("leaky", arguments={"mode": "ok", "note": f"x {SECRET}"},
+                              agent="bot")
+            g.flush()
+            data = [e.data for e in g.store.audit.list("default", call_id=res.call_id)]
+        assert all("args_digest" in d for d in data)
+        if opted:
+            assert data[-1]["arguments"] == {"mode": "ok", "note": "x ***"}
+        else:
+            assert all("arguments" not in d for d in data)
+
+
+def test_batched_audit_durability_still_records_every_event(tmp_path: Any) -> None:
+    from sample_tools import charge
+
+    url = f"sqlite:///{tmp_path}/batched.db"
+    gw = build_gateway(url, tools=[charge], audit_durability="batched")
+    try:
+        res = gw.call_sync("charge", arguments={"invoice": "a", "amount": 1}, agent="bot",
+                           idempotency_key="k")
+        gw.flush()
+        types = [e.type for e in gw.store.audit.list("default", call_id=res.call_id)]
+        assert types == ["call.attempted", "call.succeeded", "side_effect.recorded"]
+        assert gw.store.audit.verify("default").ok
+    finally:
+        gw.close()

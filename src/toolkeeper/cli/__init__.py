@@ -31,7 +31,9 @@ def _root(
         "--tenant", envvar="TOOLKEEPER_TENANT", help="Tenant to act in.")] = "default",
 ) -> None:
     """toolkeeper: the governed tool gateway for AI agents."""
-    ctx.obj = CliState(db=db_url, tenant=tenant)
+    source = ctx.get_parameter_source("db_url")
+    explicit = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+    ctx.obj = CliState(db=db_url, tenant=tenant, db_explicit=explicit)
 
 
 app.command("init")(config_cmds.init)

@@ -19,6 +19,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 from rich.table import Table
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from toolkeeper.errors import ConfigError, OperationRefused, UserError
 from toolkeeper.gateway import Gateway
@@ -45,6 +47,9 @@ class CliState:
     """Database URL."""
     tenant: str
     """Tenant the command acts in."""
+    db_explicit: bool = True
+    """Whether ``--db``/``TOOLKEEPER_DATABASE_URL`` was given (else a config's
+    ``database:`` may choose)."""
 
 
 def state(ctx: typer.Context) -> CliState:
@@ -86,12 +91,20 @@ def refusals() -> Iterator[None]:
 
 
 @contextmanager
-def gateway(ctx: typer.Context, **kwargs: Any) -> Iterator[Gateway]:
-    """Open the gateway on the ``--db`` store and always close it."""
+def gateway(ctx: typer.Context, url: str | None = None, **kwargs: Any) -> Iterator[Gateway]:
+    """Open the gateway on the ``--db`` store (or ``url``) and always close it."""
     with refusals():
-        gw = Gateway.open(state(ctx).db, **kwargs)
+        gw = Gateway.open(url or state(ctx).db, **kwargs)
     with gw, refusals():
         yield gw
+
+
+def audit_tenants(gw: Gateway) -> list[str | None]:
+    """Every tenant with an audit chain (``None``: the global chain)."""
+    # Checked alone, this package sees AuditRepo.tenants() as "list?" (its class body
+    # shadows the builtin ``list``); typed here so both mypy runs agree.
+    tenants: Any = gw.store.audit.tenants()
+    return [t if t is None else str(t) for t in tenants]
 
 
 def person(gw: Gateway, token: str | None, *roles: Role) -> Principal:
@@ -102,6 +115,14 @@ def person(gw: Gateway, token: str | None, *roles: Role) -> Principal:
     if roles and not principal.has_role(*roles):
         fail(Reason.FORBIDDEN, f"this needs the {' or '.join(r.value for r in roles)} role")
     return principal
+
+
+def safe_url(url: str) -> str:
+    """A database URL fit to print: the password hidden."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<unparseable database URL>"
 
 
 def parse_json(text: str | None, option: str) -> Any:
@@ -141,12 +162,15 @@ def cell(value: Any, limit: int = 80) -> str:
     if value is None or value == "":
         return "-"
     value = plain(value)
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        text = ", ".join(str(v) for v in value)
+    else:
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]],
-          *, empty: str = "nothing to show") -> None:
+          *, empty: str = "nothing to show", limit: int = 80) -> None:
     """Print a rich table (or ``empty`` when there are no rows)."""
     if not rows:
         out().print(f"[dim]{empty}[/]")
@@ -155,7 +179,7 @@ def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any
     for name in columns:
         t.add_column(name, overflow="fold")
     for row in rows:
-        t.add_row(*(cell(v) for v in row))
+        t.add_row(*(cell(v, limit) for v in row))
     out().print(t)
 
 

@@ -11,6 +11,7 @@ import typer
 from toolkeeper.cli._common import (
     EXIT_REFUSED,
     JsonFlag,
+    audit_tenants,
     err,
     gateway,
     out,
@@ -37,7 +38,7 @@ def _tenant(value: str) -> str | None:
 
 def _row(ev: AuditEvent) -> list[object]:
     call = f"{ev.tool}.{ev.action}" if ev.action else ev.tool
-    return [ev.seq, ev.ts.isoformat("T", "seconds"), ev.type, ev.agent_id, call, ev.risk,
+    return [ev.seq, ev.ts.strftime("%m-%d %H:%M:%S"), ev.type, ev.agent_id, call, ev.risk,
             ev.gate, ev.reason, ev.call_id]
 
 
@@ -113,7 +114,7 @@ def verify(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     """Recompute every tenant's hash chain; exit 1 if any event was edited or deleted."""
     with gateway(ctx) as gw:
         gw.flush()
-        reports = [gw.store.audit.verify(t) for t in gw.store.audit.tenants()]
+        reports = [gw.store.audit.verify(t) for t in audit_tenants(gw)]
     broken = [r for r in reports if not r.ok]
     if json_out:
         print_json({"ok": not broken, "chains": [plain(r) for r in reports]})

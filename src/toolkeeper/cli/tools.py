@@ -63,9 +63,11 @@ def list_(
     if json_out:
         print_json(rows)
         return
-    cols = ["name", "version", "status", "tool_type", "implementation_type", "scope",
-            "risk_default", "side_effect", "actions"]
-    table("tools", cols, [[r[c] for c in cols] for r in rows], empty="no tools")
+    table("tools", ["name", "version", "status", "type", "scope", "risk", "side effect",
+                    "actions"],
+          [[r["name"], r["version"], r["status"],
+            f"{r['tool_type']}/{r['implementation_type']}", r["scope"], r["risk_default"],
+            r["side_effect"], r["actions"]] for r in rows], empty="no tools")
 
 
 @app.command("show")
@@ -91,7 +93,7 @@ def show(
         ("id", tool_id), ("description", tool.description), ("version", tool.version),
         ("status", tool.status.value), ("tool_type", tool.tool_type),
         ("scope", "tenant " + tool.tenant_id if tool.tenant_id else "global"),
-        ("implementation", f"{tool.implementation_type} {data['implementation']}"),
+        ("implementation", {"type": tool.implementation_type, **data["implementation"]}),
         ("scopes_required", ", ".join(tool.scopes_required)),
         ("requires_confirmation", tool.requires_confirmation),
         ("idempotency_key_fields", ", ".join(tool.idempotency_key_fields)),

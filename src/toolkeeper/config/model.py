@@ -74,6 +74,7 @@ class SettingsConfig(_Section):
     audit_level: Literal["decisions", "steps"] | None = None
     """``decisions`` audits decisions and outcomes; ``steps`` also pass-through steps."""
     audit_arguments: bool | None = None
+    audit_durability: Literal["transactional", "batched"] | None = None
     """Store (redacted) arguments in audit events, not only their digest."""
 
 

@@ -72,9 +72,11 @@ def idempotency(rt: Runtime, st: CallState) -> CallResult | None:
     )
     attempted = len(st.events)
     st.emit(EventType.CALL_ATTEMPTED, idempotency_key=key)
-    existing = rt.store.outcomes.claim(rec, st.events)
+    in_txn = rt.settings.audit_durability == "transactional"
+    existing = rt.store.outcomes.claim(rec, st.events if in_txn else ())
     if existing is None:
-        st.events = []
+        if in_txn:
+            st.events = []
         st.recorded = True
         return None
     del st.events[attempted:]  # we did not attempt anything

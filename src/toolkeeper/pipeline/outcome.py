@@ -112,9 +112,12 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
     if st.recorded:
         state = {CallStatus.SUCCEEDED: OutcomeState.SUCCEEDED,
                  CallStatus.UNKNOWN: OutcomeState.UNKNOWN}.get(status, OutcomeState.FAILED)
+        in_txn = rt.settings.audit_durability == "transactional"
         rt.store.outcomes.finish(st.call_id, state=state, status=status.value, reason=reason,
-                                 result=res.to_dict(), events=st.events, side_effect=effect)
-        st.events = []
+                                 result=res.to_dict(), events=st.events if in_txn else (),
+                                 side_effect=effect)
+        if in_txn:
+            st.events = []
     return res
 
 

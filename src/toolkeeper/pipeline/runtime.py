@@ -32,6 +32,11 @@ class Settings:
     """``decisions``: every decision and outcome is audited, and the terminal event of a
     call carries its risk, gate and argument digest; ``steps`` also records pass-through
     steps (``call.requested``, ``gate.allowed``)."""
+    audit_durability: str = "transactional"
+    """``transactional``: a recorded call's audit events commit in its outcome's own
+    transactions (durable with it). ``batched``: they go through the background writer
+    like every other event (written within ``max_delay``, ~50 ms) — faster, but a crash can
+    lose the last events of calls whose outcomes are durable."""
     audit_arguments: bool = False
     """Tenant opt-in: store (redacted) arguments in audit events, not only their digest."""
 
@@ -39,6 +44,8 @@ class Settings:
         self.mode = Mode(self.mode)
         if self.audit_level not in ("decisions", "steps"):
             raise ValueError("audit_level must be 'decisions' or 'steps'")
+        if self.audit_durability not in ("transactional", "batched"):
+            raise ValueError("audit_durability must be 'transactional' or 'batched'")
 
 
 @dataclass(slots=True, kw_only=True)

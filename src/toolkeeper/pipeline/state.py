@@ -45,6 +45,8 @@ class CallState:
     idempotency_key: str | None = None
     recorded: bool = False
     """True once an ``in_progress`` outcome row is ours."""
+    audit_arguments: Any = None
+    """Redacted arguments, set only when the deployment opted in to audit them."""
     events: list[AuditDraft] = field(default_factory=list)
     release: list[Any] = field(default_factory=list)
     """Callbacks run when the call ends (concurrency slots)."""
@@ -63,6 +65,8 @@ class CallState:
         req = self.request
         if self.args_digest is not None and "args_digest" not in data:
             data["args_digest"] = self.args_digest
+        if self.audit_arguments is not None:
+            data["arguments"] = self.audit_arguments
         self.events.append(AuditDraft(
             type=type_.value, tenant_id=self.tenant_id, event_id=new_event_id(),
             ts=datetime.now(UTC), agent_id=self.agent, call_id=self.call_id,

@@ -81,4 +81,6 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
                        "arguments must be a JSON object",
                        details={"errors": [{"pointer": "", "message": "not an object"}]})
     st.arguments = args
+    if rt.settings.audit_arguments:
+        st.audit_arguments = rt.redactor.redact(args)
     return None
