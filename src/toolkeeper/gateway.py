@@ -58,7 +58,7 @@ class Gateway:
         self.metrics = metrics or Metrics()
         self._secrets = secrets
         self._tracer = tracer if tracer is not None else tracer_from_global()
-        sink = AuditSink(store.audit)
+        sink = AuditSink(store.audit, housekeeping=store.db.checkpoint)
         health = HealthBoard(on_change=self._health_changed)
         self._rt = Runtime(
             store=store, catalog=Catalog(mode=self.settings.mode, provider_factory=self.factory),
@@ -162,8 +162,7 @@ class Gateway:
             for release in st.release:
                 release()
         if st.events:
-            rt.sink.submit(st.events)
-            st.events = []
+            rt.sink.submit_later(st)  # drafts are built by the writer thread
         self._observe(st, res)
         return res
 

@@ -152,3 +152,21 @@ def test_pure_calls_record_no_outcome_unless_keyed(make_gateway: Any) -> None:
     assert keyed.ok and len(gw.store.outcomes.list("default")) == 1
     again = gw.call_sync("add", arguments={"a": 1, "b": 1}, agent="bot", idempotency_key="k")
     assert again.deduped and again.output == 2
+
+
+def test_the_wal_is_checkpointed_in_the_background(tmp_path: Path) -> None:
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path}/wal.db"
+    gw = build_gateway(url, tools=[charge])
+    try:
+        for i in range(300):
+            gw.call_sync("charge", arguments={"invoice": f"i{i}", "amount": 1}, agent="bot",
+                         idempotency_key=f"k{i}")
+        gw.store.db.checkpoint()
+        conn = sqlite3.connect(tmp_path / "wal.db")
+        busy, log_frames, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        conn.close()
+        assert busy == 0 and done == log_frames  # everything already folded back
+    finally:
+        gw.close()

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from toolkeeper.store.audit import AuditRepo
 from toolkeeper.store.records import AuditDraft
@@ -18,22 +20,39 @@ from toolkeeper.store.records import AuditDraft
 log = logging.getLogger("toolkeeper.audit")
 
 
+class PendingEvents(Protocol):
+    """Something whose events become drafts when written (a finished call's state)."""
+
+    def drafts(self) -> list[AuditDraft]: ...
+
+
 class AuditSink:
     def __init__(self, repo: AuditRepo, *, max_delay_s: float = 0.05, batch: int = 2000,
-                 max_pending: int = 100_000) -> None:
+                 max_pending: int = 100_000, housekeeping: Callable[[], None] | None = None,
+                 housekeeping_every_s: float = 1.0) -> None:
         self._repo = repo
         self._max_delay = max_delay_s
         self._batch = batch
         self._max_pending = max_pending
-        self._pending: list[AuditDraft] = []
+        self._pending: list[AuditDraft | PendingEvents] = []
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()
         self._closed = False
         self._failures = 0
+        self._housekeeping = housekeeping
+        self._housekeeping_every = housekeeping_every_s
+        self._next_housekeeping = time.monotonic() + housekeeping_every_s
         self._thread = threading.Thread(target=self._run, name="toolkeeper-audit", daemon=True)
         self._thread.start()
 
+    def submit_later(self, pending: PendingEvents) -> None:
+        """Queue a finished call; its drafts are built on the writer thread."""
+        self._enqueue([pending])
+
     def submit(self, events: Sequence[AuditDraft]) -> None:
+        self._enqueue(events)
+
+    def _enqueue(self, events: Sequence[AuditDraft | PendingEvents]) -> None:
         with self._cond:
             if len(self._pending) >= self._max_pending:
                 self._cond.notify()
@@ -51,9 +70,15 @@ class AuditSink:
                 self._cond.notify_all()
             self._write(batch)
 
-    def _write(self, batch: list[AuditDraft]) -> None:
-        if not batch:
+    def _write(self, items: list[AuditDraft | PendingEvents]) -> None:
+        if not items:
             return
+        batch: list[AuditDraft] = []
+        for item in items:
+            if isinstance(item, AuditDraft):
+                batch.append(item)
+            else:
+                batch.extend(item.drafts())
         for attempt in range(5):
             try:
                 self._repo.append(batch)
@@ -62,7 +87,7 @@ class AuditSink:
                 log.exception("audit write failed (attempt %d)", attempt + 1)
                 self._failures += 1
         with self._cond:
-            self._pending[:0] = batch
+            self._pending[:0] = list(batch)
 
     def _run(self) -> None:
         while True:
@@ -73,6 +98,17 @@ class AuditSink:
             self.flush()
             if closed:
                 return
+            self._maybe_housekeep()
+
+    def _maybe_housekeep(self) -> None:
+        """Periodic store upkeep (the SQLite WAL checkpoint) off the calls' path."""
+        if self._housekeeping is None or time.monotonic() < self._next_housekeeping:
+            return
+        self._next_housekeeping = time.monotonic() + self._housekeeping_every
+        try:
+            self._housekeeping()
+        except Exception:  # a busy database: next time
+            log.warning("store housekeeping failed", exc_info=True)
 
     def close(self) -> None:
         with self._cond:

@@ -38,7 +38,7 @@ class TenantPolicy:
 class CompiledTool:
     """One runnable version of a tool: definition, provider, validators."""
 
-    __slots__ = ("_validators", "definition", "provider", "record_id", "status")
+    __slots__ = ("_coercions", "_validators", "definition", "provider", "record_id", "status")
 
     def __init__(self, record_id: str, definition: ToolDefinition, status: ToolStatus,
                  provider: Provider) -> None:
@@ -47,6 +47,17 @@ class CompiledTool:
         self.status = status
         self.provider = provider
         self._validators: dict[str, Any] = {}
+        self._coercions: dict[str, Any] = {}
+
+    def coercions(self, action: str) -> Any:
+        """The documented coercions this action's schema allows (see ``validate``)."""
+        c = self._coercions.get(action)
+        if c is None:
+            from toolkeeper.pipeline.validate import Coercions
+
+            c = self._coercions[action] = Coercions.of(
+                self.definition.action_input_schema(action))
+        return c
 
     def validator(self, action: str) -> Any:
         v = self._validators.get(action)

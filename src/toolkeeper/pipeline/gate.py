@@ -81,8 +81,7 @@ def _approval_gate(rt: Runtime, st: CallState, g: Gate) -> CallResult | None:
     rec = _new_approval(rt, st, g.value)
     st.emit(EventType.GATE_REQUIRED, reason=reason.value, approval_id=rec.id)
     st.emit(EventType.APPROVAL_CREATED, approval_id=rec.id, kind=rec.kind)
-    rt.store.approvals.create(rec, st.events)
-    st.events = []
+    rt.store.approvals.create(rec, st.take_drafts())
     return st.result(status, reason, message=f"{g.value} required: approval {rec.id}",
                      approval_id=rec.id)
 
@@ -112,8 +111,7 @@ async def _preview_gate(rt: Runtime, st: CallState) -> CallResult | None:
                         status=ApprovalStatus.APPROVED, ident="pv_" + secrets.token_urlsafe(24))
     st.emit(EventType.GATE_REQUIRED, reason=Reason.PREVIEW_REQUIRED.value)
     st.emit(EventType.PREVIEW_CREATED, summary=preview.summary)
-    rt.store.approvals.create(rec, st.events)
-    st.events = []
+    rt.store.approvals.create(rec, st.take_drafts())
     return st.result(CallStatus.PREVIEW_REQUIRED, Reason.PREVIEW_REQUIRED,
                      message=preview.summary, preview={"summary": preview.summary,
                                                        "data": preview.data},

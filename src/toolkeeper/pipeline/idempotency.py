@@ -73,7 +73,7 @@ def idempotency(rt: Runtime, st: CallState) -> CallResult | None:
     attempted = len(st.events)
     st.emit(EventType.CALL_ATTEMPTED, idempotency_key=key)
     in_txn = rt.settings.audit_durability == "transactional"
-    existing = rt.store.outcomes.claim(rec, st.events if in_txn else ())
+    existing = rt.store.outcomes.claim(rec, st.drafts() if in_txn else ())
     if existing is None:
         if in_txn:
             st.events = []

@@ -114,10 +114,8 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
                  CallStatus.UNKNOWN: OutcomeState.UNKNOWN}.get(status, OutcomeState.FAILED)
         in_txn = rt.settings.audit_durability == "transactional"
         rt.store.outcomes.finish(st.call_id, state=state, status=status.value, reason=reason,
-                                 result=res.to_dict(), events=st.events if in_txn else (),
-                                 side_effect=effect)
-        if in_txn:
-            st.events = []
+                                 result=res.to_dict(), side_effect=effect,
+                                 events=st.take_drafts() if in_txn else ())
     return res
 
 
@@ -136,8 +134,7 @@ def unknown_after_cancel(rt: Runtime, st: CallState) -> None:
     st.emit(EventType.CALL_UNKNOWN, reason="cancelled")
     res = st.result(CallStatus.UNKNOWN, "cancelled", message="the call was cancelled mid-flight")
     rt.store.outcomes.finish(st.call_id, state=OutcomeState.UNKNOWN, status="unknown",
-                             reason="cancelled", result=res.to_dict(), events=st.events)
-    st.events = []
+                             reason="cancelled", result=res.to_dict(), events=st.take_drafts())
 
 
 __all__ = ["Redactor", "finish", "jsonable", "unknown_after_cancel"]

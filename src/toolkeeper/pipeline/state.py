@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from time import perf_counter
@@ -18,6 +19,13 @@ if TYPE_CHECKING:
     from toolkeeper.pipeline.catalog import CompiledProfile, CompiledTool
     from toolkeeper.providers.base import ToolPolicy
     from toolkeeper.store.records import ApprovalRecord
+
+
+def _text(value: Any) -> str | None:
+    """Caller-supplied ids are untrusted: stored as bounded text, whatever they were."""
+    if value is None:
+        return None
+    return value[:200] if isinstance(value, str) else str(value)[:200]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -47,7 +55,8 @@ class CallState:
     """True once an ``in_progress`` outcome row is ours."""
     audit_arguments: Any = None
     """Redacted arguments, set only when the deployment opted in to audit them."""
-    events: list[AuditDraft] = field(default_factory=list)
+    events: list[tuple[Any, ...]] = field(default_factory=list)
+    """Raw events (cheap tuples); :meth:`drafts` turns them into chainable drafts."""
     release: list[Any] = field(default_factory=list)
     """Callbacks run when the call ends (concurrency slots)."""
 
@@ -61,21 +70,40 @@ class CallState:
 
     def emit(self, type_: EventType, *, reason: str | None = None,
              duration_ms: float | None = None, **data: Any) -> None:
-        """Record an audit event for this call (written by the sink or the outcome txn)."""
+        """Record an audit event for this call (written by the sink or the outcome txn).
+
+        Only a tuple is made here; the draft is built where it is written (for most calls
+        in the background writer), keeping the call's own latency low.
+        """
+        self.events.append((type_.value, time.time(), reason, duration_ms, data, self.action,
+                            self.risk, self.gate, self.tool_name, self.tool_version,
+                            self.tenant_id, self.agent))
+
+    def drafts(self) -> list[AuditDraft]:
+        """The call's events as drafts, in order."""
         req = self.request
-        if self.args_digest is not None and "args_digest" not in data:
-            data["args_digest"] = self.args_digest
-        if self.audit_arguments is not None:
-            data["arguments"] = self.audit_arguments
-        self.events.append(AuditDraft(
-            type=type_.value, tenant_id=self.tenant_id, event_id=new_event_id(),
-            ts=datetime.now(UTC), agent_id=self.agent, call_id=self.call_id,
-            trace_id=req.trace_id, task_id=req.task_id, step_id=req.step_id,
-            turn_group_id=req.turn_group_id, tool=self.tool_name, action=self.action,
-            tool_version=self.tool_version, risk=self.risk.value if self.risk else None,
-            gate=self.gate.value if self.gate else None, reason=reason,
-            duration_ms=None if duration_ms is None else round(duration_ms, 3), data=data,
-        ))
+        out = []
+        for (type_, ts, reason, duration, data, action, risk, gate, tool, version, tenant,
+             agent) in self.events:
+            if self.args_digest is not None and "args_digest" not in data:
+                data["args_digest"] = self.args_digest
+            if self.audit_arguments is not None:
+                data["arguments"] = self.audit_arguments
+            out.append(AuditDraft(
+                type=type_, tenant_id=tenant, event_id=new_event_id(),
+                ts=datetime.fromtimestamp(ts, UTC), agent_id=agent, call_id=self.call_id,
+                trace_id=_text(req.trace_id), task_id=_text(req.task_id),
+                step_id=_text(req.step_id), turn_group_id=_text(req.turn_group_id), tool=tool,
+                action=action, tool_version=version, risk=risk.value if risk else None,
+                gate=gate.value if gate else None, reason=reason,
+                duration_ms=None if duration is None else round(duration, 3), data=data))
+        return out
+
+    def take_drafts(self) -> list[AuditDraft]:
+        """The drafts of every event so far, which are then no longer pending."""
+        drafts = self.drafts()
+        self.events = []
+        return drafts
 
     def elapsed_ms(self) -> float:
         return (perf_counter() - self.started) * 1000.0

@@ -55,7 +55,7 @@ async def _execute(rt: Runtime, st: CallState) -> CallResult:
     approval = st.approval
     if approval is not None and approval.status is ApprovalStatus.APPROVED:
         st.emit(EventType.APPROVAL_CONSUMED, approval_id=approval.id)
-        if not rt.store.approvals.consume(approval.id, st.call_id, st.events):
+        if not rt.store.approvals.consume(approval.id, st.call_id, st.drafts()):
             st.events.pop()
             return _refuse_consumed(rt, st)
         st.events = []
@@ -69,8 +69,8 @@ def _refuse_consumed(rt: Runtime, st: CallState) -> CallResult:
                   "the approval was used by another call")
     if st.recorded:
         rt.store.outcomes.finish(st.call_id, state=OutcomeState.FAILED, status=res.status.value,
-                                 reason=str(res.reason), result=res.to_dict(), events=st.events)
-        st.events = []
+                                 reason=str(res.reason), result=res.to_dict(),
+                                 events=st.take_drafts())
     return res
 
 
@@ -90,8 +90,7 @@ def internal_error(rt: Runtime, st: CallState, exc: Exception) -> CallResult:
         try:
             rt.store.outcomes.finish(st.call_id, state=OutcomeState.UNKNOWN, status="unknown",
                                      reason=Reason.INTERNAL_ERROR.value, result=res.to_dict(),
-                                     events=st.events)
-            st.events = []
+                                     events=st.take_drafts())
         except Exception:
             log.exception("could not record internal error of %s", st.call_id)
     return res

@@ -11,6 +11,7 @@ Coercions (the only ones):
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from toolkeeper.canonical import NotCanonicalizable, canonical_bytes
@@ -23,21 +24,43 @@ from toolkeeper.pipeline.state import CallState
 MAX_ERRORS = 20
 
 
-def coerce(arguments: Any, schema: dict[str, Any]) -> Any:
+@dataclass(frozen=True, slots=True)
+class Coercions:
+    """What an action's schema allows to be coerced, worked out once per tool version."""
+
+    bare_string: str | None
+    """The single required string property a bare string fills."""
+    aliases: tuple[tuple[str, tuple[str, ...]], ...]
+    """(property, its declared ``x-aliases``) pairs."""
+
+    @classmethod
+    def of(cls, schema: dict[str, Any]) -> Coercions:
+        props = schema.get("properties")
+        if not isinstance(props, dict):
+            return cls(None, ())
+        required = schema.get("required") or []
+        bare = None
+        if len(required) == 1 and isinstance(props.get(required[0]), dict) and \
+                props[required[0]].get("type") == "string":
+            bare = required[0]
+        aliases = tuple(
+            (name, tuple(a for a in sub["x-aliases"] if isinstance(a, str) and a not in props))
+            for name, sub in props.items()
+            if isinstance(sub, dict) and isinstance(sub.get("x-aliases"), list))
+        return cls(bare, aliases)
+
+
+def coerce(arguments: Any, rules: Coercions) -> Any:
     if arguments is None:
         return {}
-    props = schema.get("properties")
-    if isinstance(arguments, str) and isinstance(props, dict):
-        required = schema.get("required") or []
-        if len(required) == 1 and (props.get(required[0]) or {}).get("type") == "string":
-            return {required[0]: arguments}
-    if isinstance(arguments, dict) and isinstance(props, dict):
-        for name, sub in props.items():
-            aliases = sub.get("x-aliases") if isinstance(sub, dict) else None
-            if not aliases or name in arguments:
+    if isinstance(arguments, str) and rules.bare_string is not None:
+        return {rules.bare_string: arguments}
+    if rules.aliases and isinstance(arguments, dict):
+        for name, aliases in rules.aliases:
+            if name in arguments:
                 continue
             for alias in aliases:
-                if alias in arguments and alias not in props:
+                if alias in arguments:
                     arguments = {**arguments}
                     arguments[name] = arguments.pop(alias)
                     break
@@ -47,8 +70,7 @@ def coerce(arguments: Any, schema: dict[str, Any]) -> Any:
 def validate(rt: Runtime, st: CallState) -> CallResult | None:
     assert st.tool is not None and st.action is not None
     tool = st.tool
-    schema = tool.definition.action_input_schema(st.action)
-    args = coerce(st.request.arguments, schema)
+    args = coerce(st.request.arguments, tool.coercions(st.action))
     try:
         st.args_bytes = canonical_bytes(args)
     except NotCanonicalizable as exc:

@@ -36,27 +36,53 @@ def _ts_text(ts: datetime) -> str:
     return utc.replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
-_ORDER = ("seq", "event_id", "type", "tenant_key", "prev_hash", *_FIELDS)
+_BODY = ("event_id", "type", "tenant_key", *_FIELDS)
+
+
+def event_body(row: dict[str, Any]) -> bytes:
+    """Everything an event's hash covers except its chain position (``seq``, ``prev_hash``).
+
+    A JSON array in the fixed order ``_BODY`` + ``ts`` (UTC text) + the RFC 8785 canonical
+    ``data``: fixed positions need no key sorting. Computed before the write transaction
+    opens, so the chain's lock is held only for the final hash.
+    """
+    body = [row[k] for k in _BODY]
+    body.append(_ts_text(row["ts"]))
+    body.append(canonical_bytes(row["data"] or {}).decode())
+    return orjson.dumps(body)
+
+
+def chain_hash(seq: int, prev_hash: str, body: bytes) -> str:
+    """``sha256(seq | prev_hash | body)``: links the event to its predecessor."""
+    return "sha256:" + hashlib.sha256(f"{seq}|{prev_hash}|".encode() + body).hexdigest()
 
 
 def event_hash(row: dict[str, Any]) -> str:
-    """Hash of one chained event: every field but ``hash`` itself.
-
-    The hashed form is a JSON array in the fixed order ``_ORDER`` + ``ts`` (UTC text) +
-    the RFC 8785 canonical ``data`` — fixed positions need no key sorting, which keeps
-    chaining cheap on the hot path while staying deterministic for verification.
-    """
-    body = [row[k] for k in _ORDER]
-    body.append(_ts_text(row["ts"]))
-    body.append(canonical_bytes(row["data"] or {}).decode())
-    return "sha256:" + hashlib.sha256(orjson.dumps(body)).hexdigest()
+    """Hash of one stored event (for verification)."""
+    return chain_hash(row["seq"], row["prev_hash"], event_body(row))
 
 
-def append_chained(txn: RawTxn, drafts: Sequence[AuditDraft]) -> None:
-    """Lock each tenant's chain head, hash the events onto it, insert them, move the head."""
-    by_tenant: dict[str, list[AuditDraft]] = {}
+Prepared = list[tuple[str, dict[str, Any], bytes]]
+
+
+def prepare(drafts: Sequence[AuditDraft]) -> Prepared:
+    """Rows and hash bodies of ``drafts``, ready to be chained (no database needed)."""
+    out: Prepared = []
     for d in drafts:
-        by_tenant.setdefault(d.tenant_id or GLOBAL_TENANT, []).append(d)
+        tenant_key = d.tenant_id or GLOBAL_TENANT
+        row: dict[str, Any] = {"tenant_key": tenant_key, "event_id": d.event_id, "ts": d.ts,
+                               "type": d.type, "data": d.data}
+        for name in _FIELDS:
+            row[name] = getattr(d, name)
+        out.append((tenant_key, row, event_body(row)))
+    return out
+
+
+def append_chained(txn: RawTxn, prepared: Prepared) -> None:
+    """Lock each tenant's chain head, link the events onto it, insert them, move the head."""
+    by_tenant: dict[str, list[tuple[dict[str, Any], bytes]]] = {}
+    for tenant_key, row, body in prepared:
+        by_tenant.setdefault(tenant_key, []).append((row, body))
     rows: list[dict[str, Any]] = []
     for tenant_key in sorted(by_tenant):  # fixed order: no lock-order deadlocks
         head = txn.fetchone("head", {"k": tenant_key})
@@ -64,15 +90,10 @@ def append_chained(txn: RawTxn, drafts: Sequence[AuditDraft]) -> None:
             txn.execute("head_new", {"k": tenant_key, "h": GENESIS})
             head = txn.fetchone("head", {"k": tenant_key})
         seq, prev = int(head[0]), str(head[1])
-        for d in by_tenant[tenant_key]:
+        for row, body in by_tenant[tenant_key]:
             seq += 1
-            row: dict[str, Any] = {
-                "tenant_key": tenant_key, "seq": seq, "event_id": d.event_id,
-                "ts": d.ts, "type": d.type, "data": d.data, "prev_hash": prev,
-            }
-            for name in _FIELDS:
-                row[name] = getattr(d, name)
-            row["hash"] = prev = event_hash(row)
+            row["seq"], row["prev_hash"] = seq, prev
+            row["hash"] = prev = chain_hash(seq, prev, body)
             rows.append(row)
         txn.execute("head_set", {"k": tenant_key, "seq": seq, "hash": prev})
     txn.executemany("event", rows)
@@ -86,11 +107,12 @@ class AuditRepo:
         """Chain and insert events, in order, inside ``conn``'s transaction (or a new one)."""
         if not drafts:
             return
+        prepared = prepare(drafts)
         if conn is None:
             with raw_write(self._db) as txn:
-                append_chained(txn, drafts)
+                append_chained(txn, prepared)
         else:
-            append_chained(conn if isinstance(conn, RawTxn) else raw_of(conn), drafts)
+            append_chained(conn if isinstance(conn, RawTxn) else raw_of(conn), prepared)
 
     def list(
         self, tenant_id: str | None, *, call_id: str | None = None, agent: str | None = None,

@@ -69,6 +69,11 @@ class Database:
             cur = dbapi_conn.cursor()
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
+            # SQLite checkpoints inside the commit that crosses 1000 WAL pages; with two
+            # writer processes the WAL rarely resets, so nearly every commit paid for a
+            # checkpoint (copy + fsync). Checkpoints run in the background instead
+            # (Database.checkpoint, called by the audit writer thread).
+            cur.execute("PRAGMA wal_autocheckpoint=0")
             cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
@@ -89,6 +94,18 @@ class Database:
             self._sqlite_writer = self._sqlite_writer_pooled.driver_connection
             self._sqlite_writer.execute("PRAGMA busy_timeout=0")  # see raw.begin_immediate
         return self._sqlite_writer
+
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the database without blocking writers (SQLite only)."""
+        if not self.is_sqlite:
+            return
+        pooled = self._reader.raw_connection()
+        try:
+            driver = pooled.driver_connection
+            assert driver is not None
+            driver.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        finally:
+            pooled.close()
 
     @contextmanager
     def write(self) -> Iterator[Connection]:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, insert, select, update
 
 from toolkeeper.model.enums import OutcomeState
-from toolkeeper.store.audit import AuditRepo
+from toolkeeper.store.audit import AuditRepo, append_chained, prepare
 from toolkeeper.store.db import Database, as_utc, utcnow
 from toolkeeper.store.raw import raw_write
 from toolkeeper.store.records import AuditDraft, OutcomeRecord, SideEffectRecord
@@ -52,9 +52,11 @@ class OutcomeRepo:
         """
         row = _row(rec, _OUTCOME_FIELDS)
         row["state"] = rec.state.value
+        prepared = prepare(events)  # hashing bodies before the writer lock is taken
         with raw_write(self._db) as txn:  # the hot path: prepared SQL, one transaction
             if txn.execute("claim", row) == 1:
-                self._audit.append(events, txn)
+                if prepared:
+                    append_chained(txn, prepared)
                 return None
         return self._claim_contended(rec, row, events)
 
@@ -86,11 +88,14 @@ class OutcomeRepo:
                   "reason": reason, "result": result, "updated_at": utcnow()}
         if not only_if_in_progress:
             return self._finish_any(params, events)
+        prepared = prepare(events)
+        effect = _row(side_effect, _EFFECT_FIELDS) if side_effect is not None else None
         with raw_write(self._db) as txn:
             done = txn.execute("finish", params) == 1
-            if side_effect is not None and done:
-                txn.execute("effect", _row(side_effect, _EFFECT_FIELDS))
-            self._audit.append(events, txn)
+            if effect is not None and done:
+                txn.execute("effect", effect)
+            if prepared:
+                append_chained(txn, prepared)
             return done
 
     def _finish_any(self, params: dict[str, Any], events: Sequence[AuditDraft]) -> bool:
