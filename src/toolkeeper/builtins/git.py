@@ -10,9 +10,6 @@ Dirty means staged or unstaged changes to tracked files; untracked files do not 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 import re
 from dataclasses import dataclass
 from datetime import date
@@ -21,6 +18,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from toolkeeper.builtins._git_process import GitOutput, GitRunner
 from toolkeeper.errors import ToolError
 from toolkeeper.model.call import PreviewResult
 from toolkeeper.model.enums import Risk, SideEffect
@@ -34,8 +32,6 @@ _REF_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}(?:[~^][0-9]{0,3}){0,8}
 _BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 _SINCE_RE = re.compile(r"^(?:(\d{4}-\d{2}-\d{2})|([1-9][0-9]{0,3})\.(hours|days|weeks))$")
 _LOG_FORMAT = "%H%x1f%an%x1f%ae%x1f%aI%x1f%s%x1e"
-_INTERNAL_CAP = 4_000_000  # bytes read from git for output the tool parses itself
-_STDERR_CAP = 16_000
 _PREVIEW_COMMITS = 100
 
 
@@ -94,90 +90,7 @@ _ACTIONS: dict[str, ActionSpec] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class _Out:
-    code: int
-    text: str
-    err: str
-    truncated: bool
-
-
-async def _read(
-    stream: asyncio.StreamReader, cap: int, proc: asyncio.subprocess.Process | None = None
-) -> tuple[bytes, bool]:
-    """Read up to ``cap`` bytes; beyond it, kill ``proc`` (stdout) or drain and discard."""
-    buf = bytearray()
-    while chunk := await stream.read(65536):
-        if len(buf) <= cap:
-            buf += chunk
-        if len(buf) > cap and proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            return bytes(buf[:cap]), True
-    return bytes(buf[:cap]), len(buf) > cap
-
-
-class _Git:
-    """Runs git in one repository: argument vector only, no prompts, bounded time and output."""
-
-    def __init__(self, root: Path, timeout_s: float) -> None:
-        self.root = root
-        self.timeout_s = timeout_s
-        # Inherited GIT_* variables (GIT_DIR, GIT_WORK_TREE…) could redirect git elsewhere.
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
-        self.env.update(
-            GIT_TERMINAL_PROMPT="0", GIT_PAGER="cat", LC_ALL="C", GIT_OPTIONAL_LOCKS="0",
-            GIT_SSH_COMMAND="ssh -o BatchMode=yes",
-        )
-
-    async def run(self, *args: str, cap: int = _INTERNAL_CAP, check: bool = True) -> _Out:
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                # core.fsmonitor would run a program named in the repo's config on `status`.
-                "git", "--no-pager", "--literal-pathspecs", "-c", "core.fsmonitor=false",
-                "-C", str(self.root), *args,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=self.env,
-            )
-        except OSError as exc:
-            raise ToolError(Reason.TOOL_UNAVAILABLE, f"cannot run git: {exc}") from exc
-        assert proc.stdout is not None and proc.stderr is not None
-        try:
-            (out, truncated), (err, _) = await asyncio.wait_for(
-                asyncio.gather(_read(proc.stdout, cap, proc), _read(proc.stderr, _STDERR_CAP)),
-                self.timeout_s,
-            )
-            code = await proc.wait()
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
-            raise ToolError(Reason.TIMEOUT, f"git {args[0]} timed out") from None
-        result = _Out(code, out.decode(errors="replace"), err.decode(errors="replace"), truncated)
-        if check and code != 0 and not truncated:
-            detail = result.err.strip()[:500] or f"exit status {code}"
-            raise ToolError(Reason.TOOL_ERROR, f"git {args[0]} failed: {detail}")
-        return result
-
-    async def current_branch(self) -> str | None:
-        out = await self.run("symbolic-ref", "--quiet", "--short", "HEAD", check=False)
-        name = out.text.strip()
-        return name if out.code == 0 and name else None
-
-    async def ref_exists(self, ref: str) -> bool:
-        out = await self.run("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
-        return out.code == 0
-
-    async def is_dirty(self) -> bool:
-        out = await self.run("status", "--porcelain", "-z", "--untracked-files=no")
-        return bool(out.text.strip("\0"))
-
-    async def names(self, *args: str) -> list[str]:
-        out = await self.run(*args)
-        return [name for name in out.text.split("\0") if name]
-
-
-def _capped(out: _Out, limit: int) -> tuple[str, bool]:
+def _capped(out: GitOutput, limit: int) -> tuple[str, bool]:
     return out.text[:limit], out.truncated or len(out.text) > limit
 
 
@@ -242,7 +155,7 @@ def _parse_log(text: str) -> list[dict[str, str]]:
 class _Session:
     """One call's view of the repository: the runner, the context and its policy."""
 
-    git: _Git
+    git: GitRunner
     ctx: ToolContext
     policy: GitPolicy
 
@@ -437,7 +350,7 @@ class GitTool(BaseTool):
         root = Path(policy.repo_root).resolve()
         if not root.is_dir():
             ctx.fail(Reason.TOOL_ERROR, f"repo_root {policy.repo_root!r} is not a directory")
-        git = _Git(root, policy.timeout_s)
+        git = GitRunner(root, policy.timeout_s)
         top = await git.run("rev-parse", "--show-toplevel", check=False)
         if top.code != 0 or Path(top.text.strip()).resolve() != root:
             ctx.fail(Reason.TOOL_ERROR, "repo_root is not the top of a git work tree")
