@@ -58,7 +58,8 @@ class Gateway:
         self.metrics = metrics or Metrics()
         self._secrets = secrets
         self._tracer = tracer if tracer is not None else tracer_from_global()
-        sink = AuditSink(store.audit, housekeeping=store.db.checkpoint)
+        self._next_recovery = time.monotonic() + self.settings.recovery_every_s
+        sink = AuditSink(store.audit, housekeeping=self._housekeeping)
         health = HealthBoard(on_change=self._health_changed)
         self._rt = Runtime(
             store=store, catalog=Catalog(mode=self.settings.mode, provider_factory=self.factory),
@@ -284,6 +285,16 @@ class Gateway:
         tenant, _, name = tool.partition(":")
         self._rt.sink.submit([system_event(EventType.TOOL_HEALTH_CHANGED, tenant, tool=name,
                                            old=str(old), new=str(new), error=error)])
+
+    def _housekeeping(self) -> None:
+        """Runs about once a second on the audit writer thread: SQLite checkpoint, and
+        periodic recovery of stale ``in_progress`` outcomes (SPEC §4)."""
+        self.store.db.checkpoint()
+        if time.monotonic() >= self._next_recovery:
+            self._next_recovery = time.monotonic() + self.settings.recovery_every_s
+            stale = self.calls.recover()
+            if stale:
+                log.warning("marked %d stale in_progress outcomes unknown", len(stale))
 
     def flush(self) -> None:
         """Write queued audit events now."""

@@ -162,3 +162,24 @@ def test_sequential_batch_rolls_back_after_a_failed_critical_call(make_gateway: 
     assert results[3].reason == Reason.BATCH_ABORTED
     assert LEDGER["refunds"] == ["b", "a"]  # reverse order
     assert LEDGER["payments"] == ["a", "b"]
+
+
+def test_stale_in_progress_outcomes_are_recovered_periodically(make_gateway: Any) -> None:
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from toolkeeper import OutcomeState
+    from toolkeeper.store.records import OutcomeRecord
+
+    gw = make_gateway(tools=[charge], recovery_every_s=0.05)
+    past = datetime.now(UTC) - timedelta(minutes=5)
+    gw.store.outcomes.claim(OutcomeRecord(
+        call_id="dead-call", tenant_id="default", agent="bot", key="k:dead", tool="charge",
+        action="run", tool_version="1.0.0", args_digest="sha256:x", side_effect="irreversible",
+        state=OutcomeState.IN_PROGRESS, status="in_progress", created_at=past,
+        updated_at=past, expires_at=past + timedelta(days=1), stale_after=past))
+    deadline = time.monotonic() + 10
+    while gw.store.outcomes.get("dead-call").state is OutcomeState.IN_PROGRESS:
+        assert time.monotonic() < deadline, "never recovered"
+        time.sleep(0.05)
+    assert gw.store.outcomes.get("dead-call").state is OutcomeState.UNKNOWN

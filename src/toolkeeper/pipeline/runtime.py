@@ -26,6 +26,8 @@ class Settings:
     outcome_ttl: timedelta = timedelta(hours=24)
     stale_grace: timedelta = timedelta(seconds=30)
     """Added to a tool's timeout before an in_progress outcome is presumed dead."""
+    recovery_every_s: float = 30.0
+    """How often stale ``in_progress`` outcomes are looked for (besides start-up)."""
     retry_base_s: float = 0.05
     retry_max_s: float = 2.0
     audit_level: str = "decisions"
