@@ -9,6 +9,8 @@ import time
 import uuid
 
 from sqlalchemy import delete, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from toolkeeper.store.db import Database, as_utc, utcnow
 from toolkeeper.store.raw import raw_read
@@ -131,12 +133,15 @@ class RateRepo:
         """Count one call; ``None`` if allowed, else seconds until the window resets."""
         now = time.time()
         with self._db.write() as conn:
-            found = conn.execute(select(rate_counters).where(rate_counters.c.key == key)
-                                 .with_for_update()).first()
-            if found is None:
-                conn.execute(insert(rate_counters).values(key=key, window_start=now, count=1))
-                return None
-            row = found._mapping  # not ``found.count``: that is the tuple's count() method
+            # make sure the row exists before locking it: FOR UPDATE locks nothing that is
+            # not there, and two first hits would both insert
+            ins = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(
+                rate_counters)
+            conn.execute(ins.values(key=key, window_start=now, count=0)
+                         .on_conflict_do_nothing(index_elements=["key"]))
+            row = conn.execute(select(rate_counters).where(rate_counters.c.key == key)
+                               .with_for_update()).one()._mapping
+            # (not ``row.count``: on a Row that is the tuple's count() method)
             if now - row["window_start"] >= window_s:
                 conn.execute(update(rate_counters).where(rate_counters.c.key == key).values(
                     window_start=now, count=1))

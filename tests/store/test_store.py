@@ -1,0 +1,142 @@
+"""The store on SQLite and a real PostgreSQL: the same code, the same guarantees."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from toolkeeper import ApprovalStatus, Risk, SideEffect, ToolDefinition
+from toolkeeper.store import Store
+from toolkeeper.store.migrate import current
+from toolkeeper.store.records import ApprovalRecord, AuditDraft
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    s = Store.open(db_url)
+    yield s
+    s.close()
+
+
+def test_migrations_reach_head_and_are_idempotent(db_url: str) -> None:
+    Store.open(db_url).close()
+    Store.open(db_url).close()
+    assert current(db_url) == "0001"
+
+
+def test_tokens_are_hashed_revocable_and_random(store: Store) -> None:
+    rec, token = store.tokens.create(tenant_id="t1", role="approver", label="alice")
+    assert len(token) >= 40 and token.startswith("tk_")
+    found = store.tokens.find(token)
+    assert found is not None and found.id == rec.id and found.role == "approver"
+    from sqlalchemy import text
+
+    with store.db.engine.connect() as conn:
+        stored = conn.execute(text("SELECT hash FROM tokens")).scalars().all()
+    assert token not in stored and all(len(h) == 64 for h in stored)
+    assert store.tokens.revoke(rec.id) and not store.tokens.revoke(rec.id)
+    assert store.tokens.find(token) is None
+    other = {store.tokens.create(tenant_id="t1", role="agent")[1] for _ in range(20)}
+    assert len(other) == 20
+
+
+def test_shared_rate_counter_counts_and_resets(store: Store) -> None:
+    results = [store.rates.hit("k", limit=3, window_s=60) for _ in range(5)]
+    assert results[:3] == [None, None, None]
+    assert all(r is not None and 0 < r <= 60 for r in results[3:])
+    assert store.rates.hit("fresh", limit=1, window_s=0.01) is None
+    import time
+
+    time.sleep(0.02)
+    assert store.rates.hit("fresh", limit=1, window_s=0.01) is None  # the window rolled over
+
+
+def test_shared_rate_counter_is_exact_under_concurrency(store: Store) -> None:
+    with cf.ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda _: store.rates.hit("c", limit=25, window_s=60),
+                                range(80)))
+    assert sum(r is None for r in results) == 25
+
+
+def _approval(ident: str, **kw: Any) -> ApprovalRecord:
+    now = datetime.now(UTC)
+    fields: dict[str, Any] = dict(
+        id=ident, tenant_id="t1", agent="bot", kind="approve", tool="pay", action="run",
+        tool_version="1.0.0", args_digest="sha256:a", arguments={"a": 1}, risk="high",
+        gate="approve", policy_version="p", status=ApprovalStatus.PENDING, created_at=now,
+        expires_at=now + timedelta(hours=1))
+    fields.update(kw)
+    return ApprovalRecord(**fields)
+
+
+def test_approval_transitions_happen_once(store: Store) -> None:
+    store.approvals.create(_approval("ap1"))
+    assert store.approvals.consume("ap1", "c0") is False  # pending cannot be consumed
+    assert store.approvals.decide("ap1", status=ApprovalStatus.APPROVED, by="alice", note=None)
+    assert not store.approvals.decide("ap1", status=ApprovalStatus.DENIED, by="bob", note=None)
+    with cf.ThreadPoolExecutor(8) as pool:
+        won = list(pool.map(lambda i: store.approvals.consume("ap1", f"c{i}"), range(8)))
+    assert won.count(True) == 1
+    rec = store.approvals.get("ap1")
+    assert rec is not None and rec.status is ApprovalStatus.CONSUMED and rec.consumed_by
+
+
+def test_expired_approvals_cannot_be_decided(store: Store) -> None:
+    past = datetime.now(UTC) - timedelta(hours=2)
+    store.approvals.create(_approval("old", created_at=past, expires_at=past))
+    assert not store.approvals.decide("old", status=ApprovalStatus.APPROVED, by="a", note=None)
+    assert store.approvals.count_pending(datetime.now(UTC)) == 0
+
+
+def test_supersede_is_per_tenant(store: Store) -> None:
+    assert store.turns.supersede("t1", "turn") and not store.turns.supersede("t1", "turn")
+    assert store.turns.is_superseded("t1", "turn")
+    assert not store.turns.is_superseded("t2", "turn")
+
+
+def test_tool_versions_are_immutable_snapshots(store: Store) -> None:
+    tool = ToolDefinition(name="pay", risk_default=Risk.HIGH, side_effect=SideEffect.IDEMPOTENT)
+    tool_id = store.registry.upsert_tool(tool)
+    assert store.registry.add_version(tool_id, tool)
+    assert not store.registry.add_version(tool_id, tool.model_copy(update={"description": "x"}))
+    assert [v.description for v in store.registry.versions(tool_id)] == [""]
+    global_tool = ToolDefinition(name="pay", tenant_id=None, description="global")
+    tenant_tool = ToolDefinition(name="pay", tenant_id="t1", description="mine")
+    store.registry.upsert_tool(tenant_tool)
+    found = store.registry.tool("pay", "t1")
+    assert found is not None and found[1].description == "mine"
+    found = store.registry.tool("pay", "t2")
+    assert found is not None and found[1].tenant_id is None
+    assert global_tool.tenant_id is None
+
+
+def test_audit_pagination_and_filters(store: Store) -> None:
+    now = datetime.now(UTC)
+    drafts = [AuditDraft(type="call.succeeded" if i % 2 else "call.failed", tenant_id="t1",
+                         event_id=f"e{i}", ts=now, call_id=f"c{i % 3}", tool="pay",
+                         duration_ms=1.5, data={"i": i}) for i in range(10)]
+    store.audit.append(drafts)
+    first = store.audit.list("t1", limit=4)
+    rest = store.audit.list("t1", after_seq=first[-1].seq, limit=100)
+    assert [e.seq for e in first + rest] == list(range(1, 11))
+    assert {e.type for e in store.audit.list("t1", types=["call.failed"])} == {"call.failed"}
+    assert len(store.audit.list("t1", call_id="c1")) == 3
+    assert store.audit.list("t2") == []
+    assert store.audit.verify("t1").ok and store.audit.verify("t2").events == 0
+
+
+def test_concurrent_appends_never_fork_a_chain(store: Store) -> None:
+    now = datetime.now(UTC)
+
+    def append(i: int) -> None:
+        store.audit.append([AuditDraft(type="call.succeeded", tenant_id="t1",
+                                       event_id=f"x{i}-{j}", ts=now, data={}) for j in range(3)])
+
+    with cf.ThreadPoolExecutor(8) as pool:
+        list(pool.map(append, range(40)))
+    report = store.audit.verify("t1")
+    assert report.ok and report.events == 120
