@@ -46,7 +46,19 @@ def bench_irreversible(sizes: Sizes) -> BenchResult:
         expected += sum(r.succeeded for r in reports)
         result.rows += _verify(url, expected)
         result.notes.append(_throughput_note(reports, workers, sizes.duration_s))
+        result.rows += _batched_rows(tmp, sizes)
     return result
+
+
+def _batched_rows(tmp: str, sizes: Sizes) -> list[Row]:
+    """The same latency with ``audit_durability=batched`` (outcome durable, audit events
+    written by the background writer within ~50 ms): informational, no target."""
+    with open_gateway(f"sqlite:///{tmp}/batched.db", audit_durability="batched") as gw:
+        measured = asyncio.run(side_by_side(_direct_block(), _governed_block(gw),
+                                            gw.flush, sizes))
+    rows = latency_rows("irreversible_batched", measured.direct_ns, measured.governed_ns,
+                        None)
+    return [r for r in rows if r.metric.startswith("irreversible_batched_overhead")]
 
 
 def _direct_block() -> BlockFn:

@@ -33,9 +33,9 @@ def sqlite_url(directory: str) -> str:
     return f"sqlite:///{directory}/bench.db"
 
 
-def open_gateway(url: str) -> Gateway:
+def open_gateway(url: str, **settings: Any) -> Gateway:
     """A default gateway (audit on) with both tools published, and one autonomy-2 agent."""
-    gw = Gateway.open(url)
+    gw = Gateway.open(url, **settings)
     try:
         for obj in (add, record):
             gw.registry.register(obj)

@@ -39,18 +39,23 @@ def jsonable(value: Any) -> Any:
                                      option=orjson.OPT_NON_STR_KEYS))
 
 
-def cap_output(output: Any, cap: int) -> tuple[Any, dict[str, Any] | None]:
-    """Strings are truncated; larger structures are returned as truncated JSON text."""
-    if isinstance(output, str):
-        if len(output) <= cap:
-            return output, None
-        return output[:cap], {"truncated": True, "original_chars": len(output)}
-    if output is None or type(output) in (int, bool, float):
-        return output, None
-    text = orjson.dumps(output).decode()
-    if len(text) <= cap:
-        return output, None
-    return text[:cap], {"truncated": True, "original_chars": len(text)}
+def shape_output(value: Any, cap: int) -> tuple[Any, dict[str, Any] | None]:
+    """Plain JSON output within ``cap`` characters, serialised once.
+
+    Strings are truncated; a larger structure is returned as its truncated JSON text.
+    """
+    if value is None or type(value) in (int, bool, float):
+        return value, None
+    if type(value) is str:
+        if len(value) <= cap:
+            return value, None
+        return value[:cap], {"truncated": True, "original_chars": len(value)}
+    text = orjson.dumps(value, default=_default, option=orjson.OPT_NON_STR_KEYS)
+    if len(text) > cap:  # bytes ≥ chars: decode to count characters exactly
+        chars = text.decode()
+        if len(chars) > cap:
+            return chars[:cap], {"truncated": True, "original_chars": len(chars)}
+    return orjson.loads(text), None
 
 
 def _classify(st: CallState, run: Execution) -> tuple[CallStatus, str | None, str | None,
@@ -89,7 +94,8 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
         if st.policy is not None and st.policy.max_output_chars:
             cap = min(cap, st.policy.max_output_chars)
         try:
-            output, details = cap_output(redactor.redact(jsonable(run.output)), cap)
+            output, details = shape_output(run.output, cap)
+            output = redactor.redact(output)
         except (TypeError, orjson.JSONEncodeError) as exc:
             status, reason, event = CallStatus.FAILED, Reason.INVALID_OUTPUT, EventType.CALL_FAILED
             message = f"the tool returned something that is not JSON: {exc}"
@@ -137,4 +143,4 @@ def unknown_after_cancel(rt: Runtime, st: CallState) -> None:
                              reason="cancelled", result=res.to_dict(), events=st.take_drafts())
 
 
-__all__ = ["Redactor", "finish", "jsonable", "unknown_after_cancel"]
+__all__ = ["Redactor", "finish", "jsonable", "shape_output", "unknown_after_cancel"]

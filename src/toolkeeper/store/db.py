@@ -7,6 +7,8 @@ constraints and row locks (``SELECT … FOR UPDATE``) for the same guarantees.
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +45,9 @@ class Database:
         self._write_lock: threading.Lock | None = threading.Lock() if self.is_sqlite else None
         self._sqlite_writer: Any = None
         self._sqlite_writer_pooled: Any = None
+        self._readers = threading.local()
+        self._reader_lock = threading.Lock()
+        self._reader_conns: list[Any] = []
         self.is_memory = self.is_sqlite and (":memory:" in url or url.rstrip("/") == "sqlite:")
         if self.is_memory:
             raise ValueError("use a file for SQLite: in-memory databases are per connection")
@@ -67,6 +72,11 @@ class Database:
         def _on_connect(dbapi_conn: Any, _rec: Any) -> None:
             dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
             cur = dbapi_conn.cursor()
+            # New databases only (a no-op once the file has pages). Every commit writes each
+            # page it dirtied to the WAL; a recorded call dirties ~7 pages per transaction,
+            # so 2 KiB pages commit ~20 % faster than 4 KiB ones while large results still
+            # fit in few overflow pages.
+            cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
             cur.execute("PRAGMA journal_mode=WAL")
             cur.execute("PRAGMA synchronous=NORMAL")
             # SQLite checkpoints inside the commit that crosses 1000 WAL pages; with two
@@ -94,6 +104,19 @@ class Database:
             self._sqlite_writer = self._sqlite_writer_pooled.driver_connection
             self._sqlite_writer.execute("PRAGMA busy_timeout=0")  # see raw.begin_immediate
         return self._sqlite_writer
+
+    def sqlite_reader(self) -> Any:
+        """This thread's own sqlite3 connection for hot-path reads (no pool round trip;
+        opened outside the pool so that many threads cannot exhaust it)."""
+        conn = getattr(self._readers, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(_sqlite_path(self.url), timeout=self.busy_timeout_s,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
+            self._readers.conn = conn
+            with self._reader_lock:
+                self._reader_conns.append(conn)
+        return conn
 
     def checkpoint(self) -> None:
         """Fold the WAL back into the database without blocking writers (SQLite only)."""
@@ -123,6 +146,11 @@ class Database:
             yield conn
 
     def dispose(self) -> None:
+        with self._reader_lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+        self._readers = threading.local()
         if self._sqlite_writer_pooled is not None:
             self._sqlite_writer_pooled.close()
             self._sqlite_writer = self._sqlite_writer_pooled = None
@@ -131,6 +159,23 @@ class Database:
             self._reader.dispose()
 
 
+def _sqlite_path(url: str) -> str:
+    """The database file of a ``sqlite:///path`` URL (query string dropped)."""
+    from sqlalchemy.engine import make_url
+
+    return os.path.abspath(make_url(url).database or "toolkeeper.db")
+
+
+SQLITE_PAGE_SIZE = 2048
+
+
 def single_connection_engine(url: str) -> Engine:
     """An engine for one-shot admin work (migrations) that keeps no pool around."""
-    return create_engine(url, poolclass=NullPool)
+    engine = create_engine(url, poolclass=NullPool)
+    if url.startswith("sqlite"):
+        @event.listens_for(engine, "connect")
+        def _page_size(dbapi_conn: Any, _rec: Any) -> None:
+            # must precede the first table: the migration creates the file
+            dbapi_conn.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
+
+    return engine

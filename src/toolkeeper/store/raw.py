@@ -142,6 +142,9 @@ class RawTxn:
     def executemany(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
         self._cur.executemany(self._sql[name], [self._params(name, r) for r in rows])
 
+    def close(self) -> None:
+        self._cur.close()
+
     def fetchone(self, name: str, params: dict[str, Any]) -> Any:
         self._cur.execute(self._sql[name], params)
         return self._cur.fetchone()
@@ -154,7 +157,14 @@ def raw_of(conn: Connection) -> RawTxn:
 
 @contextmanager
 def raw_read(db: Any) -> Iterator[RawTxn]:
-    """A read on a pooled reader connection, driven at the driver level."""
+    """A read at the driver level (SQLite: this thread's reader; PostgreSQL: the pool)."""
+    if db.is_sqlite:
+        txn = RawTxn(db.sqlite_reader(), False)
+        try:
+            yield txn
+        finally:
+            txn.close()  # ends the statement: no read snapshot outlives the read
+        return
     pooled = db._reader.raw_connection()
     try:
         driver = pooled.driver_connection
