@@ -71,19 +71,21 @@ def _redacted(rt: Runtime, ctx: ToolContext, text: str) -> str:
 
 async def execute(rt: Runtime, st: CallState) -> Execution:
     assert st.tool is not None and st.action is not None
-    tool = st.tool.definition
-    ctx = make_context(rt, st)
-    retry_safe = st.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
-    attempts = 1 + (tool.execution.max_retries if retry_safe else 0)
-    run = Execution(ctx=ctx)
-    sync = getattr(st.tool.provider, "sync_execute", None)
+    provider = st.tool.provider
+    sync = getattr(provider, "sync_execute", None)
     if sync is not None:  # inline tool: runs to completion on this thread
-        run.attempts = 1
+        ctx = make_context(rt, st) if getattr(provider, "needs_context", True) else None
+        run = Execution(ctx=ctx, attempts=1)
         try:
             run.output = sync(st.action, st.arguments, ctx)
         except Exception as exc:  # translated by the outcome step, as for any tool
             run.error = exc
         return run
+    tool = st.tool.definition
+    ctx = make_context(rt, st)
+    retry_safe = st.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
+    attempts = 1 + (tool.execution.max_retries if retry_safe else 0)
+    run = Execution(ctx=ctx)
     for attempt in range(attempts):
         run.attempts = attempt + 1
         run.error, run.timed_out = None, False

@@ -90,8 +90,11 @@ class NativeProvider:
         self.sync_execute: Callable[[str, dict[str, Any], ToolContext], Any] | None = None
         """Set for inline tools: the pipeline calls it directly (no coroutine, no timer —
         an inline tool cannot be interrupted, so keep inline tools CPU-trivial)."""
+        self.needs_context = True
+        """``False`` for ``@tool`` functions without a ``ToolContext`` parameter."""
         if isinstance(tool, _FunctionTool):
             self.sync_execute = tool.inline_call()
+            self.needs_context = tool.ctx_param is not None
         elif self._inline and not self._async_exec:
             self.sync_execute = tool.execute
 

@@ -27,8 +27,10 @@ def _to_pg(sql: str) -> str:
     return _PARAM.sub(lambda m: f"%({m.group(1)})s" + ("::json" if m.group(2) else ""), sql)
 
 
-def _to_sqlite(sql: str) -> str:
-    return _PARAM.sub(lambda m: f":{m.group(1)}", sql)
+def _to_sqlite(sql: str) -> tuple[str, tuple[str, ...]]:
+    """Positional (``?``) SQL and the parameter names in order: sqlite3 binds a tuple
+    faster than it looks up ~20 names in a dict."""
+    return _PARAM.sub("?", sql), tuple(m.group(1) for m in _PARAM.finditer(sql))
 
 
 STATEMENTS = {
@@ -63,7 +65,7 @@ STATEMENTS = {
         ":action, :tool_version, :risk, :gate, :reason, :duration_ms, :data{json}, :prev_hash, "
         ":hash)"),
 }
-SQLITE = {k: _to_sqlite(v) for k, v in STATEMENTS.items()}
+SQLITE_POSITIONAL = {k: _to_sqlite(v) for k, v in STATEMENTS.items()}
 POSTGRES = {k: _to_pg(v) for k, v in STATEMENTS.items()}
 POSTGRES["head"] += " FOR UPDATE"
 
@@ -116,37 +118,41 @@ def begin_immediate(driver: Any, timeout_s: float) -> None:
 class RawTxn:
     """Runs the prepared statements on the driver connection of an open transaction."""
 
-    __slots__ = ("_cur", "_sql", "pg")
+    __slots__ = ("_cur", "pg")
 
     def __init__(self, driver_conn: Any, pg: bool) -> None:
         self.pg = pg
-        self._sql = POSTGRES if pg else SQLITE
         self._cur = driver_conn.cursor()
 
-    def _params(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    def _params(self, name: str, params: dict[str, Any]) -> Any:
+        """Converted values: a dict for psycopg, a positional tuple for sqlite3."""
         json_keys, time_keys = _CONVERT[name]
         out = dict(params)
         for k in json_keys:
             out[k] = dump_json(out.get(k))
-        if not self.pg:
-            for k in time_keys:
-                v = out.get(k)
-                if v is not None:
-                    out[k] = sqlite_time(v)
-        return out
+        if self.pg:
+            return out
+        for k in time_keys:
+            v = out.get(k)
+            if v is not None:
+                out[k] = sqlite_time(v)
+        return tuple([out.get(n) for n in SQLITE_POSITIONAL[name][1]])
+
+    def _sql(self, name: str) -> str:
+        return POSTGRES[name] if self.pg else SQLITE_POSITIONAL[name][0]
 
     def execute(self, name: str, params: dict[str, Any]) -> int:
-        self._cur.execute(self._sql[name], self._params(name, params))
+        self._cur.execute(self._sql(name), self._params(name, params))
         return int(self._cur.rowcount)
 
     def executemany(self, name: str, rows: Sequence[dict[str, Any]]) -> None:
-        self._cur.executemany(self._sql[name], [self._params(name, r) for r in rows])
+        self._cur.executemany(self._sql(name), [self._params(name, r) for r in rows])
 
     def close(self) -> None:
         self._cur.close()
 
     def fetchone(self, name: str, params: dict[str, Any]) -> Any:
-        self._cur.execute(self._sql[name], params)
+        self._cur.execute(self._sql(name), self._params(name, params))
         return self._cur.fetchone()
 
 
