@@ -1,0 +1,44 @@
+"""The REST face: a FastAPI app over one Gateway (SPEC §7 REST)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI
+
+from toolkeeper import __version__
+from toolkeeper.api.errors import HANDLERS
+from toolkeeper.api.limits import BodyGuard
+from toolkeeper.api.routes import approvals, audit, calls, execute, ops
+from toolkeeper.gateway import Gateway
+
+
+@dataclass(slots=True, kw_only=True)
+class ApiSettings:
+    """What the REST face needs beyond the gateway."""
+
+    max_body_bytes: int = 2_000_000
+    cors_origins: list[str] = field(default_factory=list)
+    """Closed by default (SPEC §8)."""
+
+
+def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
+    """The REST app over ``gw`` (the caller owns the gateway and closes it)."""
+    settings = settings or ApiSettings()
+    app = FastAPI(title="toolkeeper", version=__version__,
+                  description="The governed tool gateway for AI agents.")
+    app.state.gateway = gw
+    for exc_type, handler in HANDLERS.items():
+        app.add_exception_handler(exc_type, handler)
+    for module in (execute, calls, approvals, audit, ops):
+        app.include_router(module.router)
+    if settings.cors_origins:
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                           allow_methods=["*"], allow_headers=["*"])
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
+    return app
+
+
+__all__ = ["ApiSettings", "create_app"]

@@ -1,0 +1,97 @@
+"""One error shape for every endpoint: ``{"error": {"reason", "message", "details"}}``.
+
+Stable reason codes map to HTTP statuses here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from toolkeeper.errors import OperationRefused
+from toolkeeper.model.reasons import Reason
+
+STATUS_OF_REASON: dict[str, int] = {
+    Reason.UNAUTHENTICATED: 401,
+    Reason.FORBIDDEN: 403,
+    Reason.APPROVER_NOT_ALLOWED: 403,
+    Reason.NOT_FOUND: 404,
+    Reason.TOOL_NOT_FOUND: 404,
+    Reason.APPROVAL_NOT_FOUND: 404,
+    Reason.INVALID_STATE: 409,
+    Reason.CONFLICT: 409,
+    Reason.ALREADY_COMPENSATED: 409,
+    Reason.APPROVAL_EXPIRED: 409,
+    Reason.IDEMPOTENCY_IN_PROGRESS: 409,
+    Reason.INVALID_ARGUMENTS: 422,
+    Reason.IDEMPOTENCY_KEY_REUSED: 422,
+    Reason.INVALID_VERSION: 422,
+    Reason.PUBLISH_VIA_ENDPOINT: 422,
+    Reason.CONFIG_INVALID: 422,
+    Reason.COMPENSATION_NOT_DEFINED: 422,
+    Reason.RATE_LIMITED: 429,
+    Reason.PAYLOAD_TOO_LARGE: 413,
+}
+
+
+class ApiError(Exception):
+    """Raised by routes; rendered as the error shape with its HTTP status."""
+
+    def __init__(self, status: int, reason: str, message: str,
+                 details: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
+        self.status, self.reason, self.message = status, reason, message
+        self.details = details or {}
+        self.headers = headers
+        super().__init__(f"{status} {reason}: {message}")
+
+
+def error_body(reason: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error": {"reason": reason, "message": message, "details": details or {}}}
+
+
+def refused(exc: OperationRefused) -> ApiError:
+    return ApiError(STATUS_OF_REASON.get(exc.reason, 422), exc.reason, exc.message, exc.details)
+
+
+async def _api_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return JSONResponse(error_body(exc.reason, exc.message, exc.details),
+                          status_code=exc.status, headers=exc.headers)
+
+
+async def _operation_refused(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, OperationRefused)
+    return await _api_error(request, refused(exc))
+
+
+async def _validation(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [{"pointer": "/" + "/".join(str(p) for p in e.get("loc", ())[1:]),
+               "message": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+              for e in exc.errors()]
+    if any(e["type"] == "json_invalid" for e in errors):
+        return JSONResponse(error_body("malformed_json", "the body is not valid JSON",
+                                         {"errors": errors}), status_code=400)
+    return JSONResponse(error_body(Reason.INVALID_ARGUMENTS, "the request is invalid",
+                                     {"errors": errors}), status_code=422)
+
+
+async def _http(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    reason = {404: "not_found", 405: "method_not_allowed", 401: "unauthenticated",
+              403: "forbidden"}.get(exc.status_code, "http_error")
+    return JSONResponse(error_body(reason, str(exc.detail)), status_code=exc.status_code,
+                          headers=getattr(exc, "headers", None))
+
+
+HANDLERS = {
+    ApiError: _api_error,
+    OperationRefused: _operation_refused,
+    RequestValidationError: _validation,
+    StarletteHTTPException: _http,
+}

@@ -1,0 +1,60 @@
+"""Recorded calls: look-up, listing, manual resolution of unknown outcomes (SPEC §4)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, Query
+
+from toolkeeper.api.auth import Caller, GatewayDep, require
+from toolkeeper.api.errors import ApiError
+from toolkeeper.api.routes.execute import ERRORS
+from toolkeeper.api.schemas import ResolveBody
+from toolkeeper.model.call import Principal
+from toolkeeper.model.enums import Role
+from toolkeeper.model.reasons import Reason
+from toolkeeper.store.records import OutcomeRecord
+
+router = APIRouter(tags=["calls"])
+
+
+def outcome_out(rec: OutcomeRecord) -> dict[str, Any]:
+    return {"call_id": rec.call_id, "tenant_id": rec.tenant_id, "agent": rec.agent,
+            "tool": rec.tool, "action": rec.action, "tool_version": rec.tool_version,
+            "state": rec.state.value, "status": rec.status, "reason": rec.reason,
+            "idempotency_key": rec.key, "args_digest": rec.args_digest,
+            "side_effect": rec.side_effect, "turn_group_id": rec.turn_group_id,
+            "result": rec.result, "resolved_by": rec.resolved_by,
+            "created_at": rec.created_at.isoformat(), "updated_at": rec.updated_at.isoformat(),
+            "expires_at": rec.expires_at.isoformat()}
+
+
+def _visible(caller: Principal, rec: OutcomeRecord) -> bool:
+    return caller.has_role(Role.OPERATOR, Role.APPROVER) or caller.agent == rec.agent
+
+
+@router.get("/calls/{call_id}", responses=ERRORS, summary="One recorded call")
+async def get_call(call_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    rec = await anyio.to_thread.run_sync(gw.calls.get, call_id, caller.tenant_id)
+    if not _visible(caller, rec):
+        raise ApiError(404, Reason.NOT_FOUND, f"no recorded call {call_id!r}")
+    return outcome_out(rec)
+
+
+@router.get("/calls", responses=ERRORS, summary="Recorded calls, newest first")
+async def list_calls(gw: GatewayDep, caller: Caller, status: str | None = None,
+                     limit: int = Query(100, ge=1, le=1000)) -> list[dict[str, Any]]:
+    recs = await anyio.to_thread.run_sync(
+        lambda: gw.calls.list(caller.tenant_id, status=status, limit=limit))
+    return [outcome_out(r) for r in recs if _visible(caller, r)]
+
+
+@router.post("/calls/{call_id}/resolve", responses=ERRORS,
+             summary="Record the real outcome of an unknown call")
+async def resolve_call(call_id: str, body: ResolveBody, gw: GatewayDep,
+                       caller: Caller) -> dict[str, Any]:
+    require(caller, Role.OPERATOR, Role.APPROVER)
+    rec = await anyio.to_thread.run_sync(lambda: gw.calls.resolve(
+        call_id, caller, status=body.status, output=body.output, note=body.note))
+    return outcome_out(rec)

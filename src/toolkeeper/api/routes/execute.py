@@ -1,0 +1,80 @@
+"""``POST /tools/execute`` and ``POST /tools/execute-batch``: the pipeline over HTTP.
+
+A call that ran the pipeline answers 200 with its result whatever its status, except
+the statuses SPEC §7 names (401, 404, 409, 422, 429 with ``Retry-After``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any
+
+import anyio
+from fastapi import APIRouter, Header
+
+from toolkeeper.api.auth import Caller, GatewayDep
+from toolkeeper.api.errors import ApiError
+from toolkeeper.api.schemas import BatchBody, CallOut, ErrorOut, ExecuteBody
+from toolkeeper.model.call import CallResult, Principal
+from toolkeeper.model.enums import Role
+from toolkeeper.model.reasons import Reason
+
+router = APIRouter(tags=["execution"])
+
+_HTTP_OF_CALL: dict[str, int] = {
+    Reason.UNAUTHENTICATED: 401,
+    Reason.TOOL_NOT_FOUND: 404,
+    Reason.INVALID_ARGUMENTS: 422,
+    Reason.IDEMPOTENCY_KEY_REUSED: 422,
+    Reason.IDEMPOTENCY_IN_PROGRESS: 409,
+    Reason.RATE_LIMITED: 429,
+}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorOut} for code in (401, 403, 404, 409, 413, 415, 422, 429)}
+
+
+def acting_as(caller: Principal, agent: str | None) -> Principal:
+    """The principal the call runs as: an agent token is its agent; an admin or operator
+    may act for an agent of its own tenant."""
+    if caller.agent is not None and agent in (None, caller.agent):
+        return caller
+    if agent is None:
+        raise ApiError(422, Reason.INVALID_ARGUMENTS, "this token is not an agent's: name the "
+                       "agent the call is made for in 'agent'")
+    if not caller.has_role(Role.OPERATOR):
+        raise ApiError(403, Reason.FORBIDDEN, "only admins and operators act for an agent")
+    return Principal(name=f"{caller.name} for {agent}", tenant_id=caller.tenant_id,
+                     roles=frozenset({Role.AGENT}), agent=agent, token_id=caller.token_id)
+
+
+def answer(res: CallResult) -> dict[str, Any]:
+    """The result body, or the error that SPEC §7 assigns to its reason."""
+    body = res.to_dict()
+    status = _HTTP_OF_CALL.get(res.reason) if isinstance(res.reason, str) else None
+    if status is None:
+        return body
+    headers = None
+    if res.retry_after is not None:
+        headers = {"Retry-After": str(max(1, math.ceil(res.retry_after)))}
+    raise ApiError(status, str(res.reason), res.message or str(res.reason), body, headers)
+
+
+@router.post("/tools/execute", response_model=CallOut, responses=ERRORS,
+             summary="Run one call through the pipeline")
+async def execute(body: ExecuteBody, gw: GatewayDep, caller: Caller,
+                  idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+                  ) -> dict[str, Any]:
+    who = acting_as(caller, body.agent)
+    request = body.request(idempotency_key)
+    res = await anyio.to_thread.run_sync(lambda: gw.call_sync(request, principal=who))
+    return answer(res)
+
+
+@router.post("/tools/execute-batch", response_model=list[CallOut], responses=ERRORS,
+             summary="Run an ordered list of calls (sequential or parallel_safe)")
+async def execute_batch(body: BatchBody, gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
+    who = acting_as(caller, body.agent)
+    requests = [c.request(None) for c in body.calls]
+    results = await anyio.to_thread.run_sync(
+        lambda: gw.run_sync(gw.batch(requests, mode=body.mode, principal=who)))
+    return [r.to_dict() for r in results]

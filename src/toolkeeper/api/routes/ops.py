@@ -1,0 +1,60 @@
+"""Operations: liveness, readiness, metrics, supersede, compensation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, Response
+from sqlalchemy import text
+
+from toolkeeper.api.auth import Caller, GatewayDep, require
+from toolkeeper.api.errors import ApiError
+from toolkeeper.api.routes.execute import ERRORS
+from toolkeeper.model.call import CallResult
+from toolkeeper.model.enums import Role
+
+router = APIRouter(tags=["ops"])
+
+
+@router.get("/healthz", summary="The process is alive")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="The store answers")
+async def readyz(gw: GatewayDep) -> dict[str, str]:
+    def ping() -> None:
+        with gw.store.db.read() as conn:
+            conn.execute(text("SELECT 1"))
+
+    try:
+        with anyio.fail_after(5):
+            await anyio.to_thread.run_sync(ping)
+    except Exception as exc:
+        raise ApiError(503, "not_ready",
+                       f"the store does not answer: {type(exc).__name__}") from exc
+    return {"status": "ready"}
+
+
+@router.get("/metrics", responses=ERRORS, summary="Prometheus metrics")
+async def metrics(gw: GatewayDep, caller: Caller) -> Response:
+    require(caller, Role.OPERATOR)
+    body = await anyio.to_thread.run_sync(gw.metrics.render)
+    return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+
+@router.post("/turns/{turn_group_id}/supersede", responses=ERRORS,
+             summary="Stop later irreversible calls of a turn group")
+async def supersede(turn_group_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    changed = await anyio.to_thread.run_sync(gw.calls.supersede, caller.tenant_id,
+                                             turn_group_id)
+    return {"turn_group_id": turn_group_id, "superseded": True, "changed": changed}
+
+
+@router.post("/side-effects/{side_effect_id}/compensate", responses=ERRORS,
+             summary="Run a side effect's compensation through the pipeline")
+async def compensate(side_effect_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    res: CallResult = await anyio.to_thread.run_sync(
+        lambda: gw.run_sync(gw.calls.compensate(side_effect_id, caller)))
+    return res.to_dict()

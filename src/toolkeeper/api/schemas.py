@@ -1,0 +1,97 @@
+"""Request and response bodies of the REST face (unknown fields are refused)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from toolkeeper.model.call import CallRequest
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ExecuteBody(Body):
+    """``POST /tools/execute``: one call (SPEC §7)."""
+
+    tool: str = Field(max_length=200)
+    action: str | None = Field(default=None, max_length=200)
+    arguments: Any = Field(default_factory=dict)
+    idempotency_key: str | None = Field(default=None, max_length=255)
+    turn_group_id: str | None = Field(default=None, max_length=200)
+    task_id: str | None = Field(default=None, max_length=200)
+    step_id: str | None = Field(default=None, max_length=200)
+    trace_id: str | None = Field(default=None, max_length=200)
+    approval_id: str | None = Field(default=None, max_length=200)
+    preview_token: str | None = Field(default=None, max_length=200)
+    scopes: list[str] | None = Field(default=None, max_length=200)
+    agent: str | None = Field(default=None, max_length=200)
+    """For admin/operator tokens: the agent this call is made for."""
+
+    def request(self, idempotency_header: str | None) -> CallRequest:
+        return CallRequest(
+            tool=self.tool, action=self.action, arguments=self.arguments,
+            idempotency_key=self.idempotency_key or idempotency_header,
+            turn_group_id=self.turn_group_id, task_id=self.task_id, step_id=self.step_id,
+            trace_id=self.trace_id, approval_id=self.approval_id,
+            preview_token=self.preview_token, scopes=self.scopes)
+
+
+class BatchBody(Body):
+    calls: list[ExecuteBody] = Field(min_length=1, max_length=100)
+    mode: Literal["sequential", "parallel_safe"] = "sequential"
+    agent: str | None = Field(default=None, max_length=200)
+
+
+class ResolveBody(Body):
+    status: Literal["succeeded", "failed"]
+    output: Any = None
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class ApproveBody(Body):
+    arguments: dict[str, Any] | None = None
+    """Edited arguments: the approval then binds these, and the call must carry them."""
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class DenyBody(Body):
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class CallOut(BaseModel):
+    """A call's result (the wire shape of ``CallResult``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    call_id: str
+    status: str
+    tool: str
+    action: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    output: Any = None
+    details: dict[str, Any] | None = None
+    tool_version: str | None = None
+    risk: str | None = None
+    gate: str | None = None
+    deduped: bool = False
+    approval_id: str | None = None
+    preview: Any = None
+    preview_token: str | None = None
+    retry_after: float | None = None
+    side_effect_id: str | None = None
+    idempotency_key: str | None = None
+    duration_ms: float = 0.0
+
+
+class ErrorInfo(BaseModel):
+    reason: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorOut(BaseModel):
+    error: ErrorInfo
