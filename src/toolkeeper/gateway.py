@@ -33,6 +33,7 @@ from toolkeeper.services.approvals import ApprovalService
 from toolkeeper.services.calls import CallService
 from toolkeeper.services.registry import RegistryService
 from toolkeeper.store import Store
+from toolkeeper.store.records import ApprovalRecord
 
 log = logging.getLogger("toolkeeper")
 
@@ -271,6 +272,10 @@ class Gateway:
     @property
     def runtime(self) -> Runtime:
         return self._rt
+
+    def on_approval_created(self, fn: Callable[[ApprovalRecord], None]) -> None:
+        """Call ``fn`` whenever a call creates an approval (e.g. to notify approvers)."""
+        self._rt.listeners.approval_created.append(fn)
 
     def _build_redactor(self) -> Redactor:
         return Redactor(self._secrets.known_values() if self._secrets else ())

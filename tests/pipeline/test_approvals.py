@@ -206,3 +206,12 @@ def test_two_racing_calls_consume_an_approval_once(gw: Any, approver: Any) -> No
     assert sum(r.ok for r in results) == 1
     assert {r.reason for r in results if not r.ok} == {Reason.APPROVAL_CONSUMED}
     assert LEDGER["payments"] == ["inv-1"]
+
+
+def test_listeners_hear_about_new_approvals(gw: Any) -> None:
+    heard: list[str] = []
+    gw.on_approval_created(lambda rec: heard.append(rec.id))
+    gw.on_approval_created(lambda rec: 1 / 0)  # a broken listener never fails the call
+    ask = _ask(gw)
+    assert heard == [ask.approval_id]
+    assert _ask(gw).approval_id == ask.approval_id and heard == [ask.approval_id]

@@ -9,7 +9,16 @@ from fastapi import FastAPI
 from toolkeeper import __version__
 from toolkeeper.api.errors import HANDLERS
 from toolkeeper.api.limits import BodyGuard
-from toolkeeper.api.routes import approvals, audit, calls, execute, ops
+from toolkeeper.api.routes import (
+    approvals,
+    audit,
+    calls,
+    discovery,
+    execute,
+    identities,
+    ops,
+    tools,
+)
 from toolkeeper.gateway import Gateway
 
 
@@ -30,7 +39,8 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     app.state.gateway = gw
     for exc_type, handler in HANDLERS.items():
         app.add_exception_handler(exc_type, handler)
-    for module in (execute, calls, approvals, audit, ops):
+    # tools first: its fixed paths (/tools/health, /tools/builtins/…) precede /tools/{id}
+    for module in (tools, execute, calls, approvals, audit, discovery, identities, ops):
         app.include_router(module.router)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware

@@ -82,6 +82,7 @@ def _approval_gate(rt: Runtime, st: CallState, g: Gate) -> CallResult | None:
     st.emit(EventType.GATE_REQUIRED, reason=reason.value, approval_id=rec.id)
     st.emit(EventType.APPROVAL_CREATED, approval_id=rec.id, kind=rec.kind)
     rt.store.approvals.create(rec, st.take_drafts())
+    rt.listeners.approval(rec)
     return st.result(status, reason, message=f"{g.value} required: approval {rec.id}",
                      approval_id=rec.id)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -14,6 +16,7 @@ from toolkeeper.pipeline.limiters import ConcurrencyGroups, RateLimiter, TurnCou
 from toolkeeper.secrets.base import SecretsStore
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.store import Store
+from toolkeeper.store.records import ApprovalRecord
 
 
 @dataclass(slots=True, kw_only=True)
@@ -51,6 +54,21 @@ class Settings:
 
 
 @dataclass(slots=True, kw_only=True)
+class Listeners:
+    """Callbacks the faces install (e.g. the server's approval webhook). They run after the
+    fact on the calling thread and must not block: hand work to a queue."""
+
+    approval_created: list[Callable[[ApprovalRecord], None]] = field(default_factory=list)
+
+    def approval(self, rec: ApprovalRecord) -> None:
+        for fn in self.approval_created:
+            try:
+                fn(rec)
+            except Exception:  # a listener's failure never fails the call
+                logging.getLogger("toolkeeper").exception("approval listener failed")
+
+
+@dataclass(slots=True, kw_only=True)
 class Runtime:
     store: Store
     catalog: Catalog
@@ -63,3 +81,4 @@ class Runtime:
     turns: TurnCounter
     concurrency: ConcurrencyGroups
     settings: Settings = field(default_factory=Settings)
+    listeners: Listeners = field(default_factory=Listeners)

@@ -1,0 +1,7 @@
+"""REST routes: tools (being written)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["tools"])
