@@ -70,6 +70,7 @@ class Gateway:
         )
         self._loops = threading.local()
         self._agent_principals: dict[tuple[str, str], Principal] = {}
+        self._definitions_seen = -1
         self._closed = False
         self.registry = RegistryService(self)
         self.approvals = ApprovalService(self)
@@ -257,6 +258,7 @@ class Gateway:
     def reload(self) -> None:
         """Rebuild the in-memory snapshot from the store (after any definition change)."""
         reg = self.store.registry
+        self._definitions_seen = reg.definitions_version()
         tenants: dict[str, TenantPolicy] = {}
         for key, value in (reg.get_setting("tenant_policies") or {}).items():
             tenants[key] = _tenant_policy(value)
@@ -295,6 +297,8 @@ class Gateway:
         """Runs about once a second on the audit writer thread: SQLite checkpoint, and
         periodic recovery of stale ``in_progress`` outcomes (SPEC §4)."""
         self.store.db.checkpoint()
+        if self.store.registry.definitions_version() != self._definitions_seen:
+            self.reload()  # another process changed tools, profiles or agents
         if time.monotonic() >= self._next_recovery:
             self._next_recovery = time.monotonic() + self.settings.recovery_every_s
             stale = self.calls.recover()

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import delete, insert, select, update
+from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from toolkeeper.canonical import digest
 from toolkeeper.model.profile import Agent, Profile
@@ -14,6 +20,7 @@ from toolkeeper.store.db import Database, as_utc, utcnow
 from toolkeeper.store.schema import (
     GLOBAL_TENANT,
     agents,
+    changes,
     profiles,
     settings,
     tenants,
@@ -33,6 +40,22 @@ class RegistryRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    @contextmanager
+    def _changing(self) -> Iterator[Connection]:
+        """A write transaction that also moves the ``definitions`` change counter."""
+        with self._db.write() as conn:
+            yield conn
+            ins = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(changes)
+            conn.execute(ins.values(name="definitions", version=1).on_conflict_do_update(
+                index_elements=["name"], set_={"version": changes.c.version + 1}))
+
+    def definitions_version(self) -> int:
+        """The change counter (0 before any definition was written)."""
+        with self._db.read() as conn:
+            value = conn.execute(select(changes.c.version).where(
+                changes.c.name == "definitions")).scalar()
+        return int(value or 0)
+
     # tools -------------------------------------------------------------------------------
 
     def upsert_tool(self, tool: ToolDefinition) -> str:
@@ -44,7 +67,7 @@ class RegistryRepo:
             "definition": tool.model_dump(mode="json"), "definition_hash": definition_hash(tool),
             "published_at": tool.published_at, "updated_at": now,
         }
-        with self._db.write() as conn:
+        with self._changing() as conn:
             existing = conn.execute(select(tools.c.id).where(
                 tools.c.tenant_key == key, tools.c.name == tool.name)).scalar()
             if existing:
@@ -75,7 +98,7 @@ class RegistryRepo:
 
     def add_version(self, tool_id: str, tool: ToolDefinition) -> bool:
         """Write an immutable snapshot; ``False`` if that version already exists."""
-        with self._db.write() as conn:
+        with self._changing() as conn:
             exists = conn.execute(select(tool_versions.c.id).where(
                 tool_versions.c.tool_id == tool_id,
                 tool_versions.c.version == tool.version)).first()
@@ -102,6 +125,27 @@ class RegistryRepo:
             out.setdefault(r.tool_id, []).append(ToolDefinition.model_validate(r.snapshot))
         return out
 
+    def tool_rows(self, tenant_id: str) -> list[ToolRow]:
+        """The tenant's tools and the global ones, with their timestamps, by name."""
+        q = select(tools).where(tools.c.tenant_key.in_([tenant_id, GLOBAL_TENANT]))
+        with self._db.read() as conn:
+            rows = conn.execute(q.order_by(tools.c.name, tools.c.tenant_key)).all()
+        return [_tool_row(r) for r in rows]
+
+    def tool_by_id(self, tool_id: str) -> ToolRow | None:
+        """One stored tool by its id, whatever its tenant (callers check ownership)."""
+        with self._db.read() as conn:
+            row = conn.execute(select(tools).where(tools.c.id == tool_id)).first()
+        return _tool_row(row) if row else None
+
+    def version_rows(self, tool_id: str) -> list[tuple[ToolDefinition, datetime]]:
+        """The tool's published snapshots with the time each was written, oldest first."""
+        with self._db.read() as conn:
+            rows = conn.execute(select(tool_versions.c.snapshot, tool_versions.c.created_at)
+                                .where(tool_versions.c.tool_id == tool_id)
+                                .order_by(tool_versions.c.created_at)).all()
+        return [(ToolDefinition.model_validate(r.snapshot), _utc(r.created_at)) for r in rows]
+
     # profiles, agents, tenants, settings -----------------------------------------------
 
     def upsert_profile(self, profile: Profile) -> None:
@@ -124,13 +168,21 @@ class RegistryRepo:
 
     def delete_missing(self, table: str, tenant_id: str, keep: set[str]) -> int:
         target = {"profiles": profiles, "agents": agents}[table]
-        with self._db.write() as conn:
+        with self._changing() as conn:
             res = conn.execute(delete(target).where(
                 target.c.tenant_id == tenant_id, target.c.name.not_in(keep or {""})))
             return res.rowcount
 
+    def delete_named(self, table: str, tenant_id: str, name: str) -> bool:
+        """Delete one profile or agent (``table`` ``profiles``/``agents``); ``False`` if absent."""
+        target = {"profiles": profiles, "agents": agents}[table]
+        with self._changing() as conn:
+            res = conn.execute(delete(target).where(
+                target.c.tenant_id == tenant_id, target.c.name == name))
+            return res.rowcount == 1
+
     def ensure_tenant(self, tenant_id: str, name: str | None = None) -> None:
-        with self._db.write() as conn:
+        with self._changing() as conn:
             if conn.execute(select(tenants.c.id).where(tenants.c.id == tenant_id)).first():
                 return
             conn.execute(insert(tenants).values(id=tenant_id, name=name or tenant_id,
@@ -150,12 +202,33 @@ class RegistryRepo:
 
     def _upsert(self, table: Any, keys: dict[str, Any], values: dict[str, Any]) -> None:
         values = {**values, "updated_at": utcnow()}
-        with self._db.write() as conn:
+        with self._changing() as conn:
             cond = [table.c[k] == v for k, v in keys.items()]
             if conn.execute(select(*[table.c[k] for k in keys]).where(*cond)).first():
                 conn.execute(update(table).where(*cond).values(**values))
             else:
                 conn.execute(insert(table).values(**keys, **values))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRow:
+    """A stored tool (working copy) with its record id and timestamps."""
+
+    id: str
+    definition: ToolDefinition
+    created_at: datetime
+    updated_at: datetime
+
+
+def _tool_row(row: Any) -> ToolRow:
+    return ToolRow(id=row.id, definition=ToolDefinition.model_validate(row.definition),
+                   created_at=_utc(row.created_at), updated_at=_utc(row.updated_at))
+
+
+def _utc(value: datetime) -> datetime:
+    out = as_utc(value)
+    assert out is not None  # the columns are NOT NULL
+    return out
 
 
 def tool_times(rec: dict[str, Any]) -> dict[str, Any]:

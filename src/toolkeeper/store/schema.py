@@ -226,6 +226,14 @@ secret_blobs = Table(
     Column("data", LargeBinary, nullable=False),
 )
 
+changes = Table(
+    "changes", metadata,
+    Column("name", String(NAME), primary_key=True),
+    Column("version", BigInteger, nullable=False),
+)
+"""Monotonic counters: ``definitions`` moves with every tool/profile/agent/setting write, so
+every process on the database knows when to reload its snapshot (SPEC §12)."""
+
 rate_counters = Table(
     "rate_counters", metadata,
     Column("key", String(512), primary_key=True),
