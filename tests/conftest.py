@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,19 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     # Looked up lazily so SQLite-only runs (-m "not postgres") never start PostgreSQL.
     cluster: PgCluster = request.getfixturevalue("pg_cluster")
     return cluster.fresh_database(_database_name(request))
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A real redis-server on a free loopback port (skipped loudly locally, fails in CI)."""
+    from redisserver import RedisServer, RedisUnavailable
+
+    server = RedisServer()
+    try:
+        url = server.start()
+    except RedisUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"REDIS NOT AVAILABLE in CI: {exc}")
+        pytest.skip(f"REDIS NOT AVAILABLE, Redis tests NOT RUN: {exc}")
+    yield url
+    server.stop()

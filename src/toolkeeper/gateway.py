@@ -52,7 +52,7 @@ class Gateway:
     def __init__(self, store: Store, *, settings: Settings | None = None,
                  secrets: SecretsStore | None = None, factory: ProviderFactory | None = None,
                  metrics: Metrics | None = None, shared_rate_limits: bool = False,
-                 tracer: Any = None) -> None:
+                 tracer: Any = None, redis_url: str | None = None) -> None:
         self.store = store
         self.settings = settings or Settings()
         self.factory = factory or ProviderFactory()
@@ -61,11 +61,18 @@ class Gateway:
         self._tracer = tracer if tracer is not None else tracer_from_global()
         self._next_recovery = time.monotonic() + self.settings.recovery_every_s
         sink = AuditSink(store.audit, housekeeping=self._housekeeping)
+        shared: Any = store.rates if shared_rate_limits else None
+        self._notifier: Any = None
+        if redis_url:
+            from toolkeeper.store.redis import ChangeNotifier, RedisCounters
+
+            shared = RedisCounters(redis_url)
+            self._notifier = ChangeNotifier(redis_url, self.reload)
         health = HealthBoard(on_change=self._health_changed)
         self._rt = Runtime(
             store=store, catalog=Catalog(mode=self.settings.mode, provider_factory=self.factory),
             sink=sink, secrets=secrets, redactor=self._build_redactor(), metrics=self.metrics,
-            health=health, rates=RateLimiter(store.rates if shared_rate_limits else None),
+            health=health, rates=RateLimiter(shared),
             turns=TurnCounter(), concurrency=ConcurrencyGroups(), settings=self.settings,
         )
         self._loops = threading.local()
@@ -106,6 +113,7 @@ class Gateway:
             cfg.database if cfg is not None else None) or DEFAULT_URL
         if mode is not None:
             settings["mode"] = Mode(mode)
+        redis_url = settings.pop("redis_url", None) or os.environ.get("TOOLKEEPER_REDIS_URL")
         store = Store.open(url)
         try:
             if cfg is not None and secrets is None:
@@ -113,7 +121,8 @@ class Gateway:
 
                 secrets = secrets_store(cfg, base_dir, store.blobs)
             factory = ProviderFactory(natives=natives, functions=functions, builtins=BUILTINS)
-            gw = cls(store, settings=Settings(**settings), secrets=secrets, factory=factory)
+            gw = cls(store, settings=Settings(**settings), secrets=secrets, factory=factory,
+                     redis_url=redis_url)
         except BaseException:
             store.close()
             raise
@@ -267,6 +276,13 @@ class Gateway:
                      reg.agents(), tenants)
         self._rt.catalog = catalog
 
+    def definitions_changed(self) -> None:
+        """After a definition write: reload here and tell the other processes now (Redis);
+        without Redis they notice the database's change counter within about a second."""
+        self.reload()
+        if self._notifier is not None:
+            self._notifier.publish()
+
     @property
     def catalog(self) -> Catalog:
         return self._rt.catalog
@@ -313,6 +329,11 @@ class Gateway:
         if self._closed:
             return
         self._closed = True
+        if self._notifier is not None:
+            self._notifier.close()
+        closer = getattr(self._rt.rates.shared, "close", None)
+        if callable(closer):
+            closer()
         self._rt.sink.close()
         loop = getattr(self._loops, "loop", None)
         if loop is not None and not loop.is_running():

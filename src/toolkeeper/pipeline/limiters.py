@@ -11,27 +11,32 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol
 
-from toolkeeper.store.misc import RateRepo
+
+class SharedCounters(Protocol):
+    """Counters shared by every process: the database's or Redis's."""
+
+    def hit(self, key: str, limit: int, window_s: float) -> float | None: ...
 
 
 class RateLimiter:
     """Sliding-window counters (two fixed windows, weighted), per process by default.
 
-    With ``shared`` set, counts live in the database so every process and replica on it
-    shares them (slower: one write transaction per counted call).
+    With ``shared`` set, counts live in the database or in Redis, so every process and
+    replica shares them.
     """
 
-    def __init__(self, shared: RateRepo | None = None, max_keys: int = 100_000) -> None:
+    def __init__(self, shared: SharedCounters | None = None, max_keys: int = 100_000) -> None:
         self._lock = threading.Lock()
         self._windows: OrderedDict[str, tuple[float, int, int]] = OrderedDict()
-        self._shared = shared
+        self.shared = shared
         self._max_keys = max_keys
 
     def hit(self, key: str, limit: int, window_s: float, now: float | None = None) -> float | None:
         """Count one call. ``None`` if allowed, else seconds to wait."""
-        if self._shared is not None:
-            return self._shared.hit(key, limit, window_s)
+        if self.shared is not None:
+            return self.shared.hit(key, limit, window_s)
         now = time.monotonic() if now is None else now
         with self._lock:
             start, prev, cur = self._windows.get(key, (now, 0, 0))
