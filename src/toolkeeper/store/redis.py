@@ -84,7 +84,8 @@ class ChangeNotifier:
         while not self._stop.is_set():
             pubsub: Any = None
             try:
-                pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+                pubsub = self._client.pubsub(  # type: ignore[no-untyped-call]
+                    ignore_subscribe_messages=True)
                 pubsub.subscribe(CHANNEL)
                 while not self._stop.is_set():
                     if pubsub.get_message(timeout=0.2) is not None:
