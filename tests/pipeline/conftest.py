@@ -25,16 +25,12 @@ def _fresh_ledger() -> None:
 
 
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path}/toolkeeper.db"
-
-
-@pytest.fixture
-def make_gateway(sqlite_url: str) -> Iterator[GatewayFactory]:
+def make_gateway(db_url: str) -> Iterator[GatewayFactory]:
+    """Gateways on the test's database: every pipeline test runs on SQLite and PostgreSQL."""
     made: list[Gateway] = []
 
     def make(*, url: str | None = None, **kw: Any) -> Gateway:
-        gw = build_gateway(url or sqlite_url, **kw)
+        gw = build_gateway(url or db_url, **kw)
         made.append(gw)
         return gw
 
