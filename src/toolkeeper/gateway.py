@@ -32,7 +32,8 @@ from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.approvals import ApprovalService
 from toolkeeper.services.calls import CallService
 from toolkeeper.services.registry import RegistryService
-from toolkeeper.store import Store
+from toolkeeper.store import Store, changes
+from toolkeeper.store.misc import hash_token
 from toolkeeper.store.records import ApprovalRecord
 
 log = logging.getLogger("toolkeeper")
@@ -78,6 +79,9 @@ class Gateway:
         self._loops = threading.local()
         self._agent_principals: dict[tuple[str, str], Principal] = {}
         self._definitions_seen = -1
+        self._tokens: dict[str, Principal] = {}
+        self._tokens_generation = store.tokens.generation
+        self._tokens_seen = changes.version(store.db, "tokens")
         self._closed = False
         self.registry = RegistryService(self)
         self.approvals = ApprovalService(self)
@@ -253,14 +257,32 @@ class Gateway:
         return p
 
     def authenticate(self, token: str) -> Principal | None:
-        """The principal of a token; ``None`` for unknown or revoked tokens."""
+        """The principal of a token; ``None`` for unknown or revoked tokens.
+
+        Known tokens are cached by hash. The cache is dropped when this process creates or
+        revokes a token, and when another process does (the ``tokens`` change counter,
+        checked about once a second by the housekeeping thread).
+        """
         if not isinstance(token, str) or not token:
             return None
+        cached = self.cached_principal(token)
+        if cached is not None:
+            return cached
         rec = self.store.tokens.find(token)
         if rec is None:
             return None
-        return Principal(name=rec.label, tenant_id=rec.tenant_id,
-                         roles=frozenset({Role(rec.role)}), agent=rec.agent, token_id=rec.id)
+        found = Principal(name=rec.label, tenant_id=rec.tenant_id,
+                          roles=frozenset({Role(rec.role)}), agent=rec.agent, token_id=rec.id)
+        if len(self._tokens) < 100_000:
+            self._tokens[hash_token(token)] = found
+        return found
+
+    def cached_principal(self, token: str) -> Principal | None:
+        """The principal of a token this process has already verified, without I/O."""
+        if self._tokens_generation != self.store.tokens.generation:
+            self._tokens = {}
+            self._tokens_generation = self.store.tokens.generation
+        return self._tokens.get(hash_token(token)) if isinstance(token, str) else None
 
     # -- definitions ---------------------------------------------------------------------
 
@@ -315,6 +337,9 @@ class Gateway:
         self.store.db.checkpoint()
         if self.store.registry.definitions_version() != self._definitions_seen:
             self.reload()  # another process changed tools, profiles or agents
+        tokens_now = changes.version(self.store.db, "tokens")
+        if tokens_now != self._tokens_seen:  # created or revoked elsewhere
+            self._tokens_seen, self._tokens = tokens_now, {}
         if time.monotonic() >= self._next_recovery:
             self._next_recovery = time.monotonic() + self.settings.recovery_every_s
             stale = self.calls.recover()

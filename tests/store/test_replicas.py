@@ -54,3 +54,16 @@ def test_migrations_include_the_change_counter(db_url: str) -> None:
         assert store.registry.definitions_version() == before + 1
     finally:
         store.close()
+
+
+def test_a_token_revoked_elsewhere_stops_working_here(db_url: str) -> None:
+    a = Gateway(Store.open(db_url))
+    b = Gateway(Store.open(db_url))
+    try:
+        rec, token = a.store.tokens.create(tenant_id="default", role="operator")
+        assert a.authenticate(token) is not None  # now cached in a
+        assert b.store.tokens.revoke(rec.id)
+        assert _wait_until(lambda: a.authenticate(token) is None)
+    finally:
+        a.close()
+        b.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -22,13 +23,21 @@ def gateway(request: Request) -> Gateway:
     return gw
 
 
-def principal(request: Request, creds: Annotated[HTTPAuthorizationCredentials | None,
-                                                 Depends(_bearer)]) -> Principal:
-    """The authenticated caller; 401 ``unauthenticated`` otherwise."""
+async def principal(request: Request,
+                    creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+                    ) -> Principal:
+    """The authenticated caller; 401 ``unauthenticated`` otherwise.
+
+    A token this process already verified is answered from memory; others are looked up
+    in the store on a worker thread.
+    """
     if creds is None or creds.scheme.lower() != "bearer":
         raise ApiError(401, Reason.UNAUTHENTICATED, "a bearer token is required",
                        headers={"WWW-Authenticate": "Bearer"})
-    found = gateway(request).authenticate(creds.credentials)
+    gw = gateway(request)
+    found = gw.cached_principal(creds.credentials)
+    if found is None:
+        found = await anyio.to_thread.run_sync(gw.authenticate, creds.credentials)
     if found is None:
         raise ApiError(401, Reason.UNAUTHENTICATED, "unknown or revoked token",
                        headers={"WWW-Authenticate": "Bearer"})

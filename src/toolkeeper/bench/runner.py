@@ -8,12 +8,14 @@ from collections.abc import Callable, Sequence
 from toolkeeper.bench.irreversible import bench_irreversible
 from toolkeeper.bench.model import BenchResult, Sizes
 from toolkeeper.bench.pure import bench_pure
+from toolkeeper.bench.rest import bench_rest
 
 BenchFn = Callable[[Sizes], BenchResult]
 
 BENCHMARKS: dict[str, BenchFn] = {
     "pure": bench_pure,
     "irreversible": bench_irreversible,
+    "rest": bench_rest,
 }
 
 

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from datetime import datetime
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, delete, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from toolkeeper.canonical import digest
 from toolkeeper.model.profile import Agent, Profile
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.store.changes import bump, version
 from toolkeeper.store.db import Database, as_utc, utcnow
 from toolkeeper.store.schema import (
     GLOBAL_TENANT,
     agents,
-    changes,
     profiles,
     settings,
     tenants,
@@ -45,16 +43,11 @@ class RegistryRepo:
         """A write transaction that also moves the ``definitions`` change counter."""
         with self._db.write() as conn:
             yield conn
-            ins = (pg_insert if conn.dialect.name == "postgresql" else sqlite_insert)(changes)
-            conn.execute(ins.values(name="definitions", version=1).on_conflict_do_update(
-                index_elements=["name"], set_={"version": changes.c.version + 1}))
+            bump(conn, "definitions")
 
     def definitions_version(self) -> int:
         """The change counter (0 before any definition was written)."""
-        with self._db.read() as conn:
-            value = conn.execute(select(changes.c.version).where(
-                changes.c.name == "definitions")).scalar()
-        return int(value or 0)
+        return version(self._db, "definitions")
 
     # tools -------------------------------------------------------------------------------
 

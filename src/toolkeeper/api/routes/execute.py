@@ -10,12 +10,14 @@ import math
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Header
+import orjson
+from fastapi import APIRouter, Header, Response
 
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.schemas import BatchBody, CallOut, ErrorOut, ExecuteBody
-from toolkeeper.model.call import CallResult, Principal
+from toolkeeper.gateway import Gateway
+from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 
@@ -47,12 +49,21 @@ def acting_as(caller: Principal, agent: str | None) -> Principal:
                      roles=frozenset({Role.AGENT}), agent=agent, token_id=caller.token_id)
 
 
-def answer(res: CallResult) -> dict[str, Any]:
+async def run_call(gw: Gateway, request: CallRequest, who: Principal) -> CallResult:
+    """The pipeline for one request. On the embedded SQLite store its few writes are short
+    and local, so the call runs on the server's loop; on PostgreSQL (network round trips)
+    it runs on a worker thread with its own loop."""
+    if gw.store.is_local:
+        return await gw.call(request, principal=who)
+    return await anyio.to_thread.run_sync(lambda: gw.call_sync(request, principal=who))
+
+
+def answer(res: CallResult) -> Response:
     """The result body, or the error that SPEC §7 assigns to its reason."""
     body = res.to_dict()
     status = _HTTP_OF_CALL.get(res.reason) if isinstance(res.reason, str) else None
     if status is None:
-        return body
+        return Response(orjson.dumps(body), media_type="application/json")
     headers = None
     if res.retry_after is not None:
         headers = {"Retry-After": str(max(1, math.ceil(res.retry_after)))}
@@ -63,11 +74,9 @@ def answer(res: CallResult) -> dict[str, Any]:
              summary="Run one call through the pipeline")
 async def execute(body: ExecuteBody, gw: GatewayDep, caller: Caller,
                   idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
-                  ) -> dict[str, Any]:
+                  ) -> Response:
     who = acting_as(caller, body.agent)
-    request = body.request(idempotency_key)
-    res = await anyio.to_thread.run_sync(lambda: gw.call_sync(request, principal=who))
-    return answer(res)
+    return answer(await run_call(gw, body.request(idempotency_key), who))
 
 
 @router.post("/tools/execute-batch", response_model=list[CallOut], responses=ERRORS,
