@@ -12,6 +12,7 @@ from sqlalchemy import delete, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
+from toolkeeper.store.changes import bump
 from toolkeeper.store.db import Database, as_utc, utcnow
 from toolkeeper.store.raw import raw_read
 from toolkeeper.store.records import TokenRecord
@@ -29,6 +30,8 @@ class TokenRepo:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self.generation = 0
+        """Moves with every create/revoke made through this object (this process)."""
 
     def create(self, *, tenant_id: str, role: str, agent: str | None = None,
                label: str = "") -> tuple[TokenRecord, str]:
@@ -39,6 +42,8 @@ class TokenRepo:
             conn.execute(insert(tokens).values(
                 id=rec.id, tenant_id=tenant_id, role=role, agent=agent, label=rec.label,
                 hash=hash_token(token), created_at=rec.created_at))
+            bump(conn, "tokens")
+        self.generation += 1
         return rec, token
 
     def find(self, token: str) -> TokenRecord | None:
@@ -50,12 +55,20 @@ class TokenRepo:
             return None
         return _token(row._mapping)
 
+    def get(self, token_id: str) -> TokenRecord | None:
+        """The token record ``token_id`` (revoked ones too), or ``None``."""
+        with self._db.read() as conn:
+            row = conn.execute(select(tokens).where(tokens.c.id == token_id)).first()
+        return None if row is None else _token(row._mapping)
+
     def revoke(self, token_id: str) -> bool:
         with self._db.write() as conn:
             res = conn.execute(update(tokens).where(
                 tokens.c.id == token_id, tokens.c.revoked_at.is_(None)).values(
                 revoked_at=utcnow()))
-            return res.rowcount == 1
+            bump(conn, "tokens")
+        self.generation += 1
+        return res.rowcount == 1
 
     def list(self, tenant_id: str | None = None) -> list[TokenRecord]:
         q = select(tokens)
