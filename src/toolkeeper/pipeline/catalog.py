@@ -185,6 +185,7 @@ class Catalog:
         self.profiles: dict[tuple[str, str], CompiledProfile] = {}
         self.agents: dict[tuple[str, str], Agent] = {}
         self.tenants: dict[str, TenantPolicy] = {}
+        self._visible: dict[str, list[ToolDefinition]] = {}
 
     def load(self, tools: Iterable[tuple[str, ToolDefinition]],
              versions: dict[str, list[ToolDefinition]], profiles: Iterable[Profile],
@@ -205,12 +206,19 @@ class Catalog:
         return self._records.get((tenant_id, name)) or self._records.get(("*", name))
 
     def visible(self, tenant_id: str) -> list[ToolDefinition]:
-        """Tier 2 (tenant-available): the tenant's tools and global ones, by name."""
+        """The tenant's tools and global ones (its own win a name clash), by name.
+
+        The snapshot never changes, so each tenant's list is built once (callers must not
+        modify it)."""
+        cached = self._visible.get(tenant_id)
+        if cached is not None:
+            return cached
         out: dict[str, ToolDefinition] = {}
         for (key, name), (_rid, tool, _v) in self._records.items():
             if key == tenant_id or (key == "*" and name not in out):
                 out[name] = tool
-        return [out[n] for n in sorted(out)]
+        listed = self._visible[tenant_id] = [out[n] for n in sorted(out)]
+        return listed
 
     def all_tools(self) -> list[ToolDefinition]:
         return [rec[1] for rec in self._records.values()]

@@ -38,6 +38,21 @@ def content_hash(tool: ToolDefinition) -> str:
     return digest(tool.model_dump(mode="json", exclude=_VOLATILE))
 
 
+def with_query(schema: dict[str, Any] | None) -> dict[str, Any]:
+    """``schema`` as an object schema whose ``query`` property is a required string."""
+    out = dict(schema or {})
+    out["type"] = "object"
+    props = out.get("properties")
+    props = dict(props) if isinstance(props, dict) else {}
+    query = props.get("query")
+    props["query"] = {**query, "type": "string"} if isinstance(query, dict) else {
+        "type": "string"}
+    required = out.get("required")
+    rest = [r for r in required if r != "query"] if isinstance(required, list) else []
+    out["properties"], out["required"] = props, ["query", *rest]
+    return out
+
+
 class RegistryService:
     def __init__(self, gw: Gateway) -> None:
         self._gw = gw
@@ -73,7 +88,7 @@ class RegistryService:
             tool = tool.model_copy(update={"status": current.status,
                                            "published_at": current.published_at})
         self._gw.store.registry.upsert_tool(tool)
-        self._gw.reload()
+        self._gw.definitions_changed()
         return tool
 
     def publish(self, name: str, tenant_id: str | None) -> ToolDefinition:
@@ -81,6 +96,7 @@ class RegistryService:
         rec = self._own(name, tenant_id)
         tool_id, tool = rec
         semver_key(tool.version)
+        self.check_retrieval(tool)
         snapshots = self._gw.store.registry.versions(tool_id)
         same = [s for s in snapshots if s.version == tool.version]
         if same and content_hash(same[0]) != content_hash(tool):
@@ -99,7 +115,7 @@ class RegistryService:
         self._gw.store.audit.append([system_event(
             EventType.TOOL_PUBLISHED, tenant_id, tool=name, version=tool.version,
             definition_hash=published.definition_hash)])
-        self._gw.reload()
+        self._gw.definitions_changed()
         return published
 
     def new_version(self, name: str, version: str, tenant_id: str | None) -> ToolDefinition:
@@ -120,8 +136,66 @@ class RegistryService:
         if status is ToolStatus.QUARANTINED:
             self._gw.store.audit.append([system_event(EventType.TOOL_QUARANTINED, tenant_id,
                                                       tool=name)])
-        self._gw.reload()
+        self._gw.definitions_changed()
         return updated
+
+    def create(self, tool: ToolDefinition) -> ToolDefinition:
+        """Create a tenant tool; creation is draft only and names are unique (SPEC §6)."""
+        if tool.tenant_id is None:
+            raise OperationRefused(Reason.FORBIDDEN, "global tools are not created by a tenant")
+        if tool.status is ToolStatus.PUBLISHED:
+            raise OperationRefused(Reason.PUBLISH_VIA_ENDPOINT,
+                                   "create the tool as a draft, then publish it")
+        if tool.status is not ToolStatus.DRAFT:
+            raise OperationRefused(Reason.INVALID_ARGUMENTS, "a tool is created as a draft")
+        semver_key(tool.version)
+        taken = self._gw.store.registry.tool(tool.name, tool.tenant_id)
+        if taken is not None:
+            where = "this tenant" if taken[1].tenant_id else "a global tool"
+            raise OperationRefused(Reason.CONFLICT, f"the name {tool.name!r} is taken by {where}")
+        return self.save(self.check_retrieval(tool))
+
+    def update(self, tool: ToolDefinition) -> ToolDefinition:
+        """Replace the working copy of an existing tenant tool; published snapshots stay."""
+        _tool_id, current = self._own(tool.name, tool.tenant_id)
+        if tool.status is ToolStatus.DRAFT and current.published_at is not None:
+            raise OperationRefused(Reason.INVALID_STATE, f"{tool.name} was published: it can "
+                                   "be deprecated or disabled, not returned to draft")
+        return self.save(self.check_retrieval(tool))
+
+    def retrieval_pipelines(self, tenant_id: str) -> list[str]:
+        """The retrieval pipelines the tenant owns (``rag_retrieval`` tools must name one)."""
+        value = self._gw.store.registry.get_setting(f"retrieval_pipelines:{tenant_id}")
+        return [str(v) for v in value or []]
+
+    def add_retrieval_pipeline(self, tenant_id: str, pipeline_id: str) -> None:
+        """Register a retrieval pipeline as the tenant's (idempotent)."""
+        if not pipeline_id or len(pipeline_id) > 200:
+            raise OperationRefused(Reason.INVALID_ARGUMENTS, "a pipeline id is 1-200 characters")
+        owned = self.retrieval_pipelines(tenant_id)
+        if pipeline_id not in owned:
+            self._gw.store.registry.put_setting(f"retrieval_pipelines:{tenant_id}",
+                                                [*owned, pipeline_id])
+
+    def check_retrieval(self, tool: ToolDefinition) -> ToolDefinition:
+        """A ``rag_retrieval`` tool names a pipeline its tenant owns; its schemas are
+        normalised so ``query`` (string) is present and required. Other tools pass as-is."""
+        if tool.implementation_type != "rag_retrieval":
+            return tool
+        pipeline = tool.implementation.get("pipeline_id")
+        if not isinstance(pipeline, str) or not pipeline:
+            raise OperationRefused(Reason.INVALID_ARGUMENTS,
+                                   "a rag_retrieval tool needs implementation.pipeline_id")
+        if tool.tenant_id is None or pipeline not in self.retrieval_pipelines(tool.tenant_id):
+            raise OperationRefused(Reason.INVALID_ARGUMENTS,
+                                   f"no retrieval pipeline {pipeline!r} in this tenant",
+                                   pipeline_id=pipeline)
+        actions = {name: spec if spec.input_schema is None else spec.model_copy(
+            update={"input_schema": with_query(spec.input_schema)})
+            for name, spec in tool.actions.items()}
+        return tool.model_copy(update={"input_schema": with_query(tool.input_schema),
+                                       "output_schema": with_query(tool.output_schema),
+                                       "actions": actions})
 
     def _own(self, name: str, tenant_id: str | None) -> tuple[str, ToolDefinition]:
         rec = self._gw.store.registry.tool(name, tenant_id)
@@ -132,12 +206,12 @@ class RegistryService:
     def put_profile(self, profile: Profile) -> None:
         self._gw.store.registry.ensure_tenant(profile.tenant_id)
         self._gw.store.registry.upsert_profile(profile)
-        self._gw.reload()
+        self._gw.definitions_changed()
 
     def put_agent(self, agent: Agent) -> None:
         self._gw.store.registry.ensure_tenant(agent.tenant_id)
         self._gw.store.registry.upsert_agent(agent)
-        self._gw.reload()
+        self._gw.definitions_changed()
 
     def set_tenant_policy(self, tenant_id: str, *, gates: dict[str, Any] | None = None,
                           adjusters: list[dict[str, Any]] | None = None,
@@ -147,4 +221,4 @@ class RegistryService:
         policies[tenant_id] = {"gates": gates or {}, "adjusters": adjusters or [],
                                "limits": limits or {}}
         reg.put_setting("tenant_policies", policies)
-        self._gw.reload()
+        self._gw.definitions_changed()

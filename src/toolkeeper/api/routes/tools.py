@@ -1,7 +1,193 @@
-"""REST routes: tools (being written)."""
+"""The tool registry over REST (SPEC §6, §7; seed: Tools Overview).
+
+Admins write, every other role reads. A tenant sees its own tools and the global ones,
+never another tenant's (their ids answer 404). Global tools are read-only for every
+tenant (403). Lifecycle rules live in :class:`RegistryService`: creation is draft only,
+publishing only via ``POST /tools/{id}/publish``, versions are semver and must increase.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any, Literal
+
+import anyio
+from fastapi import APIRouter, Query
+
+from toolkeeper.api.auth import Caller, GatewayDep, require
+from toolkeeper.api.errors import ApiError
+from toolkeeper.api.routes.execute import ERRORS
+from toolkeeper.api.tool_views import (
+    ToolChanges,
+    ToolCreate,
+    build_definition,
+    tool_out,
+)
+from toolkeeper.builtins import BUILTINS, definition
+from toolkeeper.gateway import Gateway
+from toolkeeper.model.call import Principal
+from toolkeeper.model.enums import Role, ToolStatus
+from toolkeeper.model.reasons import Reason
+from toolkeeper.model.tool import ImplementationType, ToolDefinition
+from toolkeeper.store.registry import ToolRow
 
 router = APIRouter(tags=["tools"])
+_READERS = (Role.OPERATOR, Role.APPROVER, Role.AGENT)
+
+
+def _out(row: ToolRow) -> dict[str, Any]:
+    return tool_out(row.definition, row.id, created_at=row.created_at,
+                    updated_at=row.updated_at)
+
+
+def _visible_row(gw: Gateway, caller: Principal, tool_id: str) -> ToolRow:
+    """The tool if the caller's tenant may see it (its own or global); 404 otherwise."""
+    row = gw.store.registry.tool_by_id(tool_id)
+    if row is None or row.definition.tenant_id not in (caller.tenant_id, None):
+        raise ApiError(404, Reason.NOT_FOUND, f"no tool {tool_id!r}")
+    return row
+
+
+def _own_row(gw: Gateway, caller: Principal, tool_id: str) -> ToolRow:
+    """The caller's tenant's own tool; 404 if unseen, 403 for a global tool."""
+    row = _visible_row(gw, caller, tool_id)
+    if row.definition.tenant_id is None:
+        raise ApiError(403, Reason.FORBIDDEN, f"{row.definition.name} is a global tool: no "
+                       "tenant may change it")
+    return row
+
+
+def _reread(gw: Gateway, tool_id: str) -> dict[str, Any]:
+    row = gw.store.registry.tool_by_id(tool_id)
+    assert row is not None  # written a moment ago by this request
+    return _out(row)
+
+
+@router.get("/tools/health", responses=ERRORS, summary="Health of every visible tool")
+async def tools_health(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
+    require(caller, *_READERS)
+    catalog, board, tenant = gw.catalog, gw.runtime.health, caller.tenant_id
+    out = []
+    for tool in catalog.visible(tenant):
+        h = board.get(f"{tenant}:{tool.name}")
+        rec = catalog.record(tenant, tool.name)
+        out.append({"id": rec[0] if rec else None, "name": tool.name,
+                    "health": h.status.value, "consecutive_errors": h.consecutive_errors,
+                    "last_error": h.last_error, "last_success_at": h.last_success_at})
+    return out
+
+
+@router.get("/tools/builtins/templates", responses=ERRORS,
+            summary="The shipped built-ins: installed as global tools, or available")
+async def builtin_templates(gw: GatewayDep, caller: Caller) -> dict[str, list[dict[str, Any]]]:
+    require(caller, *_READERS)
+    rows = await anyio.to_thread.run_sync(gw.store.registry.tool_rows, caller.tenant_id)
+    installed = {r.definition.builtin_key: r for r in rows
+                 if r.definition.tenant_id is None and r.definition.builtin_key}
+    out: dict[str, list[dict[str, Any]]] = {"installed": [], "available": []}
+    for key in sorted(BUILTINS):
+        row = installed.get(key)
+        if row is not None:
+            out["installed"].append({**_out(row), "installed": True})
+        else:
+            out["available"].append({**tool_out(definition(key), None), "installed": False})
+    return out
+
+
+ToolType = Literal["built_in", "mcp", "artifact", "custom"]
+
+
+@router.get("/tools", responses=ERRORS, summary="The tenant's tools and the global ones")
+async def list_tools(gw: GatewayDep, caller: Caller, status: ToolStatus | None = None,
+                     implementation_type: ImplementationType | None = None,
+                     tool_type: ToolType | None = None, skip: int = Query(0, ge=0),
+                     limit: int = Query(100, ge=1, le=500)) -> list[dict[str, Any]]:
+    require(caller, *_READERS)
+    rows = await anyio.to_thread.run_sync(gw.store.registry.tool_rows, caller.tenant_id)
+    picked = [r for r in rows
+              if (status is None or r.definition.status is status)
+              and (implementation_type is None
+                   or r.definition.implementation_type == implementation_type)
+              and (tool_type is None or r.definition.tool_type == tool_type)]
+    return [_out(r) for r in picked[skip:skip + limit]]
+
+
+@router.post("/tools", status_code=201, responses=ERRORS, summary="Create a draft tool")
+async def create_tool(body: ToolCreate, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    require(caller, Role.ADMIN)
+    if body.scope != "tenant":
+        raise ApiError(422, Reason.INVALID_ARGUMENTS, "only tenant tools are created here; "
+                       "global tools come from configuration")
+    tool = build_definition({**body.fields(), "tenant_id": caller.tenant_id})
+
+    def create() -> dict[str, Any]:
+        created = gw.registry.create(tool)
+        rec = gw.store.registry.tool(created.name, caller.tenant_id)
+        assert rec is not None
+        return _reread(gw, rec[0])
+
+    return await anyio.to_thread.run_sync(create)
+
+
+@router.get("/tools/{tool_id}", responses=ERRORS, summary="One tool (working copy)")
+async def get_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    require(caller, *_READERS)
+    row = await anyio.to_thread.run_sync(_visible_row, gw, caller, tool_id)
+    return _out(row)
+
+
+@router.put("/tools/{tool_id}", responses=ERRORS,
+            summary="Update the working copy (published snapshots never change)")
+async def update_tool(tool_id: str, body: ToolChanges, gw: GatewayDep,
+                      caller: Caller) -> dict[str, Any]:
+    require(caller, Role.ADMIN)
+
+    def update() -> dict[str, Any]:
+        current = _own_row(gw, caller, tool_id).definition
+        data = {**current.model_dump(), **body.fields()}
+        gw.registry.update(build_definition(data))
+        return _reread(gw, tool_id)
+
+    return await anyio.to_thread.run_sync(update)
+
+
+@router.post("/tools/{tool_id}/publish", responses=ERRORS,
+             summary="Publish the working copy as an immutable version snapshot")
+async def publish_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    require(caller, Role.ADMIN)
+
+    def publish() -> dict[str, Any]:
+        tool = _own_row(gw, caller, tool_id).definition
+        gw.registry.publish(tool.name, tool.tenant_id)
+        return _reread(gw, tool_id)
+
+    return await anyio.to_thread.run_sync(publish)
+
+
+@router.post("/tools/{tool_id}/version", responses=ERRORS,
+             summary="Move to a greater semver version and snapshot it")
+async def version_tool(tool_id: str, gw: GatewayDep, caller: Caller,
+                       new_version: str = Query(min_length=1, max_length=64),
+                       ) -> dict[str, Any]:
+    require(caller, Role.ADMIN)
+
+    def bump() -> dict[str, Any]:
+        tool = _own_row(gw, caller, tool_id).definition
+        gw.registry.new_version(tool.name, new_version, tool.tenant_id)
+        return _reread(gw, tool_id)
+
+    return await anyio.to_thread.run_sync(bump)
+
+
+@router.get("/tools/{tool_id}/versions", responses=ERRORS,
+            summary="The published snapshots, oldest first")
+async def tool_versions(tool_id: str, gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
+    require(caller, *_READERS)
+
+    def versions() -> list[tuple[ToolDefinition, Any]]:
+        _visible_row(gw, caller, tool_id)
+        return gw.store.registry.version_rows(tool_id)
+
+    snapshots = await anyio.to_thread.run_sync(versions)
+    return [{"version": snap.version, "snapshot_at": at.isoformat(),
+             "definition_hash": snap.definition_hash, "tool": tool_out(snap, tool_id)}
+            for snap, at in snapshots]

@@ -1,0 +1,192 @@
+"""Tool bodies and views for the REST face: what ``POST``/``PUT /tools`` accept, and every
+tool as it goes out — with SPEC §6 field names and its config redacted.
+
+Redaction: under ``implementation`` and ``policy``, at any depth, a key naming a credential
+(``api_key``, ``token``, ``secret``, ``password``, ``authorization``, ``credential``…,
+case-insensitive, in snake, kebab or camel case) shows ``"***"``. A value that is only
+secret references (``${secret:connector/key}``, optionally after ``Bearer``/``Basic``/
+``Token``) is shown as-is: it names where the credential lives, never the credential,
+and operators need it to see how a tool is wired.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+import jsonschema_rs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from toolkeeper.api.errors import ApiError
+from toolkeeper.model.enums import Risk, SideEffect, ToolStatus
+from toolkeeper.model.reasons import Reason
+from toolkeeper.model.tool import (
+    ActionSpec,
+    Compensation,
+    ExecutionMeta,
+    ImplementationType,
+    ToolDefinition,
+)
+from toolkeeper.services.discovery import EnabledTool, UnavailableTool
+from toolkeeper.store.registry import definition_hash
+
+REDACTED = "***"
+_SENSITIVE_WORDS = frozenset({"token", "secret", "secrets", "password", "passwd",
+                              "authorization", "apikey", "credential", "credentials", "cookie"})
+_REF = re.compile(r"\$\{secret:[^}]+\}")
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+
+
+def sensitive(key: str) -> bool:
+    """Does this config key name a credential?"""
+    words = re.split(r"[^a-z0-9]+", _CAMEL.sub(r"\1_\2", key).lower())
+    joined = "".join(words)
+    return bool(_SENSITIVE_WORDS.intersection(words)) or "apikey" in joined \
+        or "privatekey" in joined
+
+
+def _only_references(value: str) -> bool:
+    rest = _REF.sub("", value).strip().lower()
+    return _REF.search(value) is not None and rest in ("", "bearer", "basic", "token")
+
+
+def redact(value: Any) -> Any:
+    """``value`` with every credential-named key's value replaced by ``"***"``."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            hide = sensitive(str(k)) and v is not None and not (
+                isinstance(v, str) and _only_references(v))
+            out[k] = REDACTED if hide else redact(v)
+        return out
+    if isinstance(value, list):
+        return [redact(v) for v in value]
+    return value
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def tool_out(tool: ToolDefinition, tool_id: str | None, *, created_at: datetime | None = None,
+             updated_at: datetime | None = None) -> dict[str, Any]:
+    """One tool with the SPEC §6 record fields, config redacted."""
+    out = tool.model_dump(mode="json", exclude={"implementation", "execution", "policy"})
+    for name, action in out["actions"].items():
+        action["side_effect"] = tool.action_side_effect(name).value
+        action["risk"] = tool.action_risk(name).value
+    out.update({
+        "id": tool_id, "slug": tool.slug, "scope": "tenant" if tool.tenant_id else "global",
+        "tool_type": tool.tool_type,
+        "config_schema": {"implementation": redact(tool.implementation),
+                          "execution": tool.execution.model_dump(mode="json")},
+        "policy": redact(tool.policy),
+        "definition_hash": tool.definition_hash or definition_hash(tool),
+        "created_at": _iso(created_at), "updated_at": _iso(updated_at)})
+    return out
+
+
+def discovery_out(tool: ToolDefinition, tool_id: str | None) -> dict[str, Any]:
+    """The short form of a tool for discovery listings (no config)."""
+    return {"id": tool_id, "name": tool.name, "slug": tool.slug, "description": tool.description,
+            "scope": "tenant" if tool.tenant_id else "global", "tool_type": tool.tool_type,
+            "implementation_type": tool.implementation_type, "status": tool.status.value,
+            "version": tool.version, "is_active": tool.is_active,
+            "categories": list(tool.categories), "capabilities": list(tool.capabilities),
+            "side_effect": tool.side_effect.value, "risk_default": tool.risk_default.value,
+            "requires_confirmation": tool.requires_confirmation,
+            "scopes_required": list(tool.scopes_required)}
+
+
+def enabled_out(item: EnabledTool, tool_id: str | None) -> dict[str, Any]:
+    """An agent-enabled tool: the version that runs and the actions the agent may call."""
+    return {**discovery_out(item.definition, tool_id), "actions": list(item.actions)}
+
+
+def unavailable_out(item: UnavailableTool, tool_id: str | None) -> dict[str, Any]:
+    """A tenant-available tool the agent may not call, with ``why_unavailable``."""
+    return {**discovery_out(item.definition, tool_id), "why_unavailable": item.why.value,
+            "message": item.message, "missing_scopes": list(item.missing_scopes)}
+
+
+class ToolChanges(BaseModel):
+    """``PUT /tools/{id}``: the fields to change on the working copy (others are kept).
+
+    The name, tenant and version are not changed here (versions: ``POST …/version``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    description: str | None = Field(default=None, max_length=4000)
+    status: ToolStatus | None = None
+    is_active: bool | None = None
+    implementation_type: ImplementationType | None = None
+    implementation_config: dict[str, Any] | None = None
+    """Stored as ``config_schema.implementation``."""
+    execution_config: ExecutionMeta | None = None
+    """Stored as ``config_schema.execution``."""
+    actions: dict[str, ActionSpec] | None = Field(default=None, max_length=200)
+    input_schema: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    risk_default: Risk | None = None
+    risk_map: dict[str, Risk] | None = None
+    side_effect: SideEffect | None = None
+    scopes_required: list[str] | None = Field(default=None, max_length=100)
+    capabilities: list[str] | None = Field(default=None, max_length=100)
+    categories: list[str] | None = Field(default=None, max_length=100)
+    requires_confirmation: bool | None = None
+    confirmation_prompt: str | None = Field(default=None, max_length=2000)
+    compensation: dict[str, Compensation] | None = None
+    idempotency_key_fields: list[str] | None = Field(default=None, max_length=50)
+    connector_id: str | None = Field(default=None, max_length=200)
+    artifact_id: str | None = Field(default=None, max_length=200)
+    artifact_version: str | None = Field(default=None, max_length=64)
+    policy: dict[str, Any] | None = None
+    """Tool-level policy defaults."""
+
+    def fields(self) -> dict[str, Any]:
+        """The set fields under ToolDefinition's names."""
+        data = self.model_dump(exclude_unset=True)
+        if "implementation_config" in data:
+            data["implementation"] = data.pop("implementation_config")
+        if "execution_config" in data:
+            data["execution"] = data.pop("execution_config")
+        return data
+
+
+class ToolCreate(ToolChanges):
+    """``POST /tools``: a new tenant tool (created as a draft)."""
+
+    name: str = Field(max_length=64)
+    scope: Literal["tenant", "global"] = "tenant"
+    """Only ``tenant``: global tools come from configuration, not from a tenant."""
+    version: str = Field(default="1.0.0", max_length=64)
+
+    def fields(self) -> dict[str, Any]:
+        data = super().fields()
+        data.pop("scope", None)
+        return data
+
+
+def build_definition(data: dict[str, Any]) -> ToolDefinition:
+    """A validated definition whose schemas compile; 422 ``invalid_arguments`` otherwise."""
+    try:
+        tool = ToolDefinition.model_validate(data)
+    except ValidationError as exc:
+        errors = [{"pointer": "/" + "/".join(str(p) for p in e["loc"]), "message": e["msg"]}
+                  for e in exc.errors()]
+        raise ApiError(422, Reason.INVALID_ARGUMENTS, "the tool definition is invalid",
+                       {"errors": errors}) from exc
+    schemas = {"input_schema": tool.input_schema, "output_schema": tool.output_schema}
+    for name, spec in tool.actions.items():
+        schemas[f"actions/{name}/input_schema"] = spec.input_schema
+        schemas[f"actions/{name}/output_schema"] = spec.output_schema
+    for where, schema in schemas.items():
+        if schema is None:
+            continue
+        try:
+            jsonschema_rs.Draft202012Validator(schema)
+        except ValueError as exc:
+            raise ApiError(422, Reason.INVALID_ARGUMENTS, f"{where} is not a valid JSON "
+                           f"Schema: {exc}", {"pointer": f"/{where}"}) from exc
+    return tool

@@ -1,0 +1,162 @@
+"""Three-tier tool visibility (seed Toolbox §3, SPEC §6): the catalog, what the tenant has
+available, what one agent may call, and why the rest is unavailable.
+
+Computed from the gateway's in-memory :class:`Catalog` only (no store queries), with the
+rules of the pipeline's resolve, scope and limits steps in their order, so a tool listed
+as enabled is one those steps would let the agent call. Shared by the REST and MCP faces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from toolkeeper.errors import ConfigError, UserError
+from toolkeeper.model.enums import Health, ToolStatus
+from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.pipeline.catalog import Catalog, CompiledProfile
+from toolkeeper.pipeline.health import HealthBoard
+from toolkeeper.pipeline.resolve import _RUNNABLE as RUNNABLE  # the one status rule
+
+
+class Why(StrEnum):
+    """``why_unavailable``: the first pipeline rule that keeps the agent from the tool."""
+
+    QUARANTINED = "quarantined"
+    DISABLED_FOR_AGENT = "disabled_for_agent"
+    NOT_PUBLISHED = "not_published"
+    SCOPE_MISSING = "scope_missing"
+    UNHEALTHY = "unhealthy"
+
+
+@dataclass(frozen=True, slots=True)
+class EnabledTool:
+    """A tool the agent may call: the version that runs and the actions it may call."""
+
+    definition: ToolDefinition
+    actions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UnavailableTool:
+    """A tenant-available tool the agent may not call, and why."""
+
+    definition: ToolDefinition
+    why: Why
+    message: str
+    missing_scopes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AgentTools:
+    """Tier 3 (enabled) and tier 2 minus tier 3 (unavailable) for one agent, by name."""
+
+    agent: str
+    profile: str
+    enabled: tuple[EnabledTool, ...]
+    unavailable: tuple[UnavailableTool, ...]
+
+
+def catalog_tools(catalog: Catalog, tenant_id: str) -> list[ToolDefinition]:
+    """Tier 1: every tool the tenant can see (its own and global ones), any status."""
+    return catalog.visible(tenant_id)
+
+
+def available_tools(catalog: Catalog, tenant_id: str) -> list[ToolDefinition]:
+    """Tier 2: active tools in a status that runs in the gateway's mode, plus quarantined
+    ones (published tools held back until an admin re-publishes them)."""
+    statuses = RUNNABLE[catalog.mode] | {ToolStatus.QUARANTINED}
+    return [t for t in catalog.visible(tenant_id) if t.is_active and t.status in statuses]
+
+
+def agent_tools(catalog: Catalog, health: HealthBoard, tenant_id: str,
+                agent: str) -> AgentTools | None:
+    """Tier 3 and the unavailable rest for ``agent`` of ``tenant_id``; ``None`` if no such
+    agent. An agent whose profile is missing has nothing enabled (default deny)."""
+    found = catalog.agents.get((tenant_id, agent))
+    if found is None:
+        return None
+    profile = catalog.profiles.get((tenant_id, found.profile))
+    enabled: list[EnabledTool] = []
+    unavailable: list[UnavailableTool] = []
+    for tool in available_tools(catalog, tenant_id):
+        verdict = judge(catalog, health, tenant_id, profile, tool)
+        if isinstance(verdict, EnabledTool):
+            enabled.append(verdict)
+        else:
+            unavailable.append(verdict)
+    return AgentTools(agent=agent, profile=found.profile, enabled=tuple(enabled),
+                      unavailable=tuple(unavailable))
+
+
+def agent_enabled(catalog: Catalog, health: HealthBoard, tenant_id: str,
+                  agent: str) -> tuple[str, tuple[EnabledTool, ...]] | None:
+    """Tier 3 only, walking the profile's activations rather than every tenant tool:
+    (profile name, enabled tools by name); ``None`` if no such agent."""
+    found = catalog.agents.get((tenant_id, agent))
+    if found is None:
+        return None
+    profile = catalog.profiles.get((tenant_id, found.profile))
+    if profile is None:
+        return found.profile, ()
+    statuses = RUNNABLE[catalog.mode]
+    enabled: list[EnabledTool] = []
+    for name in sorted(profile.activations):
+        record = catalog.record(tenant_id, name)
+        if record is None:
+            continue
+        tool = record[1]
+        if not tool.is_active or tool.status not in statuses:
+            continue
+        verdict = judge(catalog, health, tenant_id, profile, tool)
+        if isinstance(verdict, EnabledTool):
+            enabled.append(verdict)
+    return found.profile, tuple(enabled)
+
+
+def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
+          profile: CompiledProfile | None, tool: ToolDefinition,
+          ) -> EnabledTool | UnavailableTool:
+    """One tenant-available tool against one profile, in the pipeline's order."""
+    name = tool.name
+    if profile is None:  # the pipeline stops such an agent before resolving any tool
+        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, "the agent has no profile")
+    if tool.status is ToolStatus.QUARANTINED:
+        return UnavailableTool(tool, Why.QUARANTINED, f"{name}: upstream definition changed; "
+                               "an admin must re-publish it")
+    activation = profile.activations.get(name)
+    if activation is None:
+        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, f"{name} is not enabled for "
+                               "this agent's profile")
+    try:
+        compiled = catalog.runnable(tenant_id, name, activation.version)
+    except UserError as exc:
+        return UnavailableTool(tool, Why.UNHEALTHY, f"{name} cannot run here: {exc}")
+    if compiled is None:
+        pin = f" {activation.version}" if activation.version else ""
+        return UnavailableTool(tool, Why.NOT_PUBLISHED, f"{name}: no published version{pin}")
+    try:
+        policy = profile.policy_for(compiled)
+    except ConfigError as exc:
+        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, str(exc))
+    runs = compiled.definition
+    allowed = [a for a in sorted(runs.actions)
+               if (activation.actions is None or a in activation.actions)
+               and (policy.allowed_actions is None or a in policy.allowed_actions)]
+    if not allowed:
+        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT,
+                               f"no action of {name} is allowed for this agent")
+    granted = frozenset(profile.profile.scopes)
+    callable_ = tuple(a for a in allowed if runs.action_scopes(a) <= granted)
+    if not callable_:
+        missing = frozenset().union(*(runs.action_scopes(a) - granted for a in allowed))
+        return UnavailableTool(tool, Why.SCOPE_MISSING,
+                               f"missing scopes: {', '.join(sorted(missing))}",
+                               tuple(sorted(missing)))
+    if health.get(f"{tenant_id}:{name}").status is Health.UNAVAILABLE:
+        return UnavailableTool(tool, Why.UNHEALTHY, f"{name} is unavailable (circuit open)")
+    return EnabledTool(runs, callable_)
+
+
+__all__ = ["AgentTools", "EnabledTool", "UnavailableTool", "Why", "agent_enabled", "agent_tools",
+           "available_tools", "catalog_tools", "judge"]

@@ -1,0 +1,190 @@
+"""A REST app over a real SQLite gateway for the registry and discovery API tests.
+
+Tenant ``acme`` has published tools covering every ``why_unavailable``, a draft, a
+disabled and a deprecated tool; the built-in ``calculate`` is installed as a global tool;
+tenant ``globex`` has its own tool and agent. Imported by the test modules (no conftest:
+``tests/api`` is shared with other suites)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from fastapi.testclient import TestClient
+
+from toolkeeper import (
+    ActionSpec,
+    Activation,
+    Agent,
+    BaseTool,
+    Gateway,
+    Profile,
+    Risk,
+    SideEffect,
+    ToolContext,
+    tool,
+)
+from toolkeeper.api import create_app
+from toolkeeper.builtins import definition
+from toolkeeper.model.enums import Health, ToolStatus
+
+
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return key.upper()
+
+
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
+def notes(text: str) -> str:
+    """Take a note (not enabled for the agents' profile)."""
+    return text
+
+
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
+def flaky(x: int) -> int:
+    """Enabled, but its circuit is open."""
+    return x
+
+
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
+def pinned(x: int) -> int:
+    """The profile pins a version that was never published."""
+    return x
+
+
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW, scopes=("vault:read",))
+def guarded(x: int) -> int:
+    """Needs a scope the profile lacks."""
+    return x
+
+
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
+def quar(x: int) -> int:
+    """Quarantined after publishing."""
+    return x
+
+
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
+def old(x: int) -> int:
+    """Deprecated, still callable."""
+    return x
+
+
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
+def off(x: int) -> int:
+    """Disabled: not tenant-available."""
+    return x
+
+
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
+def private(x: int) -> int:
+    """Belongs to globex."""
+    return x
+
+
+_ANY = {"type": "object"}
+
+
+class Repo(BaseTool):
+    """read needs repo:read (granted), write needs repo:write (not granted)."""
+
+    tool_name = "repo"
+    actions: ClassVar[dict[str, ActionSpec]] = {
+        "read": ActionSpec(input_schema=_ANY, side_effect=SideEffect.PURE,
+                           scopes_required=("repo:read",)),
+        "write": ActionSpec(input_schema=_ANY, scopes_required=("repo:write",))}
+    risk_default = Risk.LOW
+
+    async def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
+        return action
+
+
+ACME_TOOLS: tuple[Any, ...] = (lookup, notes, flaky, pinned, guarded, quar, old, off, Repo)
+ENABLED = ("calculate", "lookup", "old", "repo")
+WHY = {"flaky": "unhealthy", "guarded": "scope_missing", "notes": "disabled_for_agent",
+       "pinned": "not_published", "quar": "quarantined"}
+_TOKENS = {"admin": ("acme", "admin", None), "operator": ("acme", "operator", None),
+           "approver": ("acme", "approver", None), "bot": ("acme", "agent", "bot"),
+           "other-bot": ("acme", "agent", "other-bot"), "g_admin": ("globex", "admin", None),
+           "g_bot": ("globex", "agent", "gbot")}
+
+
+def build_gateway(url: str, mode: str = "production") -> Gateway:
+    """The gateway described in the module docstring."""
+    gw = Gateway.open(url, mode=mode)
+    gw.registry.register(definition("calculate"), tenant_id=None)
+    for t in ACME_TOOLS:
+        gw.registry.register(t, tenant_id="acme")
+    gw.registry.register(private, tenant_id="globex")
+    gw.registry.set_status("quar", "acme", ToolStatus.QUARANTINED)
+    gw.registry.set_status("old", "acme", ToolStatus.DEPRECATED)
+    gw.registry.set_status("off", "acme", ToolStatus.DISABLED)
+    sketch = lookup.definition(tenant_id="acme").model_copy(update={"name": "sketch"})
+    gw.registry.save(sketch)  # a draft
+    acts = [Activation(tool=n) for n in ("calculate", "lookup", "old", "repo", "flaky",
+                                         "guarded", "quar", "sketch", "off")]
+    acts.append(Activation(tool="pinned", version="9.9.9"))
+    gw.registry.put_profile(Profile(name="main", tenant_id="acme", autonomy=3,
+                                    scopes=("repo:read",), activations=tuple(acts)))
+    for name in ("bot", "other-bot"):
+        gw.registry.put_agent(Agent(name=name, profile="main", tenant_id="acme"))
+    gw.registry.put_agent(Agent(name="orphan", profile="missing", tenant_id="acme"))
+    gw.registry.put_profile(Profile(name="g", tenant_id="globex", autonomy=3,
+                                    activations=(Activation(tool="private"),)))
+    gw.registry.put_agent(Agent(name="gbot", profile="g", tenant_id="globex"))
+    gw.runtime.health.set("acme:flaky", Health.UNAVAILABLE, retry_after_s=600)
+    return gw
+
+
+@dataclass(kw_only=True)
+class Api:
+    """One app, its gateway, and a token per role (``g_`` tokens are globex's)."""
+
+    gw: Gateway
+    client: TestClient
+    tokens: dict[str, str]
+
+    def auth(self, who: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[who]}"}
+
+    def get(self, who: str, path: str, **params: Any) -> Any:
+        return self.client.get(path, params=params, headers=self.auth(who))
+
+    def post(self, who: str, path: str, body: Any = None, **params: Any) -> Any:
+        return self.client.post(path, json=body, params=params, headers=self.auth(who))
+
+    def put(self, who: str, path: str, body: Any) -> Any:
+        return self.client.put(path, json=body, headers=self.auth(who))
+
+    def tool_id(self, name: str, tenant: str | None = "acme") -> str:
+        rec = self.gw.store.registry.tool(name, tenant)
+        assert rec is not None and rec[1].tenant_id == tenant
+        return rec[0]
+
+
+@contextmanager
+def api_for(tmp_path: Path, mode: str = "production") -> Iterator[Api]:
+    """The app over a fresh gateway on ``sqlite:///{tmp_path}/tk.db``; closed on exit."""
+    gw = build_gateway(f"sqlite:///{tmp_path}/tk.db", mode)
+    try:
+        tokens = {who: gw.store.tokens.create(tenant_id=t, role=r, agent=a)[1]
+                  for who, (t, r, a) in _TOKENS.items()}
+        with TestClient(create_app(gw), raise_server_exceptions=False) as client:
+            yield Api(gw=gw, client=client, tokens=tokens)
+    finally:
+        gw.close()
+
+
+def error_of(resp: Any, status: int, reason: str) -> dict[str, Any]:
+    """``resp`` is the SPEC §7 error shape with ``status`` and ``reason``; its ``error``."""
+    assert resp.status_code == status, (resp.status_code, resp.text)
+    body = resp.json()
+    assert set(body) == {"error"}, body
+    err: dict[str, Any] = body["error"]
+    assert set(err) == {"reason", "message", "details"}, err
+    assert err["reason"] == reason, err
+    return err
