@@ -28,8 +28,11 @@ lint: venv
 bench: venv
 	$(BIN)/python -m toolkeeper.bench
 
+# The server with the demo config on the embedded SQLite default (./toolkeeper.db);
+# first start prints the admin, approver and agent tokens once. The scripted walk-through
+# stays available as `toolkeeper demo`.
 run: venv
-	$(BIN)/toolkeeper demo
+	$(BIN)/toolkeeper serve --demo
 
 # Leaves .venv alone: rebuilding it is slow and other checkouts' tools may be running in it.
 clean:

@@ -9,7 +9,18 @@ from typing import Annotated
 
 import typer
 
-from toolkeeper.cli import approvals, audit, call, calls, config_cmds, db, demo, tokens, tools
+from toolkeeper.cli import (
+    approvals,
+    audit,
+    call,
+    calls,
+    config_cmds,
+    db,
+    demo,
+    serve,
+    tokens,
+    tools,
+)
 from toolkeeper.cli._common import DEFAULT_DB, CliState
 
 app = typer.Typer(
@@ -41,6 +52,7 @@ app.command("check")(config_cmds.check)
 app.command("apply")(config_cmds.apply)
 app.command("call")(call.call)
 app.command("demo")(demo.demo)
+app.command("serve")(serve.serve)
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(calls.app, name="calls")
 app.add_typer(audit.app, name="audit")

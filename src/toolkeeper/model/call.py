@@ -77,12 +77,16 @@ class CallResult:
     def ok(self) -> bool:
         return self.status is CallStatus.SUCCEEDED
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (the wire shape of REST and MCP ``structuredContent``)."""
+    def to_dict(self, *, omit_empty: bool = True) -> dict[str, Any]:
+        """JSON-ready form (the wire shape of REST and MCP ``structuredContent``).
+
+        ``omit_empty`` drops ``None`` fields and a false ``deduped`` (compact, for storage);
+        the REST face sends every field so the shape never varies.
+        """
         out: dict[str, Any] = {}
         for name in self.__slots__:
             value = getattr(self, name)
-            if value is None or (name == "deduped" and not value):
+            if omit_empty and (value is None or (name == "deduped" and not value)):
                 continue
             out[name] = value.value if hasattr(value, "value") else value
         out["status"] = self.status.value

@@ -32,7 +32,7 @@ _HTTP_OF_CALL: dict[str, int] = {
     Reason.RATE_LIMITED: 429,
 }
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (401, 403, 404, 409, 413, 415, 422, 429)}
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 409, 413, 415, 422, 429)}
 
 
 def acting_as(caller: Principal, agent: str | None) -> Principal:
@@ -60,7 +60,7 @@ async def run_call(gw: Gateway, request: CallRequest, who: Principal) -> CallRes
 
 def answer(res: CallResult) -> Response:
     """The result body, or the error that SPEC §7 assigns to its reason."""
-    body = res.to_dict()
+    body = res.to_dict(omit_empty=False)
     status = _HTTP_OF_CALL.get(res.reason) if isinstance(res.reason, str) else None
     if status is None:
         return Response(orjson.dumps(body), media_type="application/json")
@@ -86,4 +86,4 @@ async def execute_batch(body: BatchBody, gw: GatewayDep, caller: Caller) -> list
     requests = [c.request(None) for c in body.calls]
     results = await anyio.to_thread.run_sync(
         lambda: gw.run_sync(gw.batch(requests, mode=body.mode, principal=who)))
-    return [r.to_dict() for r in results]
+    return [r.to_dict(omit_empty=False) for r in results]

@@ -11,6 +11,7 @@ from sqlalchemy import text
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.routes.execute import ERRORS
+from toolkeeper.api.schemas import ErrorOut
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import Role
 
@@ -22,7 +23,8 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="The store answers")
+@router.get("/readyz", summary="The store answers",
+            responses={503: {"model": ErrorOut, "description": "The store does not answer"}})
 async def readyz(gw: GatewayDep) -> dict[str, str]:
     def ping() -> None:
         with gw.store.db.read() as conn:
@@ -37,7 +39,9 @@ async def readyz(gw: GatewayDep) -> dict[str, str]:
     return {"status": "ready"}
 
 
-@router.get("/metrics", responses=ERRORS, summary="Prometheus metrics")
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response,
+            responses={**ERRORS, 200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                                       "description": "Prometheus text exposition format"}})
 async def metrics(gw: GatewayDep, caller: Caller) -> Response:
     require(caller, Role.OPERATOR)
     body = await anyio.to_thread.run_sync(gw.metrics.render)
@@ -57,4 +61,4 @@ async def supersede(turn_group_id: str, gw: GatewayDep, caller: Caller) -> dict[
 async def compensate(side_effect_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     res: CallResult = await anyio.to_thread.run_sync(
         lambda: gw.run_sync(gw.calls.compensate(side_effect_id, caller)))
-    return res.to_dict()
+    return res.to_dict(omit_empty=False)

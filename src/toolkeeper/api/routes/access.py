@@ -1,0 +1,226 @@
+"""Access over REST (SPEC §7, §8): tokens, write-only credentials and tenants.
+
+Tokens are shown once, on creation; listings never carry secrets. Credential values go into
+the embedded encrypted secrets store and never come back out. Secret names are gateway-wide,
+so each name is owned by the tenant that first wrote it and only that tenant lists, changes
+or deletes it. ``/tenants`` is for system admins: admin tokens of the system tenant
+(``app.state.system_tenant``, default ``system``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar, TypeVarTuple
+
+import anyio
+from fastapi import APIRouter, Request, Response
+from pydantic import Field
+
+from toolkeeper.api.auth import Caller, GatewayDep, require
+from toolkeeper.api.errors import ApiError
+from toolkeeper.api.routes.execute import ERRORS
+from toolkeeper.api.schemas import Body
+from toolkeeper.gateway import Gateway
+from toolkeeper.model.call import Principal
+from toolkeeper.model.enums import Role
+from toolkeeper.model.reasons import Reason
+from toolkeeper.secrets.embedded import EmbeddedSecretsStore
+from toolkeeper.store.records import TokenRecord
+
+T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+router = APIRouter(tags=["access"], responses=ERRORS)
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+"""Names of agents, tenants (path-safe, no '/')."""
+SYSTEM_TENANT_DEFAULT = "system"
+OWNERS_SETTING = "credentials:owners"
+
+
+def admin(caller: Principal) -> None:
+    """403 unless ``caller`` is an admin (of its own tenant: tokens carry one tenant)."""
+    require(caller, Role.ADMIN)
+
+
+def not_found(what: str, name: str) -> ApiError:
+    """The 404 for a record missing from (or not visible to) the caller's tenant."""
+    return ApiError(404, Reason.NOT_FOUND, f"no {what} {name!r} in this tenant")
+
+
+def invalid(message: str, pointer: str) -> ApiError:
+    """A 422 ``invalid_arguments`` pointing at one body field."""
+    return ApiError(422, Reason.INVALID_ARGUMENTS, message,
+                    {"errors": [{"pointer": pointer, "message": message}]})
+
+
+async def blocking(fn: Callable[[*Ts], T], *args: *Ts) -> T:
+    """Run a store operation on a worker thread."""
+    return await anyio.to_thread.run_sync(fn, *args)
+
+
+class TenantBody(Body):
+    """``POST /tenants``: a new tenant, with its first admin token."""
+
+    id: str = Field(pattern=NAME)
+    name: str | None = Field(default=None, max_length=200)
+
+
+class CredentialBody(Body):
+    """``PUT /credentials/{connector}/{key}``: the value (write-only)."""
+
+    value: str = Field(min_length=1, max_length=65_536)
+
+
+class TokenBody(Body):
+    """``POST /tokens``: a token of the caller's tenant."""
+
+    role: Role
+    agent: str | None = Field(default=None, max_length=200)
+    label: str = Field(default="", max_length=200)
+
+
+# tokens -------------------------------------------------------------------------------
+
+def token_out(rec: TokenRecord) -> dict[str, Any]:
+    """A token record without its secret (the plaintext is never stored)."""
+    return {"id": rec.id, "tenant_id": rec.tenant_id, "role": rec.role, "agent": rec.agent,
+            "label": rec.label, "created_at": rec.created_at.isoformat(),
+            "revoked_at": rec.revoked_at.isoformat() if rec.revoked_at else None}
+
+
+@router.post("/tokens", status_code=201, summary="Create a token; the response shows it once")
+async def create_token(body: TokenBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    admin(caller)
+    if (body.role is Role.AGENT) != (body.agent is not None):
+        raise invalid("'agent' is required for role agent, and only for it", "/agent")
+
+    def create() -> tuple[TokenRecord, str]:
+        if body.agent is not None and (caller.tenant_id, body.agent) not in gw.catalog.agents:
+            raise invalid(f"no agent {body.agent!r} in this tenant", "/agent")
+        return gw.store.tokens.create(tenant_id=caller.tenant_id, role=body.role.value,
+                                      agent=body.agent, label=body.label)
+
+    rec, token = await blocking(create)
+    return {**token_out(rec), "token": token}
+
+
+@router.get("/tokens", summary="Tokens of the tenant (never their secrets)")
+async def list_tokens(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
+    admin(caller)
+    return [token_out(r) for r in await blocking(gw.store.tokens.list, caller.tenant_id)]
+
+
+@router.delete("/tokens/{token_id}", status_code=204, summary="Revoke a token (admin)")
+async def revoke_token(token_id: str, gw: GatewayDep, caller: Caller) -> Response:
+    admin(caller)
+
+    def revoke() -> None:
+        rec = gw.store.tokens.get(token_id)
+        if rec is None or rec.tenant_id != caller.tenant_id:
+            raise not_found("token", token_id)
+        gw.store.tokens.revoke(token_id)
+
+    await blocking(revoke)
+    return Response(status_code=204)
+
+
+# credentials --------------------------------------------------------------------------
+
+def _secrets(gw: Gateway) -> EmbeddedSecretsStore:
+    store = gw.runtime.secrets
+    if not isinstance(store, EmbeddedSecretsStore):
+        raise ApiError(409, Reason.CONFLICT, "credentials are managed here only with the "
+                       "embedded secrets backend (config 'secrets: {backend: embedded}' and "
+                       "TOOLKEEPER_SECRETS_KEY or a key file)")
+    return store
+
+
+def _owners(gw: Gateway) -> dict[str, str]:
+    return dict(gw.store.registry.get_setting(OWNERS_SETTING) or {})
+
+
+def _owned(gw: Gateway, tenant: str, name: str, *, claim: bool) -> dict[str, str]:
+    """Secret names are gateway-wide: a tenant manages only the names it owns."""
+    owners = _owners(gw)
+    owner = owners.get(name)
+    if owner is not None and owner != tenant:
+        if claim:
+            raise ApiError(409, Reason.CONFLICT, f"credential {name!r} belongs to another "
+                           "tenant; choose another connector name")
+        raise not_found("credential", name)
+    if owner is None and not claim:
+        raise not_found("credential", name)
+    return owners
+
+
+@router.put("/credentials/{connector}/{key}", status_code=204,
+            summary="Store a credential (write-only, encrypted at rest)")
+async def put_credential(connector: str, key: str, body: CredentialBody, gw: GatewayDep,
+                         caller: Caller) -> Response:
+    admin(caller)
+
+    def put() -> None:
+        store, name = _secrets(gw), f"{connector}/{key}"
+        owners = _owned(gw, caller.tenant_id, name, claim=True)
+        store.set_secret(connector, key, body.value)
+        if owners.get(name) != caller.tenant_id:
+            gw.store.registry.put_setting(OWNERS_SETTING, {**owners, name: caller.tenant_id})
+        gw.refresh_secrets()
+
+    await blocking(put)
+    return Response(status_code=204)
+
+
+@router.get("/credentials", summary="Credential names of the tenant (never values)")
+async def list_credentials(gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
+    admin(caller)
+    owners = await blocking(_owners, gw)
+    names = sorted(n for n, t in owners.items() if t == caller.tenant_id)
+    return [{"connector": n.partition("/")[0], "key": n.partition("/")[2]} for n in names]
+
+
+@router.delete("/credentials/{connector}/{key}", status_code=204, summary="Delete a credential")
+async def delete_credential(connector: str, key: str, gw: GatewayDep, caller: Caller) -> Response:
+    admin(caller)
+
+    def delete() -> None:
+        store, name = _secrets(gw), f"{connector}/{key}"
+        owners = _owned(gw, caller.tenant_id, name, claim=False)
+        store.delete_secret(connector, key)
+        owners.pop(name, None)
+        gw.store.registry.put_setting(OWNERS_SETTING, owners)
+        gw.refresh_secrets()
+
+    await blocking(delete)
+    return Response(status_code=204)
+
+
+# tenants ------------------------------------------------------------------------------
+
+def _system_admin(request: Request, caller: Principal) -> None:
+    system = getattr(request.app.state, "system_tenant", SYSTEM_TENANT_DEFAULT)
+    if not caller.has_role(Role.ADMIN) or caller.tenant_id != system:
+        raise ApiError(403, Reason.FORBIDDEN, "tenants are managed by system admins only")
+
+
+@router.get("/tenants", summary="Every tenant (system admin)")
+async def list_tenants(request: Request, gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
+    _system_admin(request, caller)
+    return [{"id": t} for t in await blocking(gw.store.registry.tenants)]
+
+
+@router.post("/tenants", status_code=201,
+             summary="Create a tenant and its first admin token, shown once (system admin)")
+async def create_tenant(body: TenantBody, request: Request, gw: GatewayDep,
+                        caller: Caller) -> dict[str, Any]:
+    _system_admin(request, caller)
+
+    def create() -> tuple[TokenRecord, str]:
+        if body.id in gw.store.registry.tenants():
+            raise ApiError(409, Reason.CONFLICT, f"tenant {body.id!r} exists already")
+        gw.store.registry.ensure_tenant(body.id, body.name)
+        return gw.store.tokens.create(tenant_id=body.id, role=Role.ADMIN.value,
+                                      label=f"{body.id} admin")
+
+    rec, token = await blocking(create)
+    return {"id": body.id, "name": body.name or body.id,
+            "admin_token": {**token_out(rec), "token": token}}

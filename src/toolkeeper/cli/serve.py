@@ -1,0 +1,52 @@
+"""``toolkeeper serve``: the REST API (with ``/docs`` and ``/openapi.json``) over one gateway.
+
+Flags override ``TOOLKEEPER_*`` environment variables; everything is validated before the
+store opens, and a bad value exits 2 naming the flag and the variable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from toolkeeper.cli._common import refusals, state
+from toolkeeper.model.enums import Mode
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[str | None, typer.Option(
+        "--host", help="Bind address [env TOOLKEEPER_HOST; default 127.0.0.1].")] = None,
+    port: Annotated[int | None, typer.Option(
+        "--port", help="Port [env TOOLKEEPER_PORT; default 8700].")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="toolkeeper.yaml to sync at start [env TOOLKEEPER_CONFIG].")
+    ] = None,
+    mode: Annotated[Mode | None, typer.Option(
+        "--mode", help="production or debug [env TOOLKEEPER_MODE].")] = None,
+    max_body_bytes: Annotated[int | None, typer.Option(
+        "--max-body-bytes", help="Request body cap [env TOOLKEEPER_MAX_BODY_BYTES].")] = None,
+    cors_origin: Annotated[list[str] | None, typer.Option(
+        "--cors-origin", help="Allowed CORS origin, repeatable [env TOOLKEEPER_CORS_ORIGINS, "
+        "comma-separated; default none].")] = None,
+    system_tenant: Annotated[str | None, typer.Option(
+        "--system-tenant", help="Tenant whose admins manage /tenants "
+        "[env TOOLKEEPER_SYSTEM_TENANT; default system].")] = None,
+    log_level: Annotated[str | None, typer.Option(
+        "--log-level", help="critical, error, warning, info or debug.")] = None,
+    demo: Annotated[bool, typer.Option(
+        "--demo", help="Load the packaged demo config and print demo tokens once.")] = False,
+) -> None:
+    """Serve the REST API; on a store without admin token, create one and print it once."""
+    from toolkeeper.server import ServerSettings, run
+
+    st = state(ctx)
+    with refusals():
+        settings = ServerSettings.load(
+            host=host, port=port, config=config, mode=mode, max_body_bytes=max_body_bytes,
+            cors_origins=tuple(cors_origin) if cors_origin else None,
+            system_tenant=system_tenant, log_level=log_level, demo=demo or None,
+            database_url=st.db if st.db_explicit else None, tenant=st.tenant)
+        run(settings)

@@ -1,0 +1,264 @@
+"""``toolkeeper serve``: settings, assembly of the REST app over one gateway, and the run loop.
+
+Settings come from ``TOOLKEEPER_*`` environment variables, overridden by CLI flags, and are
+validated before anything opens (SPEC §12). On a store without any admin token the server
+creates one for the serving tenant and one system admin (``/tenants``), and prints them once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Literal, TextIO
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+
+from toolkeeper.errors import ConfigError
+from toolkeeper.model.enums import Mode, Role
+
+if TYPE_CHECKING:  # the CLI imports this module: FastAPI and the gateway load on use
+    from fastapi import FastAPI
+
+    from toolkeeper.api.webhook import WebhookNotifier
+    from toolkeeper.gateway import Gateway
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+ENV = {
+    "host": "TOOLKEEPER_HOST", "port": "TOOLKEEPER_PORT",
+    "database_url": "TOOLKEEPER_DATABASE_URL", "config": "TOOLKEEPER_CONFIG",
+    "mode": "TOOLKEEPER_MODE", "max_body_bytes": "TOOLKEEPER_MAX_BODY_BYTES",
+    "cors_origins": "TOOLKEEPER_CORS_ORIGINS", "system_tenant": "TOOLKEEPER_SYSTEM_TENANT",
+    "tenant": "TOOLKEEPER_TENANT", "log_level": "TOOLKEEPER_LOG_LEVEL",
+}
+"""Setting → environment variable (flags win over these)."""
+DEMO_MARKER = "demo:tokens_created"
+
+
+class ServerSettings(BaseModel):
+    """Everything ``toolkeeper serve`` needs, validated at start."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    host: str = Field(default="127.0.0.1", min_length=1, max_length=255)
+    """Bind address; loopback by default (SPEC §8)."""
+    port: int = Field(default=8700, ge=1, le=65535)
+    database_url: str | None = None
+    """``None``: the config file's ``database``, else ``sqlite:///./toolkeeper.db``."""
+    config: Path | None = None
+    """A ``toolkeeper.yaml`` synced to the store at start."""
+    mode: Mode | None = None
+    max_body_bytes: int = Field(default=2_000_000, ge=1024, le=1_000_000_000)
+    cors_origins: tuple[str, ...] = ()
+    """Closed by default; each an origin ``scheme://host[:port]``."""
+    system_tenant: str = Field(default="system", pattern=NAME_PATTERN)
+    """Admin tokens of this tenant manage ``/tenants``."""
+    tenant: str = Field(default="default", pattern=NAME_PATTERN)
+    """The tenant of the bootstrap admin token (and of the demo)."""
+    demo: bool = False
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        if any(c.isspace() or c in "/?#@" for c in value):
+            raise ValueError(f"{value!r} is not a host name or address")
+        return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                make_url(value)
+            except ArgumentError:
+                raise ValueError("not a database URL (sqlite:///path or "
+                                 "postgresql+psycopg://…)") from None
+        return value
+
+    @field_validator("config")
+    @classmethod
+    def _config(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"config file {str(value)!r} does not exist")
+        return value
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for origin in value:
+            scheme, sep, rest = origin.partition("://")
+            if origin != "*" and (scheme not in ("http", "https") or not sep or not rest
+                                  or "/" in rest):
+                raise ValueError(f"{origin!r} is not an origin like https://app.example.com")
+        return value
+
+    @classmethod
+    def load(cls, environ: Mapping[str, str] | None = None, **flags: Any) -> ServerSettings:
+        """Settings from ``environ`` (default ``os.environ``) and ``flags`` (``None`` flags
+        are not given); a ``ConfigError`` lists every problem with its variable."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, var in ENV.items():
+            if env.get(var):
+                raw = env[var]
+                values[name] = tuple(o.strip() for o in raw.split(",") if o.strip()) \
+                    if name == "cors_origins" else raw
+        values.update({k: v for k, v in flags.items() if v is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as exc:
+            problems = []
+            for err in exc.errors():
+                field = str(err["loc"][0]) if err["loc"] else "settings"
+                where = f"{field} (--{field.replace('_', '-')} / {ENV.get(field, '-')})"
+                problems.append(f"{where}: {err['msg']}")
+            raise ConfigError("invalid server settings: " + "; ".join(problems),
+                              problems=problems) from None
+
+    def base_url(self) -> str:
+        """The URL clients use (IPv6 literals bracketed)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+
+@dataclass(slots=True)
+class Announcement:
+    """A token created at start-up, to print once."""
+
+    title: str
+    token_id: str
+    token: str
+
+
+@dataclass(slots=True)
+class Server:
+    """An assembled server: the gateway, its webhook notifier and the ASGI app."""
+
+    settings: ServerSettings
+    gw: Gateway
+    notifier: WebhookNotifier
+    app: FastAPI
+    tokens: list[Announcement]
+
+    def close(self) -> None:
+        """Stop the webhook worker and close the gateway."""
+        self.notifier.close()
+        self.gw.close()
+
+
+def bootstrap_tokens(gw: Gateway, settings: ServerSettings) -> list[Announcement]:
+    """On a store with no admin token: an admin of ``settings.tenant`` and a system admin."""
+    if gw.store.tokens.any_admin():
+        return []
+    wanted = [(settings.tenant, f"admin token (tenant {settings.tenant})")]
+    if settings.system_tenant != settings.tenant:
+        wanted.append((settings.system_tenant,
+                       f"system admin token (tenant {settings.system_tenant}: /tenants)"))
+    out = []
+    for tenant, title in wanted:
+        gw.store.registry.ensure_tenant(tenant)
+        rec, token = gw.store.tokens.create(tenant_id=tenant, role=Role.ADMIN.value,
+                                            label="bootstrap admin")
+        out.append(Announcement(title, rec.id, token))
+    return out
+
+
+def demo_tokens(gw: Gateway, settings: ServerSettings,
+                created: list[Announcement]) -> list[Announcement]:
+    """Apply the packaged demo config; the first time, create approver and agent tokens
+    (and an admin of the demo's tenant, unless the bootstrap just made one)."""
+    from toolkeeper.config import apply_file
+    from toolkeeper.demo.runner import BOT, DEMO_CONFIG
+
+    apply_file(gw, str(DEMO_CONFIG))
+    reg, tenant = gw.store.registry, "default"
+    if reg.get_setting(DEMO_MARKER):
+        return []
+    out: list[Announcement] = []
+    if not (created and settings.tenant == tenant):
+        rec, token = gw.store.tokens.create(tenant_id=tenant, role="admin", label="demo admin")
+        out.append(Announcement("demo admin token (tenant default)", rec.id, token))
+    for role, agent, title in (("approver", None, "demo approver token"),
+                               ("agent", BOT, f"demo agent token ({BOT})")):
+        rec, token = gw.store.tokens.create(tenant_id=tenant, role=role, agent=agent,
+                                            label=agent or f"demo {role}")
+        out.append(Announcement(title, rec.id, token))
+    reg.put_setting(DEMO_MARKER, True)
+    return out
+
+
+def build(settings: ServerSettings) -> Server:
+    """Open the gateway, create first tokens, install the webhook and build the app."""
+    from toolkeeper.api import ApiSettings, create_app
+    from toolkeeper.api.webhook import WebhookNotifier
+    from toolkeeper.gateway import Gateway
+
+    gw = Gateway.open(settings.database_url, config=settings.config, mode=settings.mode)
+    try:
+        tokens = bootstrap_tokens(gw, settings)
+        if settings.demo:
+            tokens += demo_tokens(gw, settings, tokens)
+        notifier = WebhookNotifier(gw).install()
+    except BaseException:
+        gw.close()
+        raise
+    app = create_app(gw, ApiSettings(max_body_bytes=settings.max_body_bytes,
+                                     cors_origins=list(settings.cors_origins)))
+    app.state.system_tenant = settings.system_tenant
+    return Server(settings=settings, gw=gw, notifier=notifier, app=app, tokens=tokens)
+
+
+def announce(server: Server, out: TextIO) -> None:
+    """Print where the server listens, and the tokens created now (their only showing)."""
+    base = server.settings.base_url()
+    lines = [f"toolkeeper serving on {base}",
+             f"  API      {base}/", f"  docs     {base}/docs",
+             f"  OpenAPI  {base}/openapi.json"]
+    if server.tokens:
+        lines.append("tokens created now (shown once, store them now):")
+        lines += [f"  {a.title}: {a.token}" for a in server.tokens]
+    elif server.settings.demo:
+        lines.append("demo tokens were printed on the first start (create more with "
+                     "POST /tokens or `toolkeeper tokens create`)")
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+
+
+def _exit_quietly(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
+
+
+def run(settings: ServerSettings, out: TextIO | None = None) -> None:
+    """Serve until SIGINT/SIGTERM, shut down gracefully, then close everything."""
+    import uvicorn
+
+    # uvicorn re-raises the signal it caught once it has shut down; the default handler
+    # would end the process before the gateway flushes its audit queue and closes.
+    main = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, _exit_quietly)
+                for sig in (signal.SIGINT, signal.SIGTERM)} if main else {}
+    try:
+        server = build(settings)
+        try:
+            announce(server, out or sys.stdout)
+            config = uvicorn.Config(server.app, host=settings.host, port=settings.port,
+                                    loop="uvloop", http="httptools", lifespan="off",
+                                    log_level=settings.log_level, server_header=False,
+                                    timeout_graceful_shutdown=5)
+            uvicorn.Server(config).run()
+        finally:
+            server.close()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+__all__ = ["Announcement", "Server", "ServerSettings", "announce", "build", "run"]

@@ -1,0 +1,146 @@
+"""``toolkeeper serve`` (SPEC §7 Bootstrap, §12): settings validated at start with clear
+errors, and the real server process — health, first admin token printed once, docs."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from toolkeeper.cli import app
+from toolkeeper.errors import ConfigError
+from toolkeeper.server import ServerSettings
+
+TOKEN = re.compile(r"tk_[A-Za-z0-9_-]{40,}")
+BIN = Path(sys.executable).parent / "toolkeeper"
+
+
+def test_defaults_are_loopback_port_8700_and_closed_cors() -> None:
+    s = ServerSettings.load(environ={})
+    assert (s.host, s.port, s.cors_origins, s.system_tenant) == ("127.0.0.1", 8700, (), "system")
+    assert s.database_url is None and s.mode is None
+
+
+def test_flags_win_over_the_environment() -> None:
+    env = {"TOOLKEEPER_PORT": "9001", "TOOLKEEPER_HOST": "0.0.0.0",
+           "TOOLKEEPER_CORS_ORIGINS": "https://a.example.com, http://localhost:3000"}
+    s = ServerSettings.load(environ=env, port=9002)
+    assert (s.host, s.port) == ("0.0.0.0", 9002)
+    assert s.cors_origins == ("https://a.example.com", "http://localhost:3000")
+
+
+@pytest.mark.parametrize(("env", "names"), [
+    ({"TOOLKEEPER_PORT": "70000"}, ["port", "TOOLKEEPER_PORT"]),
+    ({"TOOLKEEPER_PORT": "eighty"}, ["port"]),
+    ({"TOOLKEEPER_MODE": "chaos"}, ["mode", "TOOLKEEPER_MODE"]),
+    ({"TOOLKEEPER_MAX_BODY_BYTES": "10"}, ["max_body_bytes"]),
+    ({"TOOLKEEPER_CORS_ORIGINS": "example.com/path"}, ["cors_origins", "not an origin"]),
+    ({"TOOLKEEPER_CONFIG": "/nonexistent/toolkeeper.yaml"}, ["config", "does not exist"]),
+    ({"TOOLKEEPER_DATABASE_URL": "not a url"}, ["database_url", "not a database URL"]),
+    ({"TOOLKEEPER_SYSTEM_TENANT": "a/b"}, ["system_tenant"]),
+    ({"TOOLKEEPER_HOST": "http://x"}, ["host"]),
+])
+def test_invalid_settings_are_refused_naming_the_setting(env: dict[str, str],
+                                                         names: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        ServerSettings.load(environ=env)
+    for name in names:
+        assert name in str(info.value)
+
+
+def test_the_cli_exits_2_on_a_bad_flag_before_opening_anything(tmp_path: Path) -> None:
+    db = tmp_path / "never.db"
+    res = CliRunner().invoke(app, ["--db", f"sqlite:///{db}", "serve", "--port", "0"])
+    assert res.exit_code == 2
+    assert "port" in res.output
+    assert not db.exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(tmp_path: Path, name: str, *args: str) -> Iterator[tuple[str, Path]]:
+    """``toolkeeper serve`` as a real process; yields its base URL and stdout file."""
+    port = free_port()
+    out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
+    env = {**os.environ, "TOOLKEEPER_DATABASE_URL": f"sqlite:///{tmp_path}/serve.db",
+           "PYTHONUNBUFFERED": "1"}
+    env.pop("TOOLKEEPER_SECRETS_KEY", None)
+    with out.open("wb") as fout, err.open("wb") as ferr:
+        proc = subprocess.Popen([str(BIN), "serve", "--port", str(port), *args],
+                                stdout=fout, stderr=ferr, env=env, cwd=tmp_path)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, f"serve exited early: {err.read_text()}"
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, f"no /healthz within 30 s: {err.read_text()}"
+            time.sleep(0.1)
+        yield base, out
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    assert proc.returncode == 0, err.read_text()
+
+
+@pytest.mark.slow
+def test_serve_prints_the_first_admin_token_once_and_serves_docs(tmp_path: Path) -> None:
+    with serving(tmp_path, "first") as (base, out):
+        text = out.read_text()
+        assert f"{base}/docs" in text and f"{base}/openapi.json" in text
+        admin_line = next(line for line in text.splitlines()
+                          if "admin token (tenant default)" in line)
+        admin = TOKEN.search(admin_line)
+        assert admin is not None and len(TOKEN.findall(text)) == 2  # + the system admin
+        auth = {"Authorization": f"Bearer {admin.group(0)}"}
+        assert httpx.get(f"{base}/agents", headers=auth, timeout=5).status_code == 200
+        assert httpx.get(f"{base}/agents", timeout=5).status_code == 401
+        assert httpx.get(f"{base}/docs", timeout=5).status_code == 200
+        paths = httpx.get(f"{base}/openapi.json", timeout=5).json()["paths"]
+        for path in ("/tools/execute", "/agents", "/profiles", "/activations", "/tokens",
+                     "/credentials", "/tenants", "/settings/webhook", "/healthz"):
+            assert path in paths
+    with serving(tmp_path, "second") as (base, out):
+        assert TOKEN.findall(out.read_text()) == []
+        assert httpx.get(f"{base}/agents", headers=auth, timeout=5).status_code == 200
+
+
+@pytest.mark.slow
+def test_serve_demo_prints_demo_tokens_once_and_the_agent_can_call(tmp_path: Path) -> None:
+    with serving(tmp_path, "demo1", "--demo") as (base, out):
+        text = out.read_text()
+        lines = {line.split(":")[0].strip(): TOKEN.search(line) for line in text.splitlines()
+                 if TOKEN.search(line)}
+        assert set(lines) >= {"admin token (tenant default)", "demo approver token",
+                              "demo agent token (billing-bot)"}
+        agent = lines["demo agent token (billing-bot)"]
+        assert agent is not None
+        r = httpx.post(f"{base}/tools/execute", timeout=10,
+                       headers={"Authorization": f"Bearer {agent.group(0)}"},
+                       json={"tool": "lookup_invoice", "arguments": {"invoice_id": "INV-1001"}})
+        assert r.json()["status"] == "succeeded", r.text
+    with serving(tmp_path, "demo2", "--demo") as (_base, out):
+        assert TOKEN.findall(out.read_text()) == []

@@ -1,0 +1,147 @@
+"""Approval webhooks per tenant: signed deliveries to a real loopback receiver, retries, the
+bounded queue, the SSRF guard — and never a failed or blocked call (SPEC §3, §8)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from identity_fixtures import IdApi, Receiver, identity_api
+
+from toolkeeper.api.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookNotifier
+
+SECRET = "whsec-0123456789abcdef"
+LOOPBACK = ["127.0.0.0/8"]
+
+
+@pytest.fixture
+def api(tmp_path: Path) -> Iterator[IdApi]:
+    with identity_api(tmp_path) as api:
+        yield api
+
+
+@pytest.fixture
+def notifier(api: IdApi) -> Iterator[WebhookNotifier]:
+    n = WebhookNotifier(api.gw, timeout_s=2.0, backoff_s=0.01).install()
+    yield n
+    n.close()
+
+
+def set_hook(api: IdApi, url: str, allow: list[str] | None = LOOPBACK) -> None:
+    r = api.call("PUT", "/settings/webhook",
+                 json={"url": url, "secret": SECRET, "allow_networks": allow or []})
+    assert r.status_code == 200, r.text
+
+
+def needs_approval(api: IdApi) -> str:
+    started = time.monotonic()
+    r = api.call("POST", "/tools/execute", "agent",
+                 json={"tool": "wire", "arguments": {"amount": 5}})
+    assert time.monotonic() - started < 2.0
+    # critical at autonomy 3: the agent's user confirms (an approval of kind confirm)
+    assert r.status_code == 200 and r.json()["status"] == "confirmation_required", r.text
+    return str(r.json()["approval_id"])
+
+
+def test_a_new_approval_is_posted_signed_to_the_tenants_webhook(
+        api: IdApi, notifier: WebhookNotifier) -> None:
+    with Receiver() as rx:
+        set_hook(api, rx.url)
+        approval_id = needs_approval(api)
+        assert notifier.wait_idle(10)
+    assert len(rx.got) == 1
+    got = rx.got[0]
+    expected = "sha256=" + hmac.new(SECRET.encode(), got.body, hashlib.sha256).hexdigest()
+    assert hmac.compare_digest(got.headers[SIGNATURE_HEADER], expected)
+    body = json.loads(got.body)
+    assert body["event"] == "approval.created" and body["tenant_id"] == "default"
+    assert body["approval"]["id"] == approval_id and body["approval"]["tool"] == "wire"
+    assert got.headers[TIMESTAMP_HEADER] == body["timestamp"]
+    assert abs(int(body["timestamp"]) - time.time()) < 60
+    assert notifier.recent[-1].ok and notifier.recent[-1].attempts == 1
+
+
+def test_another_tenants_approvals_are_not_sent_to_this_webhook(
+        api: IdApi, notifier: WebhookNotifier) -> None:
+    with Receiver() as rx:
+        set_hook(api, rx.url)
+        r = api.call("POST", "/tools/execute", "other_agent",
+                     json={"tool": "wire", "arguments": {"amount": 1}})
+        assert r.json()["status"] == "confirmation_required"
+        assert notifier.wait_idle(10)
+    assert rx.got == []
+
+
+def test_a_failing_receiver_is_retried_three_times_and_never_fails_the_call(
+        api: IdApi, notifier: WebhookNotifier) -> None:
+    with Receiver(statuses=[500, 503, 502, 500, 500]) as rx:
+        set_hook(api, rx.url)
+        needs_approval(api)
+        assert notifier.wait_idle(10)
+    assert len(rx.got) == 4  # one try and three retries
+    assert not notifier.recent[-1].ok and notifier.recent[-1].error == "HTTP 500"
+
+
+def test_a_receiver_that_recovers_gets_the_event(api: IdApi, notifier: WebhookNotifier) -> None:
+    with Receiver(statuses=[503]) as rx:
+        set_hook(api, rx.url)
+        needs_approval(api)
+        assert notifier.wait_idle(10)
+    assert len(rx.got) == 2 and rx.got[0].body == rx.got[1].body
+    assert notifier.recent[-1].ok and notifier.recent[-1].attempts == 2
+
+
+def test_a_loopback_url_without_allow_list_is_refused_when_set(api: IdApi) -> None:
+    r = api.call("PUT", "/settings/webhook", json={"url": "http://127.0.0.1:9/hook",
+                                                   "secret": SECRET})
+    assert r.status_code == 422 and r.json()["error"]["reason"] == "address_not_allowed"
+    assert api.call("GET", "/settings/webhook").status_code == 404
+
+
+def test_a_name_resolving_to_loopback_is_refused_at_delivery_without_allow_list(
+        api: IdApi, notifier: WebhookNotifier) -> None:
+    with Receiver() as rx:
+        set_hook(api, f"http://localhost:{rx.port}/hook", allow=None)
+        needs_approval(api)
+        assert notifier.wait_idle(10)
+    assert rx.got == []
+    last = notifier.recent[-1]
+    assert not last.ok and last.error == "address_not_allowed" and last.attempts == 1
+
+
+def test_the_queue_is_bounded_and_drops_when_full(api: IdApi) -> None:
+    approval_id = needs_approval(api)
+    rec = api.gw.approvals.get(approval_id, "default")
+    idle = WebhookNotifier(api.gw, queue_size=2)  # not started: nothing drains the queue
+    for _ in range(5):
+        idle.submit(rec)
+    assert idle.dropped == 3
+    assert not idle.wait_idle(0.05)
+
+
+def test_the_webhook_setting_is_admin_only_and_never_shows_the_secret(api: IdApi) -> None:
+    set_hook(api, "https://hooks.example.com/toolkeeper", allow=None)
+    r = api.call("GET", "/settings/webhook")
+    assert r.json()["url"] == "https://hooks.example.com/toolkeeper"
+    assert SECRET not in r.text and r.json()["secret_ref"].startswith("${secret:")
+    assert api.call("GET", "/credentials").json() == []  # not reachable as a credential
+    for who in ("operator", "approver", "agent"):
+        assert api.call("GET", "/settings/webhook", who).status_code == 403
+    assert api.call("GET", "/settings/webhook", "other_admin").status_code == 404
+    assert api.call("DELETE", "/settings/webhook").status_code == 204
+    assert api.call("GET", "/settings/webhook").status_code == 404
+
+
+@pytest.mark.parametrize("body", [
+    {"url": "https://h.example.com", "secret": SECRET, "secret_ref": "${secret:a/b}"},
+    {"url": "https://h.example.com"},
+    {"url": "https://h.example.com", "secret_ref": "plain"},
+    {"url": "ftp://h.example.com", "secret": SECRET},
+])
+def test_a_bad_webhook_setting_is_refused(api: IdApi, body: dict[str, str]) -> None:
+    assert api.call("PUT", "/settings/webhook", json=body).status_code == 422
