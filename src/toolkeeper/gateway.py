@@ -119,6 +119,9 @@ class Gateway:
             settings["mode"] = Mode(mode)
         redis_url = settings.pop("redis_url", None) or os.environ.get("TOOLKEEPER_REDIS_URL")
         store = Store.open(url)
+        # replicas on one PostgreSQL must agree on rate limits: count in the database
+        # unless Redis does it (SQLite is one machine's embedded store: count in process)
+        shared_limits = settings.pop("shared_rate_limits", not store.is_local)
         try:
             if cfg is not None and secrets is None:
                 from toolkeeper.config.apply import secrets_store
@@ -126,7 +129,7 @@ class Gateway:
                 secrets = secrets_store(cfg, base_dir, store.blobs)
             factory = ProviderFactory(natives=natives, functions=functions, builtins=BUILTINS)
             gw = cls(store, settings=Settings(**settings), secrets=secrets, factory=factory,
-                     redis_url=redis_url)
+                     redis_url=redis_url, shared_rate_limits=shared_limits)
         except BaseException:
             store.close()
             raise

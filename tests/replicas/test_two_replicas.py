@@ -1,0 +1,170 @@
+"""SPEC §12: two ``toolkeeper serve`` processes over one PostgreSQL keep every invariant —
+exactly one execution per key, one approval consumed once, rate limits counted across both,
+one unforked audit chain. Real processes, loopback only, every wait bounded."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from toolkeeper import Gateway
+
+HERE = Path(__file__).parent
+CONFIG = """\
+version: 1
+tools:
+  - native: replica_tools:stamp
+  - native: replica_tools:pay
+  - native: replica_tools:echo
+profiles:
+  - name: stamper
+    autonomy: 2
+    activations: [{tool: stamp}]
+  - name: payer
+    autonomy: 0
+    activations: [{tool: pay}]
+  - name: limited
+    autonomy: 2
+    activations: [{tool: echo}]
+    limits: {rate: [{limit: 10, window_s: 60, per: agent}]}
+agents:
+  - {name: stamp-bot, profile: stamper}
+  - {name: pay-bot, profile: payer}
+  - {name: echo-bot, profile: limited}
+"""
+
+
+@dataclass
+class Replicas:
+    urls: list[str]
+    tokens: dict[str, str]
+    work: Path
+
+    def post(self, i: int, path: str, token: str, *, json: object,
+             key: str | None = None) -> httpx.Response:
+        """POST to replica ``i % 2`` as ``token``'s holder."""
+        headers = {"Authorization": f"Bearer {self.tokens[token]}"}
+        if key is not None:
+            headers["Idempotency-Key"] = key
+        return httpx.post(self.urls[i % 2] + path, headers=headers, json=json, timeout=30)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"replica exited: {proc.stdout.read().decode()[-2000:]}")  # type: ignore[union-attr]
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} never became healthy")
+
+
+@pytest.fixture
+def replicas(pg_url: str, tmp_path: Path) -> Iterator[Replicas]:
+    config = tmp_path / "toolkeeper.yaml"
+    config.write_text(CONFIG)
+    sys.path.insert(0, str(HERE))
+    try:
+        with Gateway.open(pg_url, config=config) as gw:
+            tokens = {name: gw.store.tokens.create(tenant_id="default", role="agent",
+                                                   agent=name)[1]
+                      for name in ("stamp-bot", "pay-bot", "echo-bot")}
+            tokens["approver"] = gw.store.tokens.create(tenant_id="default",
+                                                        role="approver")[1]
+            tokens["admin"] = gw.store.tokens.create(tenant_id="default", role="admin")[1]
+    finally:
+        sys.path.remove(str(HERE))
+    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "TOOLKEEPER_DATABASE_URL": pg_url}
+    procs, urls = [], []
+    try:
+        for _ in range(2):
+            port = _free_port()
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "toolkeeper.cli", "serve", "--port", str(port)],
+                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+            urls.append(f"http://127.0.0.1:{port}")
+        for url, proc in zip(urls, procs, strict=True):
+            _wait_healthy(url, proc)
+        yield Replicas(urls, tokens, tmp_path)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+def test_same_key_on_both_replicas_executes_once(replicas: Replicas) -> None:
+    sink = replicas.work / "stamps.txt"
+    body = {"tool": "stamp", "arguments": {"mark": "m1", "path": str(sink)}}
+    with cf.ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(lambda i: replicas.post(
+            i, "/tools/execute", "stamp-bot", json=body, key="one-key"), range(40)))
+    assert {a.status_code for a in answers} <= {200, 409}
+    assert sink.read_text().count("m1:") == 1
+    fresh = [a.json() for a in answers if a.status_code == 200 and not a.json()["deduped"]]
+    assert len(fresh) == 1
+
+
+def test_one_approval_is_consumed_once_across_replicas(replicas: Replicas) -> None:
+    ledger = replicas.work / "payments.txt"
+    body = {"tool": "pay", "arguments": {"invoice": "inv-1", "path": str(ledger)}}
+    ask = replicas.post(0, "/tools/execute", "pay-bot", json=body).json()
+    assert ask["status"] == "approval_required"
+    approved = replicas.post(1, f"/approvals/{ask['approval_id']}/approve", "approver", json={})
+    assert approved.status_code == 200, approved.text
+    with cf.ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(lambda i: replicas.post(
+            i, "/tools/execute", "pay-bot", json={**body, "approval_id": ask["approval_id"],
+                                                  "idempotency_key": f"k{i}"}), range(10)))
+    results = [a.json() for a in answers]
+    assert sum(r["status"] == "succeeded" for r in results) == 1, results
+    assert {r["reason"] for r in results if r["status"] != "succeeded"} == {"approval_consumed"}
+    assert ledger.read_text().splitlines() == ["inv-1"]
+
+
+def test_rate_limit_is_counted_across_replicas(replicas: Replicas) -> None:
+    answers = [replicas.post(i, "/tools/execute", "echo-bot",
+                             json={"tool": "echo", "arguments": {"n": i}}) for i in range(30)]
+    assert sum(a.status_code == 200 for a in answers) == 10
+    limited = [a for a in answers if a.status_code == 429]
+    assert len(limited) == 20 and all("Retry-After" in a.headers for a in limited)
+
+
+def test_one_unforked_audit_chain(replicas: Replicas) -> None:
+    sink = replicas.work / "chain.txt"
+    with cf.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: replicas.post(
+            i, "/tools/execute", "stamp-bot",
+            json={"tool": "stamp", "arguments": {"mark": f"c{i}", "path": str(sink)},
+                  "idempotency_key": f"chain-{i}"}), range(24)))
+    for i in range(2):
+        report = httpx.get(replicas.urls[i] + "/audit/verify", timeout=30, headers={
+            "Authorization": f"Bearer {replicas.tokens['admin']}"}).json()
+        assert report["ok"], report
+        assert report["events"] >= 24 * 3
