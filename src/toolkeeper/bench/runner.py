@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from toolkeeper.bench.catalog import bench_catalog
 from toolkeeper.bench.irreversible import bench_irreversible
 from toolkeeper.bench.model import BenchResult, Sizes
 from toolkeeper.bench.pure import bench_pure
@@ -16,6 +17,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "pure": bench_pure,
     "irreversible": bench_irreversible,
     "rest": bench_rest,
+    "catalog": bench_catalog,
 }
 
 

@@ -8,9 +8,10 @@ lazily once per snapshot.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import jsonschema_rs
 from pydantic import ValidationError
@@ -24,6 +25,40 @@ from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.base import Provider, ToolPolicy
 
 ProviderFactory = Callable[[ToolDefinition], Provider]
+SnapshotLoader = Callable[[str], list[ToolDefinition]]
+
+
+class LazySnapshots(Sequence[ToolDefinition]):
+    """A tool's published snapshots, read from the store the first time they are needed
+    (a catalog of 10,000 tools need not parse 10,000 snapshots to start)."""
+
+    __slots__ = ("_items", "_load", "_lock", "_record_id")
+
+    def __init__(self, record_id: str, load: SnapshotLoader) -> None:
+        self._record_id, self._load = record_id, load
+        self._items: list[ToolDefinition] | None = None
+        self._lock = threading.Lock()
+
+    def _get(self) -> list[ToolDefinition]:
+        items = self._items
+        if items is None:
+            with self._lock:
+                if self._items is None:
+                    self._items = self._load(self._record_id)
+                items = self._items
+        return items
+
+    @overload
+    def __getitem__(self, i: int) -> ToolDefinition: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[ToolDefinition]: ...
+
+    def __getitem__(self, i: int | slice) -> ToolDefinition | Sequence[ToolDefinition]:
+        return self._get()[i]
+
+    def __len__(self) -> int:
+        return len(self._get())
 
 
 @dataclass(slots=True)
@@ -70,8 +105,8 @@ class CompiledTool:
 class CompiledProfile:
     """A profile with its gate matrix, activations and adjusters ready to evaluate."""
 
-    __slots__ = ("_policies", "activations", "adjusters", "limits", "matrix", "profile",
-                 "version")
+    __slots__ = ("_policies", "_version", "activations", "adjusters", "limits", "matrix",
+                 "profile")
 
     def __init__(self, profile: Profile, tenant: TenantPolicy) -> None:
         self.profile = profile
@@ -81,8 +116,15 @@ class CompiledProfile:
         self.adjusters = tuple(compile_adjuster(a) for a in (*tenant.adjusters,
                                                               *profile.adjusters))
         self.limits = (tenant.limits, profile.limits)
-        self.version = digest(profile.model_dump(mode="json"))[:23]
+        self._version: str | None = None
         self._policies: dict[tuple[str, str], ToolPolicy] = {}
+
+    @property
+    def version(self) -> str:
+        """Digest of the profile (bound into approvals); computed on first use."""
+        if self._version is None:
+            self._version = digest(self.profile.model_dump(mode="json"))[:23]
+        return self._version
 
     def policy_for(self, tool: CompiledTool) -> ToolPolicy:
         """The tool's policy model filled from tool defaults ⊕ this profile's activation."""
@@ -180,7 +222,8 @@ class Catalog:
     def __init__(self, *, mode: Mode, provider_factory: ProviderFactory) -> None:
         self.mode = mode
         self._factory = provider_factory
-        self._records: dict[tuple[str, str], tuple[str, ToolDefinition, list[ToolDefinition]]] = {}
+        self._records: dict[tuple[str, str],
+                            tuple[str, ToolDefinition, Sequence[ToolDefinition]]] = {}
         self._runnable: dict[tuple[str, str, str | None], CompiledTool | None] = {}
         self.profiles: dict[tuple[str, str], CompiledProfile] = {}
         self.agents: dict[tuple[str, str], Agent] = {}
@@ -188,12 +231,17 @@ class Catalog:
         self._visible: dict[str, list[ToolDefinition]] = {}
 
     def load(self, tools: Iterable[tuple[str, ToolDefinition]],
-             versions: dict[str, list[ToolDefinition]], profiles: Iterable[Profile],
-             agents: Iterable[Agent], tenants: dict[str, TenantPolicy]) -> None:
+             versions: dict[str, list[ToolDefinition]] | SnapshotLoader,
+             profiles: Iterable[Profile], agents: Iterable[Agent],
+             tenants: dict[str, TenantPolicy]) -> None:
+        """``versions``: every tool's snapshots, or a loader called once per tool on use."""
         self.tenants = tenants
         for record_id, tool in tools:
             key = (tool.tenant_id or "*", tool.name)
-            self._records[key] = (record_id, tool, versions.get(record_id, []))
+            snaps: Sequence[ToolDefinition] = (
+                versions.get(record_id, []) if isinstance(versions, dict)
+                else LazySnapshots(record_id, versions))
+            self._records[key] = (record_id, tool, snaps)
         for p in profiles:
             self.profiles[(p.tenant_id, p.name)] = CompiledProfile(
                 p, tenants.get(p.tenant_id, TenantPolicy()))
@@ -201,7 +249,7 @@ class Catalog:
             self.agents[(a.tenant_id, a.name)] = a
 
     def record(self, tenant_id: str, name: str) -> tuple[str, ToolDefinition,
-                                                         list[ToolDefinition]] | None:
+                                                         Sequence[ToolDefinition]] | None:
         """The tenant's own tool of that name, else the global one."""
         return self._records.get((tenant_id, name)) or self._records.get(("*", name))
 
@@ -243,7 +291,7 @@ class Catalog:
         return compiled
 
 
-def _choose_version(working: ToolDefinition, snapshots: list[ToolDefinition],
+def _choose_version(working: ToolDefinition, snapshots: Sequence[ToolDefinition],
                     pin: str | None, mode: Mode) -> ToolDefinition | None:
     if pin is not None:
         for snap in snapshots:

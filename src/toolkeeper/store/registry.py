@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert, select, update
+from sqlalchemy import Connection, Text, cast, delete, insert, select, update
 
 from toolkeeper.canonical import digest
 from toolkeeper.model.profile import Agent, Profile
@@ -73,13 +73,15 @@ class RegistryRepo:
 
     def tools(self, tenant_id: str | None = None, *, include_global: bool = True,
               all_tenants: bool = False) -> list[tuple[str, ToolDefinition]]:
-        q = select(tools.c.id, tools.c.definition)
+        # the JSON arrives as text and is parsed by pydantic-core in one pass (several
+        # times faster than json.loads + model_validate at catalog scale)
+        q = select(tools.c.id, cast(tools.c.definition, Text))
         if not all_tenants:
             keys = [tenant_id or GLOBAL_TENANT] + ([GLOBAL_TENANT] if include_global else [])
             q = q.where(tools.c.tenant_key.in_(keys))
         with self._db.read() as conn:
             rows = conn.execute(q.order_by(tools.c.name)).all()
-        return [(r.id, ToolDefinition.model_validate(r.definition)) for r in rows]
+        return [(r[0], ToolDefinition.model_validate_json(r[1])) for r in rows]
 
     def tool(self, name: str, tenant_id: str | None) -> tuple[str, ToolDefinition] | None:
         with self._db.read() as conn:
@@ -151,13 +153,13 @@ class RegistryRepo:
 
     def profiles(self) -> list[Profile]:
         with self._db.read() as conn:
-            rows = conn.execute(select(profiles.c.definition)).all()
-        return [Profile.model_validate(r.definition) for r in rows]
+            rows = conn.execute(select(cast(profiles.c.definition, Text))).all()
+        return [Profile.model_validate_json(r[0]) for r in rows]
 
     def agents(self) -> list[Agent]:
         with self._db.read() as conn:
-            rows = conn.execute(select(agents.c.definition)).all()
-        return [Agent.model_validate(r.definition) for r in rows]
+            rows = conn.execute(select(cast(agents.c.definition, Text))).all()
+        return [Agent.model_validate_json(r[0]) for r in rows]
 
     def delete_missing(self, table: str, tenant_id: str, keep: set[str]) -> int:
         target = {"profiles": profiles, "agents": agents}[table]
