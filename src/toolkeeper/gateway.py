@@ -297,6 +297,7 @@ class Gateway:
         for key, value in (reg.get_setting("tenant_policies") or {}).items():
             tenants[key] = _tenant_policy(value)
         catalog = Catalog(mode=self.settings.mode, provider_factory=self.factory)
+        catalog.secret_owners = dict(reg.get_setting("credentials:owners") or {})
         catalog.load(reg.tools(all_tenants=True), reg.versions, reg.profiles(),
                      reg.agents(), tenants)
         self._rt.catalog = catalog

@@ -166,3 +166,20 @@ def test_agent_with_missing_profile_is_denied(make_gateway: Any) -> None:
     gw.registry.put_agent(Agent(name="orphan", profile="gone"))
     assert gw.call_sync("add", arguments={"a": 1, "b": 1}, agent="orphan").reason == \
         Reason.TOOL_NOT_ENABLED
+
+
+def test_an_invalid_profile_is_refused_and_never_poisons_the_store(make_gateway: Any) -> None:
+    from toolkeeper import Adjuster, OperationRefused
+
+    gw = make_gateway(tools=[add])
+    bad = Profile(name="bad", adjusters=(Adjuster(),))  # raises nothing: not compilable
+    try:
+        gw.registry.put_profile(bad)
+    except OperationRefused as exc:
+        assert exc.reason == Reason.CONFIG_INVALID
+    else:
+        raise AssertionError("an adjuster that raises nothing must be refused")
+    gw.store.registry.upsert_profile(bad)  # even if one got in by another path…
+    gw.reload()  # …loading fails closed for that profile only
+    assert ("default", "bad") not in gw.catalog.profiles
+    assert gw.call_sync("add", arguments={"a": 1, "b": 1}, agent="bot").ok

@@ -146,3 +146,31 @@ def test_batched_audit_durability_still_records_every_event(tmp_path: Any) -> No
         assert gw.store.audit.verify("default").ok
     finally:
         gw.close()
+
+
+def test_a_tenants_credential_is_not_there_for_another_tenant(tmp_path: Any) -> None:
+    from toolkeeper import Activation, Agent, Autonomy, Gateway, Profile
+    from toolkeeper.providers.factory import ProviderFactory
+    from toolkeeper.secrets.embedded import EmbeddedSecretsStore
+    from toolkeeper.store import Store
+
+    store = Store.open(f"sqlite:///{tmp_path}/tenants.db")
+    secrets = EmbeddedSecretsStore(store.blobs, b"t" * 32)
+    secrets.set_secret("vault", "token", SECRET)
+    store.registry.put_setting("credentials:owners", {"vault/token": "acme"})
+    gw = Gateway(store, secrets=secrets,
+                 factory=ProviderFactory(natives={"test_secrets_and_audit:leaky": leaky}))
+    try:
+        gw.registry.register(leaky)  # a global tool, callable from both tenants
+        for tenant in ("acme", "globex"):
+            gw.registry.put_profile(Profile(name="p", tenant_id=tenant, autonomy=Autonomy(3),
+                                            activations=(Activation(tool="leaky"),)))
+            gw.registry.put_agent(Agent(name="bot", profile="p", tenant_id=tenant))
+        own = gw.call_sync("leaky", arguments={"mode": "ok", "note": ""}, agent="bot",
+                           tenant_id="acme")
+        other = gw.call_sync("leaky", arguments={"mode": "ok", "note": ""}, agent="bot",
+                             tenant_id="globex")
+        assert own.ok and own.output["echo"] == "***"
+        assert other.reason == "secret_not_found"
+    finally:
+        gw.close()

@@ -12,7 +12,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from toolkeeper.errors import OperationRefused
+from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.reasons import Reason
 
 STATUS_OF_REASON: dict[str, int] = {
@@ -69,6 +69,13 @@ async def _operation_refused(request: Request, exc: Exception) -> JSONResponse:
     return await _api_error(request, refused(exc))
 
 
+async def _config_error(request: Request, exc: Exception) -> JSONResponse:
+    """A definition written through the API that does not compile is the caller's error."""
+    assert isinstance(exc, ConfigError)
+    return await _api_error(request, ApiError(422, Reason.CONFIG_INVALID, str(exc),
+                                              {"problems": exc.problems}))
+
+
 async def _validation(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [{"pointer": "/" + "/".join(str(p) for p in e.get("loc", ())[1:]),
@@ -83,8 +90,9 @@ async def _validation(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _http(_request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
-    reason = {404: "not_found", 405: "method_not_allowed", 401: "unauthenticated",
-              403: "forbidden"}.get(exc.status_code, "http_error")
+    # FastAPI raises a bare 400 when it cannot parse a body (e.g. JSON nested too deep)
+    reason = {400: "malformed_json", 401: "unauthenticated", 403: "forbidden",
+              404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return JSONResponse(error_body(reason, str(exc.detail)), status_code=exc.status_code,
                           headers=getattr(exc, "headers", None))
 
@@ -92,6 +100,7 @@ async def _http(_request: Request, exc: Exception) -> JSONResponse:
 HANDLERS = {
     ApiError: _api_error,
     OperationRefused: _operation_refused,
+    ConfigError: _config_error,
     RequestValidationError: _validation,
     StarletteHTTPException: _http,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import orjson
@@ -36,20 +37,26 @@ class BodyGuard:
             await _reply(send, 415, "unsupported_media_type",
                          "send the body as application/json")
             return
-        seen = 0
+        seen, over = 0, False
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_bytes:
+                    over = True
                     raise _TooLarge
             return message
 
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
+        async def unless_over(message: Message) -> None:
+            # the framework may turn _TooLarge into its own error response: drop it
+            if not over:
+                await send(message)
+
+        with contextlib.suppress(_TooLarge):
+            await self.app(scope, limited, unless_over)
+        if over:
             await _reply(send, 413, "payload_too_large",
                          f"the body exceeds {self.max_bytes} bytes")
 

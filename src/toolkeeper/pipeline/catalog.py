@@ -7,6 +7,7 @@ lazily once per snapshot.
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -229,6 +230,8 @@ class Catalog:
         self.agents: dict[tuple[str, str], Agent] = {}
         self.tenants: dict[str, TenantPolicy] = {}
         self._visible: dict[str, list[ToolDefinition]] = {}
+        self.secret_owners: dict[str, str] = {}
+        """``connector/key`` → the tenant that wrote the credential (REST ``/credentials``)."""
 
     def load(self, tools: Iterable[tuple[str, ToolDefinition]],
              versions: dict[str, list[ToolDefinition]] | SnapshotLoader,
@@ -243,8 +246,12 @@ class Catalog:
                 else LazySnapshots(record_id, versions))
             self._records[key] = (record_id, tool, snaps)
         for p in profiles:
-            self.profiles[(p.tenant_id, p.name)] = CompiledProfile(
-                p, tenants.get(p.tenant_id, TenantPolicy()))
+            try:
+                self.profiles[(p.tenant_id, p.name)] = CompiledProfile(
+                    p, tenants.get(p.tenant_id, TenantPolicy()))
+            except ConfigError:  # fail closed: its agents get nothing, the rest still works
+                logging.getLogger("toolkeeper").exception(
+                    "profile %s/%s is invalid and was not loaded", p.tenant_id, p.name)
         for a in agents:
             self.agents[(a.tenant_id, a.name)] = a
 

@@ -14,7 +14,8 @@ from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
-from toolkeeper.providers.base import ToolContext
+from toolkeeper.providers.base import SecretGetter, ToolContext
+from toolkeeper.secrets.base import SecretNotFound
 
 
 @dataclass(slots=True)
@@ -39,8 +40,22 @@ def make_context(rt: Runtime, st: CallState) -> ToolContext:
         policy=st.policy, connector_id=tool.connector_id, idempotency_key=st.idempotency_key,
         turn_group_id=req.turn_group_id, trace_id=req.trace_id, task_id=req.task_id,
         step_id=req.step_id, config=tool.implementation,
-        _get_secret=rt.secrets.get_secret if rt.secrets is not None else None,
+        _get_secret=None if rt.secrets is None else _tenant_secrets(
+            rt.secrets.get_secret, rt.catalog.secret_owners, st.tenant_id or ""),
     )
+
+
+def _tenant_secrets(get: SecretGetter, owners: dict[str, str], tenant: str) -> SecretGetter:
+    """Secret look-ups for a call of ``tenant``: a credential another tenant wrote is not
+    there (``secret_not_found``); unowned (platform) secrets are."""
+
+    async def scoped(connector: str | None, key: str) -> str:
+        owner = owners.get(f"{connector}/{key}" if connector else key)
+        if owner is not None and owner != tenant:
+            raise SecretNotFound(connector, key)
+        return await get(connector, key)
+
+    return scoped
 
 
 async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult | None:

@@ -105,6 +105,11 @@ class CallState:
         self.events = []
         return drafts
 
+    def caller_key(self) -> str | None:
+        """The idempotency key as the caller knows it (its own, or the derived default)."""
+        own = self.request.idempotency_key
+        return own if isinstance(own, str) and self.idempotency_key else self.idempotency_key
+
     def elapsed_ms(self) -> float:
         return (perf_counter() - self.started) * 1000.0
 
@@ -114,7 +119,7 @@ class CallState:
         return CallResult(
             call_id=self.call_id, status=status, tool=self.tool_name, action=self.action,
             reason=reason, message=message, tool_version=self.tool_version, risk=self.risk,
-            gate=self.gate, idempotency_key=self.idempotency_key,
+            gate=self.gate, idempotency_key=self.caller_key(),
             duration_ms=self.elapsed_ms(), **extra,
         )
 

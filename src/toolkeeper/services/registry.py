@@ -7,7 +7,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from toolkeeper.canonical import digest
-from toolkeeper.errors import OperationRefused
+from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.profile import Agent, Profile
@@ -204,6 +204,15 @@ class RegistryService:
         return rec
 
     def put_profile(self, profile: Profile) -> None:
+        """Store a profile after compiling it (gates, adjusters), so a bad one is refused
+        here rather than breaking every later reload."""
+        from toolkeeper.pipeline.catalog import CompiledProfile, TenantPolicy
+
+        try:
+            CompiledProfile(profile, self._gw.catalog.tenants.get(profile.tenant_id,
+                                                                  TenantPolicy()))
+        except (ConfigError, ValueError) as exc:
+            raise OperationRefused(Reason.CONFIG_INVALID, str(exc)) from exc
         self._gw.store.registry.ensure_tenant(profile.tenant_id)
         self._gw.store.registry.upsert_profile(profile)
         self._gw.definitions_changed()

@@ -20,9 +20,12 @@ async def list_audit(gw: GatewayDep, caller: Caller, call_id: str | None = None,
                      agent: str | None = None, tool: str | None = None,
                      type: list[str] | None = Query(None),
                      since: datetime | None = None, until: datetime | None = None,
-                     cursor: int = Query(0, ge=0), limit: int = Query(100, ge=1, le=1000),
+                     cursor: int = Query(0, ge=0, le=2**63 - 1),
+                     limit: int = Query(100, ge=1, le=1000),
                      ) -> dict[str, Any]:
     require(caller, Role.OPERATOR, Role.APPROVER)
+    # stopped and pure calls queue their events: write them first (read your writes)
+    await anyio.to_thread.run_sync(gw.flush)
     events = await anyio.to_thread.run_sync(lambda: gw.store.audit.list(
         caller.tenant_id, call_id=call_id, agent=agent, tool=tool, types=type, since=since,
         until=until, after_seq=cursor, limit=limit))
