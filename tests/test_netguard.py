@@ -52,10 +52,17 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """Clients that hang up on purpose (size and time caps) are not errors here."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass
+
+
 @pytest.fixture
 def server() -> Iterator[str]:
     """A loopback HTTP server: /echo, /redirect?to=…&code=…, /cookie."""
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd = _QuietServer(("127.0.0.1", 0), _Handler)
     httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
