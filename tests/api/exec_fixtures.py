@@ -177,10 +177,11 @@ def build_gateway(url: str, hold: Gate) -> Gateway:
 
 
 @contextmanager
-def api_for(tmp_path: Path, settings: ApiSettings | None = None) -> Iterator[Api]:
-    """The app over a fresh gateway on ``sqlite:///{tmp_path}/tk.db``; closed on exit."""
+def api_for(where: Path | str, settings: ApiSettings | None = None) -> Iterator[Api]:
+    """The app over a fresh gateway: ``where`` is a database URL, or a directory for
+    ``sqlite:///{where}/tk.db``; closed on exit."""
     hold = Gate()
-    gw = build_gateway(f"sqlite:///{tmp_path}/tk.db", hold)
+    gw = build_gateway((where if isinstance(where, str) else f"sqlite:///{where}/tk.db"), hold)
     try:
         tokens = {who: gw.store.tokens.create(tenant_id=t, role=r, agent=a)[1]
                   for who, (t, r, a) in _TOKENS.items()}

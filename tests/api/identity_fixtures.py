@@ -89,9 +89,10 @@ def seed(gw: Gateway) -> dict[str, str]:
 
 
 @contextmanager
-def identity_api(tmp_path: Path, *, embedded: bool = True) -> Iterator[IdApi]:
-    """A seeded app on a fresh SQLite file; closed on exit."""
-    gw = open_gateway(f"sqlite:///{tmp_path}/identities.db", embedded=embedded)
+def identity_api(where: Path | str, *, embedded: bool = True) -> Iterator[IdApi]:
+    """A seeded app on a fresh database (a URL, or a directory for a SQLite file)."""
+    url = where if isinstance(where, str) else f"sqlite:///{where}/identities.db"
+    gw = open_gateway(url, embedded=embedded)
     try:
         tokens = seed(gw)
         app = create_app(gw, ApiSettings())

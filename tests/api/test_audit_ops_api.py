@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,8 +18,8 @@ METRICS = ("tool_execution_duration_seconds", "tool_execution_total",
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    with api_for(tmp_path) as a:
+def api(db_url: str) -> Iterator[Api]:
+    with api_for(db_url) as a:
         yield a
 
 

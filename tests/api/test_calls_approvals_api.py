@@ -5,7 +5,6 @@ isolation (another tenant's ids are 404, not 403)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,8 +14,8 @@ INVOICE = {"invoice": "inv-7", "amount": 120}
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    with api_for(tmp_path) as a:
+def api(db_url: str) -> Iterator[Api]:
+    with api_for(db_url) as a:
         yield a
 
 

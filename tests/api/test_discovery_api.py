@@ -21,8 +21,8 @@ from toolkeeper.services.discovery import Why, agent_enabled, agent_tools
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    with api_for(tmp_path) as a:
+def api(db_url: str) -> Iterator[Api]:
+    with api_for(db_url) as a:
         yield a
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +15,8 @@ INVOICE = {"invoice": "inv-1", "amount": 120}
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    with api_for(tmp_path) as a:
+def api(db_url: str) -> Iterator[Api]:
+    with api_for(db_url) as a:
         yield a
 
 

@@ -11,8 +11,8 @@ from identity_fixtures import IdApi, identity_api
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[IdApi]:
-    with identity_api(tmp_path) as api:
+def api(db_url: str) -> Iterator[IdApi]:
+    with identity_api(db_url) as api:
         yield api
 
 

@@ -5,7 +5,6 @@ snapshots, global tools read-only, another tenant's ids answer 404, config redac
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ NEW = {"name": "crm", "description": "CRM look-up", "implementation_type": "http
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
-    with api_for(tmp_path) as a:
+def api(db_url: str) -> Iterator[Api]:
+    with api_for(db_url) as a:
         yield a
 
 

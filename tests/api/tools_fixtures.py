@@ -167,9 +167,10 @@ class Api:
 
 
 @contextmanager
-def api_for(tmp_path: Path, mode: str = "production") -> Iterator[Api]:
-    """The app over a fresh gateway on ``sqlite:///{tmp_path}/tk.db``; closed on exit."""
-    gw = build_gateway(f"sqlite:///{tmp_path}/tk.db", mode)
+def api_for(where: Path | str, mode: str = "production") -> Iterator[Api]:
+    """The app over a fresh gateway: ``where`` is a database URL, or a directory for
+    ``sqlite:///{where}/tk.db``; closed on exit."""
+    gw = build_gateway((where if isinstance(where, str) else f"sqlite:///{where}/tk.db"), mode)
     try:
         tokens = {who: gw.store.tokens.create(tenant_id=t, role=r, agent=a)[1]
                   for who, (t, r, a) in _TOKENS.items()}
