@@ -12,12 +12,6 @@ from toolkeeper.cli import app
 
 
 @pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    """A fresh SQLite store for this test (overrides the suite's two-backend fixture)."""
-    return f"sqlite:///{tmp_path}/cli.db"
-
-
-@pytest.fixture
 def cli(db_url: str) -> Invoke:
     """``cli("calls", "list")`` runs ``toolkeeper --db <db_url> calls list`` in-process."""
     runner = CliRunner(env={"TOOLKEEPER_TOKEN": None, "TOOLKEEPER_DATABASE_URL": None,

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import textwrap
 from pathlib import Path
 
 import pytest
 from cli_helpers import Invoke, as_json, new_token
+from sqlalchemy import create_engine, text
 
 FLAKY_MODULE = '''
 from toolkeeper.errors import ToolError
@@ -98,8 +98,10 @@ def test_audit_verify_is_clean_then_detects_a_tampered_row(
     clean = cli("audit", "verify")
     assert clean.exit_code == 0, clean.output
     assert "verified" in clean.stdout
-    with sqlite3.connect(db_url.removeprefix("sqlite:///")) as conn:
-        changed = conn.execute("UPDATE audit_events SET data='{}' WHERE seq=2").rowcount
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        changed = conn.execute(text("UPDATE audit_events SET data='{}' WHERE seq=2")).rowcount
+    engine.dispose()
     assert changed >= 1
     broken = cli("audit", "verify")
     assert broken.exit_code == 1

@@ -16,7 +16,7 @@ if str(HERE) not in sys.path:  # also under --import-mode=importlib
 
 
 @pytest.fixture
-def gw(tmp_path: Path) -> Iterator[Gateway]:
-    """A gateway on a fresh SQLite store."""
-    with Gateway.open(f"sqlite:///{tmp_path}/tk.db") as gateway:
+def gw(db_url: str) -> Iterator[Gateway]:
+    """A gateway on a fresh store (SQLite and PostgreSQL, via the suite's ``db_url``)."""
+    with Gateway.open(db_url) as gateway:
         yield gateway
