@@ -18,7 +18,12 @@ from toolkeeper.model.reasons import Reason
 _bearer = HTTPBearer(auto_error=False, description="A toolkeeper token (`tk_…`).")
 
 
-def gateway(request: Request) -> Gateway:
+async def gateway(request: Request) -> Gateway:
+    """The app's gateway (async: FastAPI runs sync dependencies on a worker thread)."""
+    return _gateway_of(request)
+
+
+def _gateway_of(request: Request) -> Gateway:
     gw: Gateway = request.app.state.gateway
     return gw
 
@@ -34,7 +39,7 @@ async def principal(request: Request,
     if creds is None or creds.scheme.lower() != "bearer":
         raise ApiError(401, Reason.UNAUTHENTICATED, "a bearer token is required",
                        headers={"WWW-Authenticate": "Bearer"})
-    gw = gateway(request)
+    gw = _gateway_of(request)
     found = gw.cached_principal(creds.credentials)
     if found is None:
         found = await anyio.to_thread.run_sync(gw.authenticate, creds.credentials)

@@ -44,7 +44,7 @@ def bench_rest(sizes: Sizes) -> BenchResult:
             _, token = gw.store.tokens.create(tenant_id="default", role="agent", agent=AGENT)
         port = _free_port()
         started = time.monotonic()
-        server = _start(url, port)
+        server = _start(url, port, workers=2)
         try:
             startup = _wait_ready(port, started)
             base = f"http://127.0.0.1:{port}/tools/execute"
@@ -62,7 +62,8 @@ def bench_rest(sizes: Sizes) -> BenchResult:
         Row(metric="rest_startup", value=startup, unit="s", target=STARTUP_S, decimals=2),
         Row(metric="rest_rss", value=rss, unit="MB", target=RSS_MB, decimals=0),
     ]
-    result.notes.append(f"one uvicorn worker (uvloop, httptools); wrk -t1 -c32 for {seconds}s "
+    result.notes.append(f"two uvicorn workers (uvloop, httptools; RSS summed over them); "
+                        f"wrk -t1 -c32 for {seconds}s "
                         f"for the rate; hey -c16 at {rps / 2:.0f} req/s for the latencies")
     return result
 
@@ -73,12 +74,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start(url: str, port: int) -> subprocess.Popen[bytes]:
+def _start(url: str, port: int, workers: int = 1) -> subprocess.Popen[bytes]:
     env = {**os.environ, "TOOLKEEPER_BENCH_URL": url}
     return subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "--factory", "toolkeeper.bench.rest_app:app",
          "--host", "127.0.0.1", "--port", str(port), "--loop", "uvloop", "--http",
-         "httptools", "--no-access-log", "--log-level", "warning"],
+         "httptools", "--no-access-log", "--log-level", "warning", "--workers", str(workers)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -124,7 +125,16 @@ def _hey(url: str, token: str, rate: float, seconds: int) -> tuple[float, float]
 
 
 def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise BenchError("no VmRSS for the server process")
+    """Resident memory of the server: the process and all its descendants (workers)."""
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        for line in Path(f"/proc/{current}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+        for task in Path(f"/proc/{current}/task").iterdir():
+            children = (task / "children").read_text().split()
+            todo.extend(int(c) for c in children)
+    if total == 0:
+        raise BenchError("no VmRSS for the server process")
+    return total / 1024
