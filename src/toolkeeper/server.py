@@ -11,7 +11,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -37,7 +38,10 @@ ENV = {
     "mode": "TOOLKEEPER_MODE", "max_body_bytes": "TOOLKEEPER_MAX_BODY_BYTES",
     "cors_origins": "TOOLKEEPER_CORS_ORIGINS", "system_tenant": "TOOLKEEPER_SYSTEM_TENANT",
     "tenant": "TOOLKEEPER_TENANT", "log_level": "TOOLKEEPER_LOG_LEVEL",
+    "workers": "TOOLKEEPER_WORKERS",
 }
+WORKER_SETTINGS = "TOOLKEEPER_WORKER_SETTINGS"
+"""How the parent hands its validated settings to uvicorn's worker processes."""
 """Setting → environment variable (flags win over these)."""
 DEMO_MARKER = "demo:tokens_created"
 
@@ -64,6 +68,8 @@ class ServerSettings(BaseModel):
     """The tenant of the bootstrap admin token (and of the demo)."""
     demo: bool = False
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    workers: int = Field(default=1, ge=1, le=64)
+    """Server processes on one port (each with its own gateway, like replicas)."""
 
     @field_validator("host")
     @classmethod
@@ -236,9 +242,44 @@ def _exit_quietly(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
+def worker_app() -> FastAPI:
+    """uvicorn's factory in each worker process: its own gateway over the shared store."""
+    settings = ServerSettings.model_validate_json(os.environ[WORKER_SETTINGS])
+    server = build(settings)  # the parent already created tokens and applied the demo
+
+    @asynccontextmanager
+    async def lifespan(_app: Any) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:  # flush the audit queue and close the store when the worker stops
+            server.close()
+
+    server.app.router.lifespan_context = lifespan
+    return server.app
+
+
+def _run_workers(settings: ServerSettings, out: TextIO) -> None:
+    import uvicorn
+
+    server = build(settings)  # bootstrap once: first tokens, demo, the announcement
+    try:
+        announce(server, out)
+    finally:
+        server.close()
+    os.environ[WORKER_SETTINGS] = settings.model_copy(update={"demo": False}).model_dump_json()
+    uvicorn.run("toolkeeper.server:worker_app", factory=True, host=settings.host,
+                port=settings.port, workers=settings.workers, loop="uvloop", http="httptools",
+                log_level=settings.log_level, server_header=False,
+                timeout_graceful_shutdown=5)
+
+
 def run(settings: ServerSettings, out: TextIO | None = None) -> None:
     """Serve until SIGINT/SIGTERM, shut down gracefully, then close everything."""
     import uvicorn
+
+    if settings.workers > 1:
+        _run_workers(settings, out or sys.stdout)
+        return
 
     # uvicorn re-raises the signal it caught once it has shut down; the default handler
     # would end the process before the gateway flushes its audit queue and closes.
@@ -261,4 +302,5 @@ def run(settings: ServerSettings, out: TextIO | None = None) -> None:
             signal.signal(sig, handler)
 
 
-__all__ = ["Announcement", "Server", "ServerSettings", "announce", "build", "run"]
+__all__ = ["Announcement", "Server", "ServerSettings", "announce", "build", "run",
+           "worker_app"]

@@ -38,6 +38,9 @@ def serve(
         "--log-level", help="critical, error, warning, info or debug.")] = None,
     demo: Annotated[bool, typer.Option(
         "--demo", help="Load the packaged demo config and print demo tokens once.")] = False,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", help="Server processes on the port, e.g. one per core "
+        "[env TOOLKEEPER_WORKERS; default 1].")] = None,
 ) -> None:
     """Serve the REST API; on a store without admin token, create one and print it once."""
     from toolkeeper.server import ServerSettings, run
@@ -48,5 +51,6 @@ def serve(
             host=host, port=port, config=config, mode=mode, max_body_bytes=max_body_bytes,
             cors_origins=tuple(cors_origin) if cors_origin else None,
             system_tenant=system_tenant, log_level=log_level, demo=demo or None,
+            workers=workers,
             database_url=st.db if st.db_explicit else None, tenant=st.tenant)
         run(settings)
