@@ -5,6 +5,7 @@ Reads the database URL from ``TOOLKEEPER_BENCH_URL`` (a store the benchmark prep
 
 from __future__ import annotations
 
+import gc
 import os
 
 from fastapi import FastAPI
@@ -18,4 +19,6 @@ def app() -> FastAPI:
     gw = Gateway.open(os.environ["TOOLKEEPER_BENCH_URL"],
                       natives={"toolkeeper.bench.tools:add": add,
                                "toolkeeper.bench.tools:record": record})
-    return create_app(gw)
+    app = create_app(gw)
+    gc.freeze()  # as toolkeeper serve does after building its app
+    return app
