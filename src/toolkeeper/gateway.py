@@ -61,14 +61,13 @@ class Gateway:
         self._secrets = secrets
         self._tracer = tracer if tracer is not None else tracer_from_global()
         self._next_recovery = time.monotonic() + self.settings.recovery_every_s
-        sink = AuditSink(store.audit, housekeeping=self._housekeeping)
+        sink = AuditSink(store.audit)
         shared: Any = store.rates if shared_rate_limits else None
         self._notifier: Any = None
         if redis_url:
-            from toolkeeper.store.redis import ChangeNotifier, RedisCounters
+            from toolkeeper.store.redis import RedisCounters
 
             shared = RedisCounters(redis_url)
-            self._notifier = ChangeNotifier(redis_url, self.reload)
         health = HealthBoard(on_change=self._health_changed)
         self._rt = Runtime(
             store=store, catalog=Catalog(mode=self.settings.mode, provider_factory=self.factory),
@@ -88,6 +87,12 @@ class Gateway:
         self.calls = CallService(self)
         self.metrics.pending_from(lambda: self.store.approvals.count_pending(_now()))
         self.reload()
+        # background work starts only now that the gateway is complete
+        sink.set_housekeeping(self._housekeeping)
+        if redis_url:
+            from toolkeeper.store.redis import ChangeNotifier
+
+            self._notifier = ChangeNotifier(redis_url, self.reload)
 
     @classmethod
     def open(cls, url: str | None = None, *, config: str | Path | None = None,

@@ -100,6 +100,11 @@ class AuditSink:
                 return
             self._maybe_housekeep()
 
+    def set_housekeeping(self, fn: Callable[[], None]) -> None:
+        """Start periodic upkeep (once its owner is fully constructed)."""
+        self._next_housekeeping = time.monotonic() + self._housekeeping_every
+        self._housekeeping = fn
+
     def _maybe_housekeep(self) -> None:
         """Periodic store upkeep (the SQLite WAL checkpoint) off the calls' path."""
         if self._housekeeping is None or time.monotonic() < self._next_housekeeping:

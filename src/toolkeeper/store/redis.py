@@ -89,12 +89,18 @@ class ChangeNotifier:
                 pubsub.subscribe(CHANNEL)
                 while not self._stop.is_set():
                     if pubsub.get_message(timeout=0.2) is not None:
-                        self._on_change()
+                        self._notify()
             except redis.RedisError:
                 self._stop.wait(1.0)  # reconnect after a pause; the DB counter still works
             finally:
                 if pubsub is not None:
                     pubsub.close()
+
+    def _notify(self) -> None:
+        try:
+            self._on_change()
+        except Exception:  # a failed reload must not end the listener
+            log.exception("reload after a change announcement failed")
 
     def close(self) -> None:
         self._stop.set()
