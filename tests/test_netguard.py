@@ -6,14 +6,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
+from loopback import serving
 from toolkeeper.errors import ConfigError, ToolDenied, ToolError
 from toolkeeper.netguard import GuardedTransport, NetGuard, Resolver, is_public_address
 
@@ -52,24 +52,11 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class _QuietServer(ThreadingHTTPServer):
-    """Clients that hang up on purpose (size and time caps) are not errors here."""
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass
-
-
 @pytest.fixture
 def server() -> Iterator[str]:
     """A loopback HTTP server: /echo, /redirect?to=…&code=…, /cookie."""
-    httpd = _QuietServer(("127.0.0.1", 0), _Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
+    with serving(_Handler) as url:
+        yield url
 
 
 def _resolver(table: dict[str, list[str]], calls: list[str] | None = None) -> Resolver:

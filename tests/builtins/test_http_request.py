@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import AsyncIterator, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -14,6 +14,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
+from loopback import serving
 from toolkeeper.builtins.http_request import HttpRequestPolicy, HttpRequestTool
 from toolkeeper.errors import ToolDenied, ToolError, UpstreamError
 from toolkeeper.model.enums import Autonomy, SideEffect
@@ -62,26 +63,13 @@ class _Handler(BaseHTTPRequestHandler):
         pass
 
 
-class _QuietServer(ThreadingHTTPServer):
-    """Clients that hang up on purpose (size and time caps) are not errors here."""
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass
-
-
 @pytest.fixture
 def server() -> Iterator[str]:
     """A loopback HTTP server: echo, /redirect?to=, /status/N, /big, /slow."""
-    httpd = _QuietServer(("127.0.0.1", 0), _Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
     _RELEASE.clear()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    _RELEASE.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
+    with serving(_Handler) as url:
+        yield url
+        _RELEASE.set()
 
 
 def _ctx(**policy: Any) -> ToolContext:
