@@ -100,6 +100,9 @@ class ToolDefinition(_Strict):
     definition_hash: str | None = None
     policy: dict[str, Any] = Field(default_factory=dict)
     """Tool-level policy values (a profile's activation may narrow or override them)."""
+    origin: Literal["code", "config", "api"] = "code"
+    """Who defined it. A tenant's tool created or edited through the REST API (``api``)
+    reaches only its own tenant's credentials, never the operator's platform secrets."""
 
     @field_validator("name")
     @classmethod

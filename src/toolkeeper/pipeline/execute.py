@@ -41,17 +41,20 @@ def make_context(rt: Runtime, st: CallState) -> ToolContext:
         turn_group_id=req.turn_group_id, trace_id=req.trace_id, task_id=req.task_id,
         step_id=req.step_id, config=tool.implementation,
         _get_secret=None if rt.secrets is None else _tenant_secrets(
-            rt.secrets.get_secret, rt.catalog.secret_owners, st.tenant_id or ""),
+            rt.secrets.get_secret, rt.catalog.secret_owners, st.tenant_id or "",
+            platform=tool.origin != "api"),
     )
 
 
-def _tenant_secrets(get: SecretGetter, owners: dict[str, str], tenant: str) -> SecretGetter:
+def _tenant_secrets(get: SecretGetter, owners: dict[str, str], tenant: str, *,
+                    platform: bool) -> SecretGetter:
     """Secret look-ups for a call of ``tenant``: a credential another tenant wrote is not
-    there (``secret_not_found``); unowned (platform) secrets are."""
+    there (``secret_not_found``); unowned (platform) secrets are there only for tools the
+    operator defined (code or config), not for tools a tenant created through the API."""
 
     async def scoped(connector: str | None, key: str) -> str:
         owner = owners.get(f"{connector}/{key}" if connector else key)
-        if owner is not None and owner != tenant:
+        if (owner is not None and owner != tenant) or (owner is None and not platform):
             raise SecretNotFound(connector, key)
         return await get(connector, key)
 

@@ -149,6 +149,7 @@ class RegistryService:
         if tool.status is not ToolStatus.DRAFT:
             raise OperationRefused(Reason.INVALID_ARGUMENTS, "a tool is created as a draft")
         semver_key(tool.version)
+        tool = tool.model_copy(update={"origin": "api"})
         taken = self._gw.store.registry.tool(tool.name, tool.tenant_id)
         if taken is not None:
             where = "this tenant" if taken[1].tenant_id else "a global tool"
@@ -158,6 +159,7 @@ class RegistryService:
     def update(self, tool: ToolDefinition) -> ToolDefinition:
         """Replace the working copy of an existing tenant tool; published snapshots stay."""
         _tool_id, current = self._own(tool.name, tool.tenant_id)
+        tool = tool.model_copy(update={"origin": "api"})  # now the tenant's definition
         if tool.status is ToolStatus.DRAFT and current.published_at is not None:
             raise OperationRefused(Reason.INVALID_STATE, f"{tool.name} was published: it can "
                                    "be deprecated or disabled, not returned to draft")
