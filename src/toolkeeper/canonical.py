@@ -58,7 +58,3 @@ def _simple(value: Any, depth: int) -> bool:
 def digest(value: Any) -> str:
     """``sha256:<hex>`` of the canonical form."""
     return "sha256:" + hashlib.sha256(canonical_bytes(value)).hexdigest()
-
-
-def short_hash(value: Any, length: int = 16) -> str:
-    return hashlib.sha256(canonical_bytes(value)).hexdigest()[:length]

@@ -58,7 +58,6 @@ class Reason(StrEnum):
     SECRET_NOT_FOUND = "secret_not_found"
     INTERNAL_ERROR = "internal_error"
     CONFIG_INVALID = "config_invalid"
-    PROVIDER_UNAVAILABLE = "provider_unavailable"
     # management
     PUBLISH_VIA_ENDPOINT = "publish_via_endpoint"
     INVALID_VERSION = "invalid_version"

@@ -31,14 +31,6 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def jsonable(value: Any) -> Any:
-    """Tool output as plain JSON values (what is stored, returned and audited)."""
-    if value is None or type(value) in (str, int, bool):
-        return value
-    return orjson.loads(orjson.dumps(value, default=_default,
-                                     option=orjson.OPT_NON_STR_KEYS))
-
-
 def shape_output(value: Any, cap: int) -> tuple[Any, dict[str, Any] | None]:
     """Plain JSON output within ``cap`` characters, serialised once.
 
@@ -143,4 +135,4 @@ def unknown_after_cancel(rt: Runtime, st: CallState) -> None:
                              reason="cancelled", result=res.to_dict(), events=st.take_drafts())
 
 
-__all__ = ["Redactor", "finish", "jsonable", "shape_output", "unknown_after_cancel"]
+__all__ = ["Redactor", "finish", "shape_output", "unknown_after_cancel"]

@@ -8,7 +8,7 @@ from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import func, insert, select, update
 
 from toolkeeper.model.enums import ApprovalStatus
 from toolkeeper.store.audit import AuditRepo
@@ -68,10 +68,10 @@ class ApprovalRepo:
 
     def count_pending(self, now: datetime) -> int:
         with self._db.read() as conn:
-            rows = conn.execute(select(approvals.c.id).where(
+            count = conn.execute(select(func.count()).select_from(approvals).where(
                 approvals.c.status == ApprovalStatus.PENDING.value,
-                approvals.c.kind != "preview", approvals.c.expires_at > now)).all()
-        return len(rows)
+                approvals.c.kind != "preview", approvals.c.expires_at > now)).scalar()
+        return int(count or 0)
 
     def decide(self, approval_id: str, *, status: ApprovalStatus, by: str, note: str | None,
                edited_digest: str | None = None, edited_arguments: Any = None,

@@ -111,15 +111,6 @@ class RegistryRepo:
                 tool_versions.c.tool_id == tool_id).order_by(tool_versions.c.created_at)).all()
         return [ToolDefinition.model_validate(r.snapshot) for r in rows]
 
-    def all_versions(self) -> dict[str, list[ToolDefinition]]:
-        with self._db.read() as conn:
-            rows = conn.execute(select(tool_versions.c.tool_id, tool_versions.c.snapshot)
-                                .order_by(tool_versions.c.created_at)).all()
-        out: dict[str, list[ToolDefinition]] = {}
-        for r in rows:
-            out.setdefault(r.tool_id, []).append(ToolDefinition.model_validate(r.snapshot))
-        return out
-
     def tool_rows(self, tenant_id: str) -> list[ToolRow]:
         """The tenant's tools and the global ones, with their timestamps, by name."""
         q = select(tools).where(tools.c.tenant_key.in_([tenant_id, GLOBAL_TENANT]))
@@ -224,10 +215,3 @@ def _utc(value: datetime) -> datetime:
     out = as_utc(value)
     assert out is not None  # the columns are NOT NULL
     return out
-
-
-def tool_times(rec: dict[str, Any]) -> dict[str, Any]:
-    for k in ("published_at", "created_at", "updated_at"):
-        if k in rec:
-            rec[k] = as_utc(rec[k])
-    return rec
