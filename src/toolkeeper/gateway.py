@@ -7,7 +7,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,7 @@ class Gateway:
         self._loops = threading.local()
         self._agent_principals: dict[tuple[str, str], Principal] = {}
         self._definitions_seen = -1
+        self._batch_depth, self._batch_dirty = 0, False
         self._tokens: dict[str, Principal] = {}
         self._tokens_generation = store.tokens.generation
         self._tokens_seen = changes.version(store.db, "tokens")
@@ -309,10 +311,27 @@ class Gateway:
 
     def definitions_changed(self) -> None:
         """After a definition write: reload here and tell the other processes now (Redis);
-        without Redis they notice the database's change counter within about a second."""
+        without Redis they notice the database's change counter within about a second.
+        Inside :meth:`changes_batch` this happens once, when the batch ends."""
+        if self._batch_depth:
+            self._batch_dirty = True
+            return
         self.reload()
         if self._notifier is not None:
             self._notifier.publish()
+
+    @contextmanager
+    def changes_batch(self) -> Iterator[None]:
+        """Many definition writes (a config apply), one reload at the end instead of one
+        per write (each reload re-reads the whole catalog)."""
+        self._batch_depth += 1
+        try:
+            yield
+        finally:
+            self._batch_depth -= 1
+            if not self._batch_depth and self._batch_dirty:
+                self._batch_dirty = False
+                self.definitions_changed()
 
     @property
     def catalog(self) -> Catalog:

@@ -75,15 +75,16 @@ def apply_config(gw: Gateway, config: ConfigFile, *, base_dir: Path,
     gw.factory.functions.update(functions)
     plans = [_plan(gw, config, rt) for rt in resolve_tools(config, base_dir)]
     report = ApplyReport()
-    for plan in plans:
-        _apply_tool(gw, config, plan)
-        _record(report, plan.op, plan.label)
-    for tenant, tc in config.tenants.items():
-        _sync_tenant(gw, report, tenant, tc.model_dump(mode="json"))
-    _sync_profiles(gw, config, report)
-    if prune:
-        _prune(gw, config, report)
-        gw.reload()
+    with gw.changes_batch():  # one catalog reload for the whole file
+        for plan in plans:
+            _apply_tool(gw, config, plan)
+            _record(report, plan.op, plan.label)
+        for tenant, tc in config.tenants.items():
+            _sync_tenant(gw, report, tenant, tc.model_dump(mode="json"))
+        _sync_profiles(gw, config, report)
+        if prune:
+            _prune(gw, config, report)
+            gw.definitions_changed()
     gw.store.audit.append([system_event(
         EventType.CONFIG_APPLIED, None, digest=digest(config.model_dump(mode="json")),
         path=config.source, changes=report.changes)])
