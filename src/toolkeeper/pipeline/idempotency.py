@@ -8,7 +8,6 @@ canonical arguments), else a fresh per-call key (recorded, never deduplicated).
 
 from __future__ import annotations
 
-import hashlib
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -34,7 +33,8 @@ def call_key(st: CallState) -> str | None:
     if tool.idempotency_key_fields:
         business = ":".join(str(st.arguments.get(f, "")) for f in tool.idempotency_key_fields)
     else:
-        business = hashlib.sha256(st.args_bytes).hexdigest()[:32]
+        # the digest validate already took of the canonical arguments (same value)
+        business = (st.args_digest or "").removeprefix("sha256:")[:32]
     return f"{tool.name}:{st.action}:{business}:turn_group:{req.turn_group_id}"
 
 
