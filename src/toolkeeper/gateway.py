@@ -98,7 +98,8 @@ class Gateway:
 
     @classmethod
     def open(cls, url: str | None = None, *, config: str | Path | None = None,
-             mode: Mode | str | None = None, secrets: SecretsStore | None = None,
+             mode: Mode | str | None = None, secrets: SecretsStore | str | None = None,
+             secrets_key_file: str | Path | None = None,
              natives: Mapping[str, Any] | None = None,
              functions: Mapping[str, Callable[..., Any]] | None = None,
              recover: bool = True, **settings: Any) -> Gateway:
@@ -108,6 +109,8 @@ class Gateway:
         ``database``, else ``sqlite:///./toolkeeper.db``. With ``config``, the file's mode,
         settings and secrets backend apply (explicit arguments win) and the file is synced
         to the store. Stale ``in_progress`` outcomes are then marked ``unknown``.
+        ``secrets`` may name a backend (``env`` or ``embedded``, whose master key is
+        ``TOOLKEEPER_SECRETS_KEY`` or ``secrets_key_file``) instead of being one.
         """
         from toolkeeper.builtins import BUILTINS
         from toolkeeper.store.db import DEFAULT_URL
@@ -130,7 +133,11 @@ class Gateway:
         # unless Redis does it (SQLite is one machine's embedded store: count in process)
         shared_limits = settings.pop("shared_rate_limits", not store.is_local)
         try:
-            if cfg is not None and secrets is None:
+            if isinstance(secrets, str):
+                from toolkeeper.secrets import open_backend
+
+                secrets = open_backend(secrets, store.blobs, key_file=secrets_key_file)
+            elif cfg is not None and secrets is None:
                 from toolkeeper.config.apply import secrets_store
 
                 secrets = secrets_store(cfg, base_dir, store.blobs)

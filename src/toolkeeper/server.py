@@ -39,7 +39,8 @@ ENV = {
     "mode": "TOOLKEEPER_MODE", "max_body_bytes": "TOOLKEEPER_MAX_BODY_BYTES",
     "cors_origins": "TOOLKEEPER_CORS_ORIGINS", "system_tenant": "TOOLKEEPER_SYSTEM_TENANT",
     "tenant": "TOOLKEEPER_TENANT", "log_level": "TOOLKEEPER_LOG_LEVEL",
-    "workers": "TOOLKEEPER_WORKERS",
+    "workers": "TOOLKEEPER_WORKERS", "secrets_backend": "TOOLKEEPER_SECRETS_BACKEND",
+    "secrets_key_file": "TOOLKEEPER_SECRETS_KEY_FILE",
 }
 WORKER_SETTINGS = "TOOLKEEPER_WORKER_SETTINGS"
 """How the parent hands its validated settings to uvicorn's worker processes."""
@@ -71,6 +72,11 @@ class ServerSettings(BaseModel):
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
     workers: int = Field(default=1, ge=1, le=64)
     """Server processes on one port (each with its own gateway, like replicas)."""
+    secrets_backend: Literal["env", "embedded"] | None = None
+    """Overrides the config file's ``secrets.backend``; ``embedded`` makes ``PUT
+    /credentials`` usable. ``--demo`` defaults to ``embedded`` with a generated key file."""
+    secrets_key_file: Path | None = None
+    """The embedded backend's master key (``TOOLKEEPER_SECRETS_KEY`` wins when set)."""
 
     @field_validator("host")
     @classmethod
@@ -202,13 +208,37 @@ def demo_tokens(gw: Gateway, settings: ServerSettings,
     return out
 
 
+DEMO_KEY_FILE = Path("toolkeeper-secrets.key")
+"""Where ``--demo`` keeps a generated master key for credentials (working directory)."""
+
+
+def secrets_choice(settings: ServerSettings) -> tuple[str | None, Path | None]:
+    """The secrets backend and key file to open (``None``: the config file decides).
+
+    The demo, with no backend chosen, uses the embedded store so ``PUT /credentials`` works;
+    its key is generated once (mode 0600) unless ``TOOLKEEPER_SECRETS_KEY`` is set.
+    """
+    from toolkeeper.secrets.embedded import KEY_ENV, generate_key_file
+
+    backend, key_file = settings.secrets_backend, settings.secrets_key_file
+    if backend is None and settings.demo and settings.config is None:
+        backend = "embedded"
+        if key_file is None and not os.environ.get(KEY_ENV):
+            key_file = DEMO_KEY_FILE.resolve()
+            if not key_file.exists():
+                generate_key_file(key_file)
+    return backend, key_file
+
+
 def build(settings: ServerSettings) -> Server:
     """Open the gateway, create first tokens, install the webhook and build the app."""
     from toolkeeper.api import ApiSettings, create_app
     from toolkeeper.api.webhook import WebhookNotifier
     from toolkeeper.gateway import Gateway
 
-    gw = Gateway.open(settings.database_url, config=settings.config, mode=settings.mode)
+    backend, key_file = secrets_choice(settings)
+    gw = Gateway.open(settings.database_url, config=settings.config, mode=settings.mode,
+                      secrets=backend, secrets_key_file=key_file)
     try:
         tokens = bootstrap_tokens(gw, settings)
         if settings.demo:
@@ -230,7 +260,7 @@ def announce(server: Server, out: TextIO) -> None:
     """Print where the server listens, and the tokens created now (their only showing)."""
     base = server.settings.base_url()
     lines = [f"toolkeeper serving on {base}",
-             f"  API      {base}/", f"  docs     {base}/docs",
+             f"  API      {base}/", f"  docs     {base}/docs", f"  UI       {base}/ui/",
              f"  OpenAPI  {base}/openapi.json"]
     if server.tokens:
         lines.append("tokens created now (shown once, store them now):")
@@ -270,7 +300,10 @@ def _run_workers(settings: ServerSettings, out: TextIO) -> None:
         announce(server, out)
     finally:
         server.close()
-    os.environ[WORKER_SETTINGS] = settings.model_copy(update={"demo": False}).model_dump_json()
+    backend, key_file = secrets_choice(settings)  # the workers open what the parent chose
+    os.environ[WORKER_SETTINGS] = settings.model_copy(update={
+        "demo": False, "secrets_backend": backend, "secrets_key_file": key_file,
+    }).model_dump_json()
     uvicorn.run("toolkeeper.server:worker_app", factory=True, host=settings.host,
                 port=settings.port, workers=settings.workers, loop="uvloop", http="httptools",
                 log_level=settings.log_level, server_header=False,

@@ -143,6 +143,8 @@ def test_metrics_expose_the_spec_names(api: Api) -> None:
 def test_supersede_stops_later_irreversible_calls_of_that_turn_only(api: Api) -> None:
     before = api.execute("bot", "charge", INVOICE, turn_group_id="t1").json()
     assert before["status"] == "succeeded"
+    refused = api.client.post("/turns/t1/supersede", headers=api.auth("approver"))
+    assert_error(refused, 403, "forbidden")  # approvers decide approvals, not turns
     resp = api.client.post("/turns/t1/supersede", headers=api.auth("operator"))
     assert resp.status_code == 200 and resp.json()["superseded"] is True
     after = api.execute("bot", "charge", {**INVOICE, "amount": 1}, turn_group_id="t1")

@@ -49,6 +49,7 @@ def test_flags_win_over_the_environment() -> None:
     ({"TOOLKEEPER_DATABASE_URL": "not a url"}, ["database_url", "not a database URL"]),
     ({"TOOLKEEPER_SYSTEM_TENANT": "a/b"}, ["system_tenant"]),
     ({"TOOLKEEPER_HOST": "http://x"}, ["host"]),
+    ({"TOOLKEEPER_SECRETS_BACKEND": "vault"}, ["secrets_backend", "--secrets-backend"]),
 ])
 def test_invalid_settings_are_refused_naming_the_setting(env: dict[str, str],
                                                          names: list[str]) -> None:
@@ -64,6 +65,16 @@ def test_the_cli_exits_2_on_a_bad_flag_before_opening_anything(tmp_path: Path) -
     assert res.exit_code == 2
     assert "port" in res.output
     assert not db.exists()
+
+
+def test_an_embedded_backend_without_a_key_is_refused_at_start(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               ) -> None:
+    monkeypatch.delenv("TOOLKEEPER_SECRETS_KEY", raising=False)
+    db = tmp_path / "s.db"
+    res = CliRunner().invoke(app, ["--db", f"sqlite:///{db}", "serve",
+                                   "--secrets-backend", "embedded"])
+    assert res.exit_code == 2 and "TOOLKEEPER_SECRETS_KEY" in res.output
 
 
 def free_port() -> int:
@@ -142,5 +153,19 @@ def test_serve_demo_prints_demo_tokens_once_and_the_agent_can_call(tmp_path: Pat
                        headers={"Authorization": f"Bearer {agent.group(0)}"},
                        json={"tool": "lookup_invoice", "arguments": {"invoice_id": "INV-1001"}})
         assert r.json()["status"] == "succeeded", r.text
-    with serving(tmp_path, "demo2", "--demo") as (_base, out):
+        assert f"{base}/ui/" in text and httpx.get(f"{base}/ui/", timeout=5).status_code == 200
+        admin = lines["admin token (tenant default)"]
+        assert admin is not None
+        admin_auth = {"Authorization": f"Bearer {admin.group(0)}"}
+        # the demo keeps credentials in the embedded store, under a generated 0600 key
+        put = httpx.put(f"{base}/credentials/crm/api_key", headers=admin_auth, timeout=5,
+                        json={"value": "s3cr3t-demo-value"})
+        assert put.status_code == 204, put.text
+    key = tmp_path / "toolkeeper-secrets.key"
+    assert key.stat().st_mode & 0o777 == 0o600
+    first_key = key.read_bytes()
+    with serving(tmp_path, "demo2", "--demo") as (base, out):
         assert TOKEN.findall(out.read_text()) == []
+        listed = httpx.get(f"{base}/credentials", headers=admin_auth, timeout=5).json()
+        assert "s3cr3t" not in str(listed) and "api_key" in str(listed)
+    assert key.read_bytes() == first_key  # reused, not regenerated

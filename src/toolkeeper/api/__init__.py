@@ -29,6 +29,8 @@ class ApiSettings:
     max_body_bytes: int = 2_000_000
     cors_origins: list[str] = field(default_factory=list)
     """Closed by default (SPEC §8)."""
+    ui: bool = True
+    """Serve the admin web UI at ``/ui/``."""
 
 
 def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
@@ -42,6 +44,10 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     # tools first: its fixed paths (/tools/health, /tools/builtins/…) precede /tools/{id}
     for module in (tools, execute, calls, approvals, audit, discovery, identities, ops):
         app.include_router(module.router)
+    if settings.ui:
+        from toolkeeper import ui
+
+        app.include_router(ui.router)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 

@@ -41,6 +41,12 @@ def serve(
     workers: Annotated[int | None, typer.Option(
         "--workers", help="Server processes on the port, e.g. one per core "
         "[env TOOLKEEPER_WORKERS; default 1].")] = None,
+    secrets: Annotated[str | None, typer.Option(
+        "--secrets-backend", help="Secrets backend, env or embedded (overrides the config file) "
+        "[env TOOLKEEPER_SECRETS_BACKEND; --demo: embedded].")] = None,
+    secrets_key_file: Annotated[Path | None, typer.Option(
+        "--secrets-key-file", help="Master key file of the embedded backend "
+        "[env TOOLKEEPER_SECRETS_KEY_FILE; TOOLKEEPER_SECRETS_KEY wins].")] = None,
 ) -> None:
     """Serve the REST API; on a store without admin token, create one and print it once."""
     from toolkeeper.server import ServerSettings, run
@@ -51,6 +57,6 @@ def serve(
             host=host, port=port, config=config, mode=mode, max_body_bytes=max_body_bytes,
             cors_origins=tuple(cors_origin) if cors_origin else None,
             system_tenant=system_tenant, log_level=log_level, demo=demo or None,
-            workers=workers,
+            workers=workers, secrets_backend=secrets, secrets_key_file=secrets_key_file,
             database_url=st.db if st.db_explicit else None, tenant=st.tenant)
         run(settings)

@@ -244,16 +244,10 @@ def secrets_store(config: ConfigFile, base_dir: Path,
 
     ``embedded`` keeps ciphertexts in ``blobs`` (a gateway's ``store.blobs``).
     """
-    from toolkeeper.secrets.embedded import EmbeddedSecretsStore, load_master_key
-    from toolkeeper.secrets.env import EnvSecretsStore
+    from toolkeeper.secrets import open_backend
 
     sc = config.secrets
     if sc is None:
         return None
-    if sc.backend == "env":
-        return EnvSecretsStore()
-    if blobs is None:
-        raise ConfigError("the embedded secrets backend needs a blob store",
-                          path=config.source)
     key_file = None if sc.key_file is None else base_dir / sc.key_file
-    return EmbeddedSecretsStore(blobs, load_master_key(key_file=key_file))
+    return open_backend(sc.backend, blobs, key_file=key_file, source=config.source)

@@ -1,5 +1,7 @@
 """Secrets: stores that hand out values at the moment of use, and their redaction."""
 
+from pathlib import Path
+
 from toolkeeper.secrets.base import (
     SECRET_REF_RE,
     BlobStore,
@@ -12,6 +14,21 @@ from toolkeeper.secrets.base import (
 from toolkeeper.secrets.embedded import EmbeddedSecretsStore, generate_key_file, load_master_key
 from toolkeeper.secrets.env import EnvSecretsStore, env_var_name
 from toolkeeper.secrets.redact import MASK, Redactor
+
+
+def open_backend(backend: str, blobs: BlobStore | None, *, key_file: str | Path | None = None,
+                 source: str | None = None) -> SecretsStore:
+    """The ``env`` or ``embedded`` backend; ``embedded`` keeps ciphertexts in ``blobs`` and
+    needs a master key (``TOOLKEEPER_SECRETS_KEY``, else ``key_file``)."""
+    from toolkeeper.errors import ConfigError
+
+    if backend == "env":
+        return EnvSecretsStore()
+    if backend != "embedded":
+        raise ConfigError(f"unknown secrets backend {backend!r} (env or embedded)", path=source)
+    if blobs is None:
+        raise ConfigError("the embedded secrets backend needs a blob store", path=source)
+    return EmbeddedSecretsStore(blobs, load_master_key(key_file=key_file))
 
 __all__ = [
     "MASK",
@@ -27,5 +44,6 @@ __all__ = [
     "generate_key_file",
     "has_ref",
     "load_master_key",
+    "open_backend",
     "parse_ref",
 ]

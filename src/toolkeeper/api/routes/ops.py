@@ -51,6 +51,8 @@ async def metrics(gw: GatewayDep, caller: Caller) -> Response:
 @router.post("/turns/{turn_group_id}/supersede", responses=ERRORS,
              summary="Stop later irreversible calls of a turn group")
 async def supersede(turn_group_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    # the agent's runtime supersedes its own turns (a regenerated answer); operators may too
+    require(caller, Role.AGENT, Role.OPERATOR)
     changed = await anyio.to_thread.run_sync(gw.calls.supersede, caller.tenant_id,
                                              turn_group_id)
     return {"turn_group_id": turn_group_id, "superseded": True, "changed": changed}

@@ -1,0 +1,182 @@
+// toolkeeper admin UI: one page over the REST API. Values are written with textContent only.
+"use strict";
+
+const KEY = "toolkeeper.token";
+const $ = (sel) => document.querySelector(sel);
+
+function token() { return sessionStorage.getItem(KEY) || ""; }
+
+function say(text, isError) {
+  const el = $("#status");
+  el.textContent = text;
+  el.className = isError ? "error" : "";
+}
+
+async function api(method, path, body) {
+  const headers = { "Authorization": "Bearer " + token() };
+  const init = { method, headers };
+  if (body !== undefined) {
+    headers["Content-Type"] = "application/json";
+    init.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, init);
+  const text = await res.text();
+  const data = text ? JSON.parse(text) : null;
+  if (!res.ok) {
+    const err = (data && data.error) || {};
+    throw new Error(res.status + " " + (err.reason || "error") + ": " + (err.message || text));
+  }
+  return data;
+}
+
+function cell(row, value, pre) {
+  const td = document.createElement("td");
+  if (pre) {
+    const p = document.createElement("pre");
+    p.textContent = value;
+    td.appendChild(p);
+  } else {
+    td.textContent = value == null ? "" : String(value);
+  }
+  row.appendChild(td);
+  return td;
+}
+
+function button(td, label, cls, onClick) {
+  const b = document.createElement("button");
+  b.textContent = label;
+  if (cls) b.className = cls;
+  b.addEventListener("click", onClick);
+  td.appendChild(b);
+}
+
+function rows(section) {
+  const body = $("#" + section + " tbody");
+  body.replaceChildren();
+  return body;
+}
+
+async function decide(id, verb) {
+  const body = verb === "deny" ? { note: "denied in the UI" } : {};
+  await api("POST", "/approvals/" + encodeURIComponent(id) + "/" + verb, body);
+  say("approval " + id + ": " + (verb === "deny" ? "denied" : "approved"));
+  await show("approvals");
+}
+
+const views = {
+  async approvals() {
+    const items = await api("GET", "/approvals?status=pending");
+    const body = rows("approvals");
+    for (const a of items) {
+      const tr = body.insertRow();
+      cell(tr, a.created_at);
+      cell(tr, a.agent);
+      cell(tr, a.tool + (a.action ? " / " + a.action : "") + " @" + a.tool_version);
+      cell(tr, a.risk + " · " + a.gate);
+      cell(tr, JSON.stringify(a.arguments, null, 2), true);
+      cell(tr, a.expires_at);
+      const td = cell(tr, "");
+      button(td, "Approve", "approve", () => decide(a.id, "approve").catch(e => say(e.message, true)));
+      button(td, "Deny", "deny", () => decide(a.id, "deny").catch(e => say(e.message, true)));
+    }
+    return items.length + " pending";
+  },
+  async tools() {
+    const status = $("#tool-status").value;
+    const items = await api("GET", "/tools?limit=500" + (status ? "&status=" + status : ""));
+    const body = rows("tools");
+    for (const t of items) {
+      const tr = body.insertRow();
+      cell(tr, t.name);
+      cell(tr, t.tool_type + " (" + t.implementation_type + ")");
+      cell(tr, t.scope);
+      cell(tr, t.status + (t.is_active ? "" : " · inactive"));
+      cell(tr, t.version);
+      cell(tr, t.side_effect + " · " + t.risk_default);
+      const td = cell(tr, "");
+      button(td, "Details", "", () => {
+        const pre = $("#tool-detail");
+        pre.hidden = false;
+        pre.textContent = JSON.stringify(t, null, 2);
+      });
+      if (t.status === "draft" && t.scope === "tenant") {
+        button(td, "Publish", "", () => api("POST", "/tools/" + encodeURIComponent(t.id) + "/publish")
+          .then(() => show("tools")).catch(e => say(e.message, true)));
+      }
+    }
+    return items.length + " tools";
+  },
+  async calls() {
+    const items = await api("GET", "/calls?limit=200");
+    const body = rows("calls");
+    for (const c of items) {
+      const tr = body.insertRow();
+      cell(tr, c.updated_at);
+      cell(tr, c.agent);
+      cell(tr, c.tool + (c.action ? " / " + c.action : ""));
+      cell(tr, c.state);
+      cell(tr, (c.status || "") + (c.reason ? " · " + c.reason : ""));
+      cell(tr, c.call_id);
+    }
+    return items.length + " calls";
+  },
+  async audit() {
+    const events = [];
+    let cursor = 0;
+    for (;;) {  // newest 1000 at most: page through, keep the tail
+      const page = await api("GET", "/audit?limit=1000&cursor=" + cursor);
+      events.push(...page.events);
+      if (page.next_cursor == null || events.length >= 50000) break;
+      cursor = page.next_cursor;
+    }
+    const body = rows("audit");
+    for (const e of events.slice(-1000).reverse()) {
+      const tr = body.insertRow();
+      cell(tr, e.seq);
+      cell(tr, e.ts);
+      cell(tr, e.type);
+      cell(tr, e.agent_id);
+      cell(tr, e.tool);
+      cell(tr, e.reason);
+    }
+    return events.length + " events";
+  },
+};
+
+async function show(name) {
+  for (const b of document.querySelectorAll("#tabs button")) {
+    b.classList.toggle("active", b.dataset.tab === name);
+  }
+  for (const s of document.querySelectorAll("main section")) s.hidden = s.id !== name;
+  location.hash = name;
+  if (!token()) { say("Paste a token (admin, approver or operator) to begin.", true); return; }
+  try {
+    say("loading…");
+    say(await views[name]());
+  } catch (e) {
+    say(e.message, true);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const b of document.querySelectorAll("#tabs button")) {
+    b.addEventListener("click", () => show(b.dataset.tab));
+  }
+  $("#login").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(KEY, $("#token").value.trim());
+    $("#token").value = "";
+    show(location.hash.slice(1) || "approvals");
+  });
+  $("#logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); say("token forgotten"); });
+  $("#tool-status").addEventListener("change", () => show("tools"));
+  $("#verify").addEventListener("click", async () => {
+    try {
+      const r = await api("GET", "/audit/verify");
+      $("#verify-result").textContent = (r.ok ? "intact: " : "BROKEN: ") + r.events + " events"
+        + (r.problems.length ? " — " + r.problems.join("; ") : "");
+    } catch (e) { say(e.message, true); }
+  });
+  const start = location.hash.slice(1);
+  show(views[start] ? start : "approvals");
+});
