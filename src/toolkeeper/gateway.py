@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -315,6 +316,7 @@ class Gateway:
         catalog.load(reg.tools(all_tenants=True), reg.versions, reg.profiles(),
                      reg.agents(), tenants)
         self._rt.catalog = catalog
+        self._rt.listeners.reloaded()
 
     def definitions_changed(self) -> None:
         """After a definition write: reload here and tell the other processes now (Redis);
@@ -347,6 +349,27 @@ class Gateway:
     @property
     def runtime(self) -> Runtime:
         return self._rt
+
+    def on_reload(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Call ``fn`` (on whichever thread reloads; it must not block) after each new
+        snapshot of the definitions; returns a function that removes it."""
+        self._rt.listeners.catalog_reloaded.append(fn)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._rt.listeners.catalog_reloaded.remove(fn)
+        return remove
+
+    async def call_served(self, request: CallRequest, principal: Principal) -> CallResult:
+        """One call for a server face (REST, MCP). On the embedded SQLite store the few
+        writes are short and local, so the call runs on the server's loop; on PostgreSQL
+        (network round trips) it runs on a worker thread with its own loop."""
+        if self.store.is_local:
+            return await self.call(request, principal=principal)
+        import anyio
+
+        return await anyio.to_thread.run_sync(
+            lambda: self.call_sync(request, principal=principal))
 
     def on_approval_created(self, fn: Callable[[ApprovalRecord], None]) -> None:
         """Call ``fn`` whenever a call creates an approval (e.g. to notify approvers)."""

@@ -261,6 +261,7 @@ def announce(server: Server, out: TextIO) -> None:
     base = server.settings.base_url()
     lines = [f"toolkeeper serving on {base}",
              f"  API      {base}/", f"  docs     {base}/docs", f"  UI       {base}/ui/",
+             f"  MCP      {base}/mcp (streamable HTTP; agent tokens)",
              f"  OpenAPI  {base}/openapi.json"]
     if server.tokens:
         lines.append("tokens created now (shown once, store them now):")
@@ -281,10 +282,13 @@ def worker_app() -> FastAPI:
     settings = ServerSettings.model_validate_json(os.environ[WORKER_SETTINGS])
     server = build(settings)  # the parent already created tokens and applied the demo
 
+    inner = server.app.router.lifespan_context
+
     @asynccontextmanager
-    async def lifespan(_app: Any) -> AsyncIterator[None]:
+    async def lifespan(app: Any) -> AsyncIterator[None]:
         try:
-            yield
+            async with inner(app):
+                yield
         finally:  # flush the audit queue and close the store when the worker stops
             server.close()
 
@@ -328,7 +332,7 @@ def run(settings: ServerSettings, out: TextIO | None = None) -> None:
         try:
             announce(server, out or sys.stdout)
             config = uvicorn.Config(server.app, host=settings.host, port=settings.port,
-                                    loop="uvloop", http="httptools", lifespan="off",
+                                    loop="uvloop", http="httptools", lifespan="on",
                                     log_level=settings.log_level, server_header=False,
                                     timeout_graceful_shutdown=5)
             uvicorn.Server(config).run()

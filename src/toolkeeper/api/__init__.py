@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import FastAPI
 
@@ -31,6 +34,8 @@ class ApiSettings:
     """Closed by default (SPEC §8)."""
     ui: bool = True
     """Serve the admin web UI at ``/ui/``."""
+    mcp: bool = True
+    """Serve MCP over streamable HTTP at ``/mcp``."""
 
 
 def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
@@ -48,13 +53,34 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
         from toolkeeper import ui
 
         app.include_router(ui.router)
+    if settings.mcp:
+        _mount_mcp(app, gw, settings)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["*"], allow_headers=["*"])
-    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes)
+    app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes, skip=("/mcp",))
     return app
+
+
+def _mount_mcp(app: FastAPI, gw: Gateway, settings: ApiSettings) -> None:
+    """``/mcp`` and the lifespan its machinery runs in (MCP answers its own errors)."""
+    from starlette.routing import Route
+
+    from toolkeeper.mcp.http import PATH, McpEndpoint
+
+    endpoint = McpEndpoint(gw, max_body_bytes=settings.max_body_bytes)
+    app.router.routes.append(Route(PATH, endpoint=endpoint, include_in_schema=False))
+    app.state.mcp = endpoint
+    outer = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with outer(a) as state, endpoint.lifespan():
+            yield state
+
+    app.router.lifespan_context = lifespan
 
 
 __all__ = ["ApiSettings", "create_app"]

@@ -17,12 +17,15 @@ class BodyGuard:
     """413 ``payload_too_large`` past ``max_bytes`` (declared or streamed); 415
     ``unsupported_media_type`` for a non-JSON body on a JSON endpoint."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, *, max_bytes: int, skip: tuple[str, ...] = ()) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.skip = skip
+        """Paths that answer in their own protocol (``/mcp``: JSON-RPC errors)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"].encode() not in _BODY_METHODS:
+        if scope["type"] != "http" or scope["method"].encode() not in _BODY_METHODS \
+                or scope["path"] in self.skip:
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])

@@ -59,6 +59,8 @@ class Listeners:
     fact on the calling thread and must not block: hand work to a queue."""
 
     approval_created: list[Callable[[ApprovalRecord], None]] = field(default_factory=list)
+    catalog_reloaded: list[Callable[[], None]] = field(default_factory=list)
+    """After each new snapshot of the definitions (any thread; e.g. MCP ``list_changed``)."""
 
     def approval(self, rec: ApprovalRecord) -> None:
         for fn in self.approval_created:
@@ -66,6 +68,13 @@ class Listeners:
                 fn(rec)
             except Exception:  # a listener's failure never fails the call
                 logging.getLogger("toolkeeper").exception("approval listener failed")
+
+    def reloaded(self) -> None:
+        for fn in self.catalog_reloaded:
+            try:
+                fn()
+            except Exception:  # a listener's failure never fails the reload
+                logging.getLogger("toolkeeper").exception("reload listener failed")
 
 
 @dataclass(slots=True, kw_only=True)

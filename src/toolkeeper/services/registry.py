@@ -4,10 +4,12 @@ profiles, agents and tenant policy. Every change reloads the gateway's snapshot.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from toolkeeper.canonical import digest
 from toolkeeper.errors import ConfigError, OperationRefused
+from toolkeeper.mcp.naming import check_names, mcp_names
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.profile import Agent, Profile
@@ -77,6 +79,8 @@ class RegistryService:
         """Create or update the working copy. Publishing is only via :meth:`publish`."""
         existing = self._gw.store.registry.tool(tool.name, tool.tenant_id)
         current = existing[1] if existing and existing[1].tenant_id == tool.tenant_id else None
+        if current is None or mcp_names(current) != mcp_names(tool):
+            check_names(tool, self._listed_with(tool.tenant_id))
         if tool.status is ToolStatus.PUBLISHED and (
                 current is None or current.status is not ToolStatus.PUBLISHED):
             raise OperationRefused(Reason.PUBLISH_VIA_ENDPOINT,
@@ -90,6 +94,13 @@ class RegistryService:
         self._gw.store.registry.upsert_tool(tool)
         self._gw.definitions_changed()
         return tool
+
+    def _listed_with(self, tenant_id: str | None) -> Callable[[str], ToolDefinition | None]:
+        """Finds a tool sharing MCP listings with the tenant's tools (globals for global)."""
+        def lookup(name: str) -> ToolDefinition | None:
+            found = self._gw.store.registry.tool(name, tenant_id)
+            return found[1] if found else None
+        return lookup
 
     def publish(self, name: str, tenant_id: str | None) -> ToolDefinition:
         """Snapshot the working copy as an immutable version and mark it published."""

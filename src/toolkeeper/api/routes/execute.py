@@ -50,12 +50,8 @@ def acting_as(caller: Principal, agent: str | None) -> Principal:
 
 
 async def run_call(gw: Gateway, request: CallRequest, who: Principal) -> CallResult:
-    """The pipeline for one request. On the embedded SQLite store its few writes are short
-    and local, so the call runs on the server's loop; on PostgreSQL (network round trips)
-    it runs on a worker thread with its own loop."""
-    if gw.store.is_local:
-        return await gw.call(request, principal=who)
-    return await anyio.to_thread.run_sync(lambda: gw.call_sync(request, principal=who))
+    """The pipeline for one request (see :meth:`Gateway.call_served`)."""
+    return await gw.call_served(request, who)
 
 
 def answer(res: CallResult) -> Response:

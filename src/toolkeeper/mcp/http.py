@@ -1,0 +1,127 @@
+"""``/mcp``: streamable HTTP inside ``toolkeeper serve`` (SPEC §7 MCP).
+
+Before a request reaches the SDK's session manager it must carry an agent's bearer token
+(401 / 403 with a JSON-RPC error otherwise) and fit the body cap (413). The SDK is loaded
+and its session manager started on the first ``/mcp`` request, inside the task group the
+app's lifespan opened, so a server nobody reaches over MCP pays nothing for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import orjson
+from starlette.types import Receive, Scope, Send
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway import Gateway
+    from toolkeeper.mcp.server import McpFace
+
+log = logging.getLogger("toolkeeper.mcp")
+PATH = "/mcp"
+
+
+async def _jsonrpc_error(send: Send, status: int, code: int, message: str,
+                         headers: dict[str, str] | None = None) -> None:
+    body = orjson.dumps({"jsonrpc": "2.0", "id": None,
+                         "error": {"code": code, "message": message}})
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+class McpEndpoint:
+    """The ASGI app at ``/mcp``."""
+
+    def __init__(self, gw: Gateway, *, max_body_bytes: int) -> None:
+        self.gw = gw
+        self.max_body_bytes = max_body_bytes
+        self.face: McpFace | None = None
+        self._app: Any = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._lock = anyio.Lock()
+
+    @asynccontextmanager
+    async def lifespan(self) -> AsyncIterator[None]:
+        """Enter in the app's lifespan: holds the task group the MCP machinery runs in."""
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            try:
+                yield
+            finally:
+                if self.face is not None:
+                    self.face.close()
+                tg.cancel_scope.cancel()
+                self._tg = None
+
+    async def _start(self) -> Any:
+        async with self._lock:
+            if self._app is not None:
+                return self._app
+            if self._tg is None:
+                raise RuntimeError("the app's lifespan is not running")
+            from mcp.server.streamable_http_manager import (
+                StreamableHTTPASGIApp,
+                StreamableHTTPSessionManager,
+            )
+
+            from toolkeeper.mcp.server import McpFace
+
+            face = await anyio.to_thread.run_sync(McpFace, self.gw)
+            manager = StreamableHTTPSessionManager(
+                app=face.server, max_request_body_size=self.max_body_bytes)
+
+            async def run_manager(*, task_status: anyio.abc.TaskStatus[None]
+                                  = anyio.TASK_STATUS_IGNORED) -> None:
+                async with manager.run():
+                    task_status.started()
+                    await anyio.sleep_forever()
+
+            await self._tg.start(face.run)
+            await self._tg.start(run_manager)
+            self.face, self._app = face, StreamableHTTPASGIApp(manager)
+            return self._app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.max_body_bytes):
+            await _jsonrpc_error(send, 413, -32600,
+                                 f"the message exceeds {self.max_body_bytes} bytes")
+            return
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        token = token.strip()
+        who = None
+        if scheme.lower() == "bearer" and token:
+            who = self.gw.cached_principal(token) or await anyio.to_thread.run_sync(
+                self.gw.authenticate, token)
+        if who is None:
+            await _jsonrpc_error(send, 401, -32001, "unauthenticated: send an agent's token "
+                                 "as Authorization: Bearer …",
+                                 {"www-authenticate": 'Bearer realm="toolkeeper"'})
+            return
+        if who.agent is None:
+            await _jsonrpc_error(send, 403, -32001, "MCP serves agents: this token is not an "
+                                 "agent's (use the REST API for management)")
+            return
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+
+        # the SDK binds each session, and each sealed requestState, to this identity
+        scope["user"] = AuthenticatedUser(AccessToken(
+            token=token, client_id=f"{who.tenant_id}/{who.agent}", scopes=[],
+            subject=who.token_id))
+        app = self._app or await self._start()
+        from mcp.server.auth.middleware.auth_context import auth_context_var
+
+        reset = auth_context_var.set(scope["user"])
+        try:
+            await app(scope, receive, send)
+        finally:
+            auth_context_var.reset(reset)

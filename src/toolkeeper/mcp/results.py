@@ -1,0 +1,65 @@
+"""A pipeline result as an MCP ``CallToolResult`` (SPEC §7 MCP).
+
+Success: the output as text content and, when it is an object, as ``structuredContent``
+(anything else is wrapped as ``{"result": …}``). A stopped or failed call: ``isError`` with
+one line a model can act on and ``structuredContent`` carrying status, reason and the
+approval/preview data needed to continue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from toolkeeper.model.call import CallResult
+from toolkeeper.model.enums import CallStatus
+
+_NEXT = {
+    CallStatus.APPROVAL_REQUIRED: "an approver must approve it; call again with the same "
+                                  "arguments after approval",
+    CallStatus.CONFIRMATION_REQUIRED: "confirm it (POST /approvals/{id}/confirm) and call again "
+                                      "with the same arguments",
+    CallStatus.PREVIEW_REQUIRED: "review the preview, then call again with the same arguments "
+                                 "and preview_token",
+    CallStatus.IN_PROGRESS: "an identical call is running; retry later",
+    CallStatus.UNKNOWN: "its outcome is unknown; an operator must resolve it before a retry",
+}
+STOP_FIELDS = ("call_id", "status", "reason", "message", "approval_id", "preview",
+               "preview_token", "retry_after", "details", "tool", "action")
+
+
+def structured(result: CallResult) -> dict[str, Any]:
+    """``structuredContent`` of a stopped or failed call."""
+    full = result.to_dict()
+    return {k: full[k] for k in STOP_FIELDS if full.get(k) is not None}
+
+
+def one_line(result: CallResult) -> str:
+    """The human/model-readable line of a stopped or failed call."""
+    head = f"{result.status.value}"
+    if result.reason:
+        head += f" ({result.reason})"
+    if result.message:
+        head += f": {result.message}"
+    nxt = _NEXT.get(result.status)
+    if nxt and result.approval_id:
+        nxt = nxt.replace("{id}", result.approval_id) + f" [approval {result.approval_id}]"
+    elif nxt:
+        nxt = nxt.replace("/approvals/{id}/confirm", "the approval")
+    if result.retry_after is not None:
+        nxt = f"retry after {result.retry_after:g} s"
+    return f"{head}; {nxt}" if nxt else head
+
+
+def wire(result: CallResult) -> dict[str, Any]:
+    """The ``CallToolResult`` as a JSON-ready dict."""
+    if result.status is CallStatus.SUCCEEDED:
+        output = result.output
+        text = output if isinstance(output, str) else orjson.dumps(output).decode()
+        content = {"type": "text", "text": text}
+        data = output if isinstance(output, dict) else {"result": output}
+        return {"content": [content], "structuredContent": data, "isError": False}
+    data = structured(result)
+    return {"content": [{"type": "text", "text": one_line(result)}],
+            "structuredContent": data, "isError": True}

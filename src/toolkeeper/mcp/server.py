@@ -1,0 +1,287 @@
+"""toolkeeper as an MCP server (SPEC §7 MCP) on the official SDK's low-level ``Server``.
+
+One :class:`McpFace` per gateway serves both protocol eras — 2025-11-25 (``initialize``,
+sessions) and 2026-07-28 (stateless, ``server/discover``) — over streamable HTTP
+(:mod:`toolkeeper.mcp.http`) or stdio (:func:`serve_stdio`). The caller is an agent: the
+bearer token's on HTTP, the one named on the command line on stdio. ``tools/list`` is what
+that agent may call; ``tools/call`` runs the same pipeline as every other face.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import mcp_types as types
+import orjson
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.subscriptions import ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolkeeper import __version__
+from toolkeeper.mcp import results
+from toolkeeper.mcp.notify import ChangeNotifier
+from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
+from toolkeeper.model.call import CallRequest, CallResult, Principal
+from toolkeeper.model.enums import CallStatus
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway import Gateway
+
+log = logging.getLogger("toolkeeper.mcp")
+Ctx = ServerRequestContext[Any, Any]
+R = TypeVar("R")
+
+META_PREFIX = "toolkeeper/"
+"""``_meta`` keys a client may set on ``tools/call``: ``toolkeeper/idempotency_key``, …"""
+CALL_META = ("idempotency_key", "turn_group_id", "task_id", "step_id", "trace_id",
+             "approval_id", "preview_token")
+STATE_KEY_SETTING = "mcp:request_state_key"
+CONFIRM_SCHEMA = {"type": "object", "required": ["confirm"], "properties": {
+    "confirm": {"type": "boolean", "title": "Run this exact call?"}}}
+ELICIT_CAPABILITY = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+
+
+class GatewayServer(Server[Any]):
+    """Advertises ``listChanged`` in the 2025-11-25 era: the SDK's HTTP manager asks for
+    initialization options without notification options, which would say ``false``."""
+
+    def create_initialization_options(
+            self, notification_options: NotificationOptions | None = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: Any = None) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True,
+                                                        resources_changed=True),
+            experimental_capabilities, extensions)
+
+
+def state_key(gw: Gateway) -> bytes:
+    """The key sealing ``requestState``, shared by every process over one store (the first
+    one creates it), so a confirmation can come back to any replica."""
+    reg = gw.store.registry
+    value = reg.get_setting(STATE_KEY_SETTING)
+    if not value:
+        reg.put_setting(STATE_KEY_SETTING, os.urandom(32).hex())
+        value = reg.get_setting(STATE_KEY_SETTING)
+    return bytes.fromhex(str(value))
+
+
+class McpFace:
+    """The MCP server of one gateway. ``principal`` fixes the caller (stdio); otherwise each
+    HTTP request's bearer token names it."""
+
+    def __init__(self, gw: Gateway, *, principal: Principal | None = None,
+                 confirm_timeout_s: float = 300.0) -> None:
+        self.gw = gw
+        self.fixed = principal
+        self.confirm_timeout_s = confirm_timeout_s
+        self.listings = Listings(gw)
+        self.notifier = ChangeNotifier(self.listings)
+        self.server = GatewayServer(
+            "toolkeeper", version=__version__,
+            instructions="Governed tools: every call is checked, gated, audited and run "
+                         "once. A stopped call says why and what to do next.",
+            on_list_tools=self._guard(self._list_tools),
+            on_call_tool=self._guard(self._call_tool),
+            on_list_resources=self._guard(self._list_resources),
+            on_list_resource_templates=self._guard(self._list_templates),
+            on_read_resource=self._guard(self._read_resource),
+            on_subscriptions_listen=self._listen,
+            get_tool_input_schema=self._input_schema)
+        self._listen_handler = ListenHandler(self.notifier.bus)
+        self.server.middleware.append(RequestStateBoundary(
+            RequestStateSecurity(keys=[state_key(gw)]), default_audience="toolkeeper"))
+
+    # -- who is calling -------------------------------------------------------------------
+
+    def principal(self, ctx: Ctx) -> Principal:
+        if self.fixed is not None:
+            return self.fixed
+        request = ctx.request
+        header = request.headers.get("authorization", "") if request is not None else ""
+        scheme, _, token = header.partition(" ")
+        who = self.gw.cached_principal(token.strip()) if scheme.lower() == "bearer" else None
+        if who is None:  # the HTTP endpoint authenticated it: only a revocation lands here
+            raise MCPError(code=types.INVALID_REQUEST, message="unauthenticated")
+        if who.agent is None:
+            raise MCPError(code=types.INVALID_REQUEST, message="not an agent's token")
+        return who
+
+    def _guard(self, handler: Callable[[Ctx, Any], Awaitable[R]]
+               ) -> Callable[[Ctx, Any], Awaitable[R]]:
+        """Protocol errors pass; anything else is logged and answered as an internal error
+        (the SDK would otherwise send the exception's text to the client)."""
+        async def guarded(ctx: Ctx, params: Any) -> R:
+            try:
+                return await handler(ctx, params)
+            except MCPError:
+                raise
+            except Exception:
+                log.exception("MCP %s failed", ctx.method)
+                raise MCPError(code=types.INTERNAL_ERROR,
+                               message="internal error (logged by the gateway)") from None
+        return guarded
+
+    # -- tools ----------------------------------------------------------------------------
+
+    async def _list_tools(self, ctx: Ctx, params: Any) -> types.ListToolsResult:
+        who = self.principal(ctx)
+        listing = self.listings.get(key_of(who))
+        self.notifier.track(ctx, key_of(who), listing.fingerprint)
+        return listing.result
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        # the SDK checks 2026-07-28 Mcp-Param-* headers with this, before any handler, with
+        # no caller in hand: a permissive answer, the real check is the pipeline's
+        return {"type": "object"}
+
+    async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
+                         ) -> types.CallToolResult | types.InputRequiredResult:
+        who = self.principal(ctx)
+        listing = self.listings.get(key_of(who))
+        self.notifier.track(ctx, key_of(who), None)
+        entry = listing.by_name.get(params.name)
+        if entry is None:  # unknown, or another agent's: the same answer
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
+        meta: dict[str, Any] = dict(ctx.meta or {})
+        fields = {f: str(meta[META_PREFIX + f]) for f in CALL_META
+                  if meta.get(META_PREFIX + f) is not None}
+        request = CallRequest(tool=entry.tool, action=entry.action,
+                              arguments=params.arguments if params.arguments is not None
+                              else {}, **fields)
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        if modern and params.input_responses and params.request_state:
+            return _typed(await self._after_confirm(
+                ctx, who, request, params.request_state, params.input_responses.get("confirm")))
+        result = await self.gw.call_served(request, who)
+        if result.status is CallStatus.CONFIRMATION_REQUIRED and result.approval_id:
+            if modern and self._can_elicit(ctx):
+                return types.InputRequiredResult(
+                    input_requests={"confirm": types.ElicitRequest(
+                        params=types.ElicitRequestFormParams(
+                            message=self._question(who, result, request.arguments),
+                            requested_schema=CONFIRM_SCHEMA))},
+                    request_state=result.approval_id)
+            if not modern and self._can_elicit(ctx) and ctx.session.can_send_request:
+                answer = await self._elicit(ctx, self._question(who, result, request.arguments))
+                result = await self._after_confirm(ctx, who, request, result.approval_id,
+                                                   answer)
+        return _typed(result)
+
+    def _can_elicit(self, ctx: Ctx) -> bool:
+        try:
+            return bool(ctx.session.check_client_capability(ELICIT_CAPABILITY))
+        except Exception:  # no client capabilities known (e.g. a pinned 2026 client)
+            return False
+
+    def _question(self, who: Principal, result: CallResult, arguments: Any) -> str:
+        """What the user is asked: the exact call (arguments redacted, cut at 1,000 chars)."""
+        tool = self.gw.catalog.record(who.tenant_id, result.tool)
+        several = tool is not None and len(tool[1].actions) > 1
+        what = f"{result.tool} {result.action}" if several and result.action else result.tool
+        shown = orjson.dumps(self.gw.runtime.redactor.redact(arguments)).decode()
+        if len(shown) > 1000:
+            shown = shown[:1000] + "…"
+        return f"Run {what} {shown}? (approval {result.approval_id})"
+
+    async def _elicit(self, ctx: Ctx, question: str) -> types.ElicitResult | None:
+        """2025-11-25: ask the user in the middle of ``tools/call`` (bounded wait)."""
+        try:
+            with anyio.fail_after(self.confirm_timeout_s):
+                return await ctx.session.elicit_form(question, CONFIRM_SCHEMA,
+                                                     related_request_id=ctx.request_id)
+        except (TimeoutError, MCPError) as exc:
+            log.info("in-band confirmation got no answer: %s", exc)
+            return None
+
+    async def _after_confirm(self, ctx: Ctx, who: Principal, request: CallRequest,
+                             approval_id: str, answer: Any) -> CallResult:
+        """Resolve the confirmation as the user answered, then run the call again with it:
+        the pipeline checks the approval's binding to this exact call."""
+        confirmed = (isinstance(answer, types.ElicitResult) and answer.action == "accept"
+                     and (answer.content or {}).get("confirm") is True)
+        declined = isinstance(answer, types.ElicitResult) and not confirmed
+
+        def decide() -> None:
+            if confirmed:
+                self.gw.approvals.confirm(approval_id, who)
+            elif declined:
+                self.gw.approvals.deny(approval_id, who, note="declined in-band (MCP)")
+
+        if confirmed or declined:
+            try:
+                await anyio.to_thread.run_sync(decide)
+            except Exception as exc:  # e.g. expired, or another tenant's id: the call says
+                log.info("in-band decision on %s refused: %s", approval_id, exc)
+        return await self.gw.call_served(replace(request, approval_id=approval_id), who)
+
+    # -- resources ------------------------------------------------------------------------
+
+    async def _list_resources(self, ctx: Ctx, params: Any) -> types.ListResourcesResult:
+        who = self.principal(ctx)
+        self.notifier.track(ctx, key_of(who), None)
+        return types.ListResourcesResult.model_validate({"resources": resources(who)})
+
+    async def _list_templates(self, ctx: Ctx, params: Any
+                              ) -> types.ListResourceTemplatesResult:
+        self.principal(ctx)
+        return types.ListResourceTemplatesResult.model_validate(
+            {"resourceTemplates": templates()})
+
+    async def _read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
+                             ) -> types.ReadResourceResult:
+        who = self.principal(ctx)
+        text = await anyio.to_thread.run_sync(read, self.gw, who, str(params.uri))
+        if text is None:
+            raise MCPError(code=types.INVALID_PARAMS, message="Resource not found",
+                           data={"uri": str(params.uri)})
+        return types.ReadResourceResult(contents=[types.TextResourceContents(
+            uri=str(params.uri), mime_type="application/json", text=text)])
+
+    async def _listen(self, ctx: Ctx, params: types.SubscriptionsListenRequestParams
+                      ) -> types.SubscriptionsListenResult:
+        """2026-07-28 ``subscriptions/listen``: the stream carries this agent's changes."""
+        who = self.principal(ctx)
+        with self.notifier.listening_as(key_of(who)):
+            return await self._listen_handler(ctx, params)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Forward catalog changes to connected agents until cancelled."""
+        await self.notifier.run(self.gw, task_status=task_status)
+
+    def close(self) -> None:
+        self._listen_handler.close()
+
+
+def _typed(result: CallResult) -> types.CallToolResult:
+    return types.CallToolResult.model_validate(results.wire(result))
+
+
+async def serve_stdio(gw: Gateway, principal: Principal) -> None:
+    """``toolkeeper mcp --agent NAME``: serve one agent over stdin/stdout until EOF."""
+    from mcp.server.stdio import stdio_server
+
+    face = McpFace(gw, principal=principal)
+    async with anyio.create_task_group() as tg:
+        await tg.start(face.run)
+        async with stdio_server() as (read_stream, write_stream):
+            await face.server.run(read_stream, write_stream,
+                                  face.server.create_initialization_options(),
+                                  raise_exceptions=False)
+        face.close()
+        tg.cancel_scope.cancel()
+
+
+__all__ = ["McpFace", "serve_stdio"]

@@ -1,0 +1,152 @@
+"""What one agent sees over MCP: its ``tools/list`` and the discovery resources.
+
+Listings come from the gateway's in-memory catalog (the rules of
+:mod:`toolkeeper.services.discovery`, so a listed tool is one the pipeline lets the agent
+call) and are cached per agent until the catalog is replaced.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+import orjson
+
+from toolkeeper.api.tool_views import discovery_out, enabled_out, unavailable_out
+from toolkeeper.canonical import digest
+from toolkeeper.mcp.naming import Listed, listed
+from toolkeeper.model.call import Principal
+from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.services.discovery import agent_enabled, agent_tools, available_tools
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway import Gateway
+
+log = logging.getLogger("toolkeeper.mcp")
+
+Key = tuple[str, str]
+"""(tenant, agent): whose listing."""
+
+RESOURCE_RE = re.compile(
+    r"^toolkeeper://tools/(?:tenant/(?P<tenant>[^/]+)/available"
+    r"|agent/(?P<agent>[^/]+)/(?P<which>enabled|unavailable))$")
+TEMPLATES = (
+    ("toolkeeper://tools/tenant/{tenant_id}/available", "available",
+     "Tier 2: the tools the tenant has available"),
+    ("toolkeeper://tools/agent/{agent_id}/enabled", "enabled",
+     "Tier 3: the tools and actions this agent may call"),
+    ("toolkeeper://tools/agent/{agent_id}/unavailable", "unavailable",
+     "The tenant's other tools, each with why_unavailable"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """One agent's ``tools/list`` for one catalog snapshot."""
+
+    entries: tuple[Listed, ...]
+    by_name: dict[str, Listed]
+    wire: list[dict[str, Any]]
+    fingerprint: str
+    result: types.ListToolsResult
+    """The SDK's typed answer, built once per agent and snapshot."""
+
+
+def build_listing(gw: Gateway, catalog: Catalog, key: Key) -> Listing:
+    tenant, agent = key
+    view = agent_enabled(catalog, gw.runtime.health, tenant, agent)
+    entries: dict[str, Listed] = {}
+    for item in view[1] if view else ():
+        for action in item.actions:
+            entry = listed(item.definition, action)
+            if entry.name in entries:  # a global and a tenant tool clash: keep the first
+                log.warning("MCP name %s of %s/%s is taken; %s is not listed",
+                            entry.name, tenant, agent, entry.tool)
+                continue
+            entries[entry.name] = entry
+    ordered = tuple(entries[n] for n in sorted(entries))
+    wire = [e.wire() for e in ordered]
+    return Listing(entries=ordered, by_name={e.name: e for e in ordered}, wire=wire,
+                   fingerprint=digest(wire),
+                   result=types.ListToolsResult(tools=[types.Tool.model_validate(w)
+                                                       for w in wire]))
+
+
+class Listings:
+    """Per-agent listings, rebuilt lazily after the catalog changes."""
+
+    def __init__(self, gw: Gateway) -> None:
+        self._gw = gw
+        self._lock = threading.Lock()
+        self._catalog: Catalog | None = None
+        self._cache: dict[Key, Listing] = {}
+
+    def get(self, key: Key) -> Listing:
+        catalog = self._gw.catalog
+        with self._lock:
+            if catalog is not self._catalog:
+                self._catalog, self._cache = catalog, {}
+            found = self._cache.get(key)
+        if found is None:
+            found = build_listing(self._gw, catalog, key)
+            with self._lock:
+                if catalog is self._catalog and len(self._cache) < 100_000:
+                    self._cache[key] = found
+        return found
+
+
+def key_of(principal: Principal) -> Key:
+    assert principal.agent is not None
+    return (principal.tenant_id, principal.agent)
+
+
+def resources(principal: Principal) -> list[dict[str, Any]]:
+    """The three discovery resources of the caller's tenant and agent."""
+    tenant, agent = key_of(principal)
+    concrete = (f"toolkeeper://tools/tenant/{tenant}/available",
+                f"toolkeeper://tools/agent/{agent}/enabled",
+                f"toolkeeper://tools/agent/{agent}/unavailable")
+    return [{"uri": uri, "name": name, "description": text, "mimeType": "application/json"}
+            for uri, (_t, name, text) in zip(concrete, TEMPLATES, strict=True)]
+
+
+def templates() -> list[dict[str, Any]]:
+    return [{"uriTemplate": t, "name": name, "description": text,
+             "mimeType": "application/json"} for t, name, text in TEMPLATES]
+
+
+def read(gw: Gateway, principal: Principal, uri: str) -> str | None:
+    """The JSON text of a discovery resource; ``None`` when the caller may not see it (another
+    tenant or agent reads as not found, never as forbidden)."""
+    m = RESOURCE_RE.match(uri)
+    if m is None:
+        return None
+    tenant, agent = key_of(principal)
+    catalog = gw.catalog
+
+    def tool_id(name: str) -> str | None:
+        rec = catalog.record(tenant, name)
+        return rec[0] if rec else None
+
+    if m["tenant"] is not None:
+        if m["tenant"] != tenant:
+            return None
+        body: dict[str, Any] = {"tenant_id": tenant, "tools": [
+            discovery_out(t, tool_id(t.name)) for t in available_tools(catalog, tenant)]}
+    elif m["agent"] != agent:
+        return None
+    elif m["which"] == "enabled":
+        view = agent_enabled(catalog, gw.runtime.health, tenant, agent)
+        profile, tools = view if view else ("", ())
+        body = {"agent": agent, "profile": profile,
+                "tools": [enabled_out(t, tool_id(t.definition.name)) for t in tools]}
+    else:
+        full = agent_tools(catalog, gw.runtime.health, tenant, agent)
+        body = {"agent": agent, "profile": full.profile if full else "",
+                "tools": [unavailable_out(t, tool_id(t.definition.name))
+                          for t in (full.unavailable if full else ())]}
+    return orjson.dumps(body).decode()
