@@ -17,6 +17,7 @@ from toolkeeper.cli import (
     config_cmds,
     db,
     demo,
+    mcp_cmd,
     serve,
     tokens,
     tools,
@@ -53,6 +54,7 @@ app.command("apply")(config_cmds.apply)
 app.command("call")(call.call)
 app.command("demo")(demo.demo)
 app.command("serve")(serve.serve)
+app.command("mcp")(mcp_cmd.mcp)
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(calls.app, name="calls")
 app.add_typer(audit.app, name="audit")

@@ -1,0 +1,154 @@
+"""A real ``/mcp`` over a real gateway: the REST app served by uvicorn on a loopback port
+in a thread, tools covering every gate, and a token per agent. Driven by the official SDK
+client in both protocol eras (helpers here open one per era)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import httpx2
+import mcp_types as types
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from toolkeeper import (
+    ActionSpec,
+    Activation,
+    Agent,
+    BaseTool,
+    Gateway,
+    Profile,
+    Risk,
+    SideEffect,
+    ToolContext,
+    tool,
+)
+from toolkeeper.api import ApiSettings, create_app
+
+ERAS = ("legacy", "2026-07-28")
+"""``mode`` of the SDK client: 2025-11-25 with ``initialize``, or the stateless era."""
+_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["invoice", "amount"],
+           "properties": {"invoice": {"type": "string"}, "amount": {"type": "integer"}}}
+
+
+@tool(side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.HIGH)
+def pay(invoice: str, amount: int) -> dict[str, Any]:
+    """Pay an invoice (high risk: confirm at autonomy 1, approve at autonomy 0)."""
+    return {"paid": invoice, "amount": amount}
+
+
+class Bank(BaseTool):
+    """Three actions: one MCP tool each (``bank_refund``…); ``wire`` needs scope ``wire``."""
+
+    tool_name = "bank"
+    actions: ClassVar[dict[str, ActionSpec]] = {
+        "refund": ActionSpec(input_schema=_SCHEMA, side_effect=SideEffect.IDEMPOTENT,
+                             output_schema={"type": "object", "properties": {
+                                 "done": {"type": "string"}}}),
+        "hold": ActionSpec(input_schema=_SCHEMA, side_effect=SideEffect.COMPENSATABLE),
+        "wire": ActionSpec(input_schema=_SCHEMA, side_effect=SideEffect.IRREVERSIBLE,
+                           scopes_required=("wire",)),
+    }
+    risk_default = Risk.LOW
+
+    async def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
+        return {"done": action, "invoice": request["invoice"]}
+
+
+@dataclass(kw_only=True)
+class McpServer:
+    gw: Gateway
+    url: str
+    """``http://127.0.0.1:<port>/mcp``."""
+    base: str
+    tokens: dict[str, str]
+
+
+def build_gateway(url: str) -> tuple[Gateway, dict[str, str]]:
+    """Agents: ``bot`` (autonomy 3, every tool), ``sup`` (1: pay asks to confirm),
+    ``intern`` (0: pay needs an approver), ``reader`` (add only), ``acme-bot`` (tenant acme);
+    tokens for each and for an admin."""
+    gw = Gateway.open(url)
+    for t in (add, pay, Bank):
+        gw.registry.register(t)
+    everything = tuple(Activation(tool=n) for n in ("add", "pay", "bank"))
+    for name, autonomy in (("auto", 3), ("supervised", 1), ("manual", 0)):
+        gw.registry.put_profile(Profile(name=name, autonomy=autonomy, activations=everything))
+    gw.registry.put_profile(Profile(name="reading", autonomy=3,
+                                    activations=(Activation(tool="add"),)))
+    gw.registry.put_profile(Profile(name="acme", tenant_id="acme", autonomy=3,
+                                    activations=everything))
+    agents = {"bot": "auto", "sup": "supervised", "intern": "manual", "reader": "reading"}
+    for agent, profile in agents.items():
+        gw.registry.put_agent(Agent(name=agent, profile=profile))
+    gw.registry.put_agent(Agent(name="acme-bot", profile="acme", tenant_id="acme"))
+    tokens = {a: gw.store.tokens.create(tenant_id="default", role="agent", agent=a)[1]
+              for a in agents}
+    tokens["acme-bot"] = gw.store.tokens.create(tenant_id="acme", role="agent",
+                                                agent="acme-bot")[1]
+    tokens["admin"] = gw.store.tokens.create(tenant_id="default", role="admin")[1]
+    return gw, tokens
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def serving(url: str, *, max_body_bytes: int = 200_000) -> Iterator[McpServer]:
+    """The app over a fresh gateway, served on a free loopback port until the block ends."""
+    gw, tokens = build_gateway(url)
+    port = _free_port()
+    app = create_app(gw, ApiSettings(max_body_bytes=max_body_bytes))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not server.started:
+            assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
+            time.sleep(0.02)
+        base = f"http://127.0.0.1:{port}"
+        yield McpServer(gw=gw, url=f"{base}/mcp", base=base, tokens=tokens)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+        gw.close()
+
+
+@asynccontextmanager
+async def connect(srv: McpServer, who: str, era: str, **kwargs: Any) -> AsyncIterator[Client]:
+    """The official SDK client as ``who`` in ``era`` (``legacy`` or ``2026-07-28``)."""
+    mode = "auto" if era != "legacy" else "legacy"  # auto discovers, then picks 2026-07-28
+    headers = {"Authorization": f"Bearer {srv.tokens[who]}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(20.0)) as http, \
+            Client(streamable_http_client(srv.url, http_client=http), mode=mode,
+                   read_timeout_seconds=20, **kwargs) as client:
+        expected = "2025-11-25" if era == "legacy" else era
+        assert client.protocol_version == expected, client.protocol_version
+        yield client
+
+
+def confirm_with(answer: str | None) -> Any:
+    """An elicitation callback that answers every confirmation the same way."""
+    async def callback(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        if answer == "accept":
+            return types.ElicitResult(action="accept", content={"confirm": True})
+        return types.ElicitResult(action="decline")
+    return callback
