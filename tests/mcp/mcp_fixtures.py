@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 import httpx2
 import mcp_types as types
 import uvicorn
-from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from mcp import Client
 from toolkeeper import (
     ActionSpec,
     Activation,

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from mcp import Client, StdioServerParameters
 from toolkeeper.demo.runner import DEMO_CONFIG
 
 BIN = Path(sys.executable).parent / "toolkeeper"
