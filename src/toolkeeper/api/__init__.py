@@ -36,6 +36,10 @@ class ApiSettings:
     """Serve the admin web UI at ``/ui/``."""
     mcp: bool = True
     """Serve MCP over streamable HTTP at ``/mcp``."""
+    mcp_allowed_hosts: tuple[str, ...] | None = None
+    """``Host`` values ``/mcp`` accepts (``name:*`` for any port), refusing others with 421
+    against DNS rebinding; browsers' ``Origin`` must then be one of these hosts or a CORS
+    origin (403). ``None``: no check (a server reachable under names it cannot know)."""
 
 
 def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
@@ -70,7 +74,12 @@ def _mount_mcp(app: FastAPI, gw: Gateway, settings: ApiSettings) -> None:
 
     from toolkeeper.mcp.http import PATH, McpEndpoint
 
-    endpoint = McpEndpoint(gw, max_body_bytes=settings.max_body_bytes)
+    origins = None
+    if settings.mcp_allowed_hosts is not None:
+        origins = [f"{scheme}://{h}" for h in settings.mcp_allowed_hosts
+                   for scheme in ("http", "https")] + list(settings.cors_origins)
+    endpoint = McpEndpoint(gw, max_body_bytes=settings.max_body_bytes,
+                           allowed_hosts=settings.mcp_allowed_hosts, allowed_origins=origins)
     app.router.routes.append(Route(PATH, endpoint=endpoint, include_in_schema=False))
     app.state.mcp = endpoint
     outer = app.router.lifespan_context

@@ -9,7 +9,7 @@ app's lifespan opened, so a server nobody reaches over MCP pays nothing for it.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -39,9 +39,13 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str,
 class McpEndpoint:
     """The ASGI app at ``/mcp``."""
 
-    def __init__(self, gw: Gateway, *, max_body_bytes: int) -> None:
+    def __init__(self, gw: Gateway, *, max_body_bytes: int,
+                 allowed_hosts: Sequence[str] | None = None,
+                 allowed_origins: Sequence[str] | None = None) -> None:
         self.gw = gw
         self.max_body_bytes = max_body_bytes
+        self.allowed_hosts = allowed_hosts
+        self.allowed_origins = allowed_origins
         self.face: McpFace | None = None
         self._app: Any = None
         self._tg: anyio.abc.TaskGroup | None = None
@@ -70,12 +74,17 @@ class McpEndpoint:
                 StreamableHTTPASGIApp,
                 StreamableHTTPSessionManager,
             )
+            from mcp.server.transport_security import TransportSecuritySettings
 
             from toolkeeper.mcp.server import McpFace
 
             face = await anyio.to_thread.run_sync(McpFace, self.gw)
+            security = None if self.allowed_hosts is None else TransportSecuritySettings(
+                allowed_hosts=list(self.allowed_hosts),
+                allowed_origins=list(self.allowed_origins or ()))
             manager = StreamableHTTPSessionManager(
-                app=face.server, max_request_body_size=self.max_body_bytes)
+                app=face.server, max_request_body_size=self.max_body_bytes,
+                security_settings=security)
 
             async def run_manager(*, task_status: anyio.abc.TaskStatus[None]
                                   = anyio.TASK_STATUS_IGNORED) -> None:
@@ -117,6 +126,10 @@ class McpEndpoint:
         scope["user"] = AuthenticatedUser(AccessToken(
             token=token, client_id=f"{who.tenant_id}/{who.agent}", scopes=[],
             subject=who.token_id))
+        # RFC 9110 §5.5: a field value excludes surrounding whitespace (the SDK compares
+        # the routing headers of 2026-07-28 requests byte for byte)
+        scope["headers"] = [(k, v.strip() if k.startswith(b"mcp-") else v)
+                            for k, v in scope["headers"]]
         app = self._app or await self._start()
         from mcp.server.auth.middleware.auth_context import auth_context_var
 
