@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from mcp_fixtures import CONFORMANCE_TOOLS, McpServer, serving
+
 from peers import entry, node
 
 HERE = Path(__file__).resolve().parent
