@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed, ConfigError, UserError
+from toolkeeper.mcp.link import SERVERS_SETTING, make_pool, servers_from
+from toolkeeper.mcp.upstream import LazyPool
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode, Role
 from toolkeeper.model.events import EventType
@@ -77,6 +79,7 @@ class Gateway:
             health=health, rates=RateLimiter(shared),
             turns=TurnCounter(), concurrency=ConcurrencyGroups(), settings=self.settings,
         )
+        self._rt.upstreams = self.upstreams = LazyPool(lambda: make_pool(self))
         self._loops = threading.local()
         self._agent_principals: dict[tuple[str, str], Principal] = {}
         self._definitions_seen = -1
@@ -313,6 +316,7 @@ class Gateway:
             tenants[key] = _tenant_policy(value)
         catalog = Catalog(mode=self.settings.mode, provider_factory=self.factory)
         catalog.secret_owners = dict(reg.get_setting("credentials:owners") or {})
+        catalog.mcp_servers = servers_from(reg.get_setting(SERVERS_SETTING))
         catalog.load(reg.tools(all_tenants=True), reg.versions, reg.profiles(),
                      reg.agents(), tenants)
         self._rt.catalog = catalog
@@ -408,10 +412,22 @@ class Gateway:
         """Write queued audit events now."""
         self._rt.sink.flush()
 
+    def sync_servers(self, names: Sequence[str] | None = None) -> dict[str, Any]:
+        """List the configured upstream MCP servers (or ``names``): import new tools,
+        quarantine drifted ones (see :func:`toolkeeper.mcp.link.sync_servers`)."""
+        from toolkeeper.mcp.link import sync_servers
+
+        return sync_servers(self, names)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self.upstreams.close()
         if self._notifier is not None:
             self._notifier.close()
         closer = getattr(self._rt.rates.shared, "close", None)

@@ -13,6 +13,7 @@ from toolkeeper.builtins.datetime_utils import DatetimeTool
 from toolkeeper.builtins.git import GitTool
 from toolkeeper.builtins.http_request import HttpRequestTool
 from toolkeeper.builtins.json_transform import JsonTransformTool
+from toolkeeper.builtins.mcp_call import McpCallTool
 from toolkeeper.errors import UserError
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.native import BaseTool
@@ -23,6 +24,7 @@ BUILTINS: dict[str, type[BaseTool]] = {
     "git": GitTool,
     "http_request": HttpRequestTool,
     "json_transform": JsonTransformTool,
+    "mcp_call": McpCallTool,
 }
 
 

@@ -69,7 +69,9 @@ def apply_file(gw: Gateway, path: str | Path, *, prune: bool = False) -> ApplyRe
 
 def apply_config(gw: Gateway, config: ConfigFile, *, base_dir: Path,
                  prune: bool = False) -> ApplyReport:
-    """Sync tools, the function allow-list, tenant policy, profiles and agents to ``gw``."""
+    """Sync upstream MCP servers (connecting to each to import its tools), tools, the
+    function allow-list, tenant policy, profiles and agents to ``gw``."""
+    _sync_servers(gw, config)
     _refuse_violations(gw, config, base_dir)
     functions, _problems = load_functions(config, base_dir)
     gw.factory.functions.update(functions)
@@ -89,6 +91,20 @@ def apply_config(gw: Gateway, config: ConfigFile, *, base_dir: Path,
         EventType.CONFIG_APPLIED, None, digest=digest(config.model_dump(mode="json")),
         path=config.source, changes=report.changes)])
     return report
+
+
+def _sync_servers(gw: Gateway, config: ConfigFile) -> None:
+    """Store the servers (every replica reads them), then list each and import its tools.
+    An unreachable server is logged and keeps its imported tools as they were."""
+    from toolkeeper.mcp.link import SERVERS_SETTING
+
+    wanted = [s.model_dump(mode="json") for s in config.servers]
+    reg = gw.store.registry
+    if (reg.get_setting(SERVERS_SETTING) or []) != wanted:
+        reg.put_setting(SERVERS_SETTING, wanted)
+        gw.definitions_changed()
+    if config.servers:
+        gw.sync_servers([s.name for s in config.servers])
 
 
 def _refuse_violations(gw: Gateway, config: ConfigFile, base_dir: Path) -> None:

@@ -86,6 +86,11 @@ def check(config: ConfigFile, *, base_dir: Path, tests_dir: Path | None = None,
     if tests_dir is not None:
         _check_tests(ctx, resolved, tests_dir)
     _check_adjusters(ctx)
+    for i, server in enumerate(config.servers):
+        for where in ("headers", "env"):
+            for path in _literal_secrets(getattr(server, where), ("servers", i, where)):
+                ctx.add(Rule.LITERAL_SECRET, path, "a literal secret in config; store it in "
+                        "the secrets backend and write ${secret:connector/key}")
     for i, profile in enumerate(config.profiles):
         for j, act in enumerate(profile.activations):
             _check_activation(ctx, profile, act, ("profiles", i, "activations", j))
@@ -172,8 +177,16 @@ def _check_adjusters(ctx: _Ctx) -> None:
                     "nothing: set raise_to or raise_by")
 
 
+def _upstream(ctx: _Ctx, tenant: str, name: str) -> bool:
+    """Whether ``name`` is one of a configured upstream server's ``{server}_…`` tools."""
+    return any(name.startswith(f"{s.name}_") and s.tenant in (None, tenant)
+               for s in ctx.config.servers)
+
+
 def _check_activation(ctx: _Ctx, profile: Profile, act: Activation, path: NodePath) -> None:
     tool = ctx.lookup(profile.tenant_id, act.tool)
+    if tool is None and _upstream(ctx, profile.tenant_id, act.tool):
+        return  # imported from an upstream MCP server when applied: not knowable offline
     if tool is None:
         ctx.add(Rule.UNKNOWN_TOOL, (*path, "tool"), f"no tool {act.tool!r} visible to "
                 f"tenant {profile.tenant_id!r}")

@@ -23,6 +23,7 @@ from pydantic import (
 )
 
 from toolkeeper.builtins import BUILTINS
+from toolkeeper.mcp.upstream import ServerConfig
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Adjuster, Agent, GateOverrides, Limits, Profile
 from toolkeeper.model.tool import ToolDefinition
@@ -193,6 +194,7 @@ ToolEntry = Annotated[
 TOOL_ENTRY_TAGS = frozenset({"builtin", "native", "definition"})
 
 
+
 class ConfigFile(BaseModel):
     """The whole ``toolkeeper.yaml``."""
 
@@ -216,6 +218,8 @@ class ConfigFile(BaseModel):
     """Tenant-wide policy by tenant id."""
     tools: list[ToolEntry] = Field(default_factory=list)
     """Built-in, native and fully defined tools."""
+    servers: list[ServerConfig] = Field(default_factory=list)
+    """Upstream MCP servers whose tools are imported as ``{server}_{tool}`` (hash-pinned)."""
     profiles: list[Profile] = Field(default_factory=list)
     """What agents may do: activations, scopes, autonomy, gates, adjusters, limits."""
     agents: list[Agent] = Field(default_factory=list)

@@ -230,6 +230,8 @@ class Catalog:
         self.agents: dict[tuple[str, str], Agent] = {}
         self.tenants: dict[str, TenantPolicy] = {}
         self._visible: dict[str, list[ToolDefinition]] = {}
+        self.mcp_servers: dict[str, Any] = {}
+        """Upstream MCP servers by name (``ServerConfig``; config ``servers:``)."""
         self.secret_owners: dict[str, str] = {}
         """``connector/key`` → the tenant that wrote the credential (REST ``/credentials``)."""
 

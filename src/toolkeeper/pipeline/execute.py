@@ -40,6 +40,7 @@ def make_context(rt: Runtime, st: CallState) -> ToolContext:
         policy=st.policy, connector_id=tool.connector_id, idempotency_key=st.idempotency_key,
         turn_group_id=req.turn_group_id, trace_id=req.trace_id, task_id=req.task_id,
         step_id=req.step_id, config=tool.implementation,
+        timeout_s=tool.execution.timeout_s, upstreams=rt.upstreams,
         _get_secret=None if rt.secrets is None else _tenant_secrets(
             rt.secrets.get_secret, rt.catalog.secret_owners, st.tenant_id or "",
             platform=tool.origin != "api"),

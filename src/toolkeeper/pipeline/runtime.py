@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from toolkeeper.model.enums import Mode
 from toolkeeper.observability.metrics import Metrics
@@ -91,3 +92,5 @@ class Runtime:
     concurrency: ConcurrencyGroups
     settings: Settings = field(default_factory=Settings)
     listeners: Listeners = field(default_factory=Listeners)
+    upstreams: Any = None
+    """Connections to upstream MCP servers (created on first use by the gateway)."""

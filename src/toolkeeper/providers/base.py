@@ -54,6 +54,10 @@ class ToolContext:
     step_id: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     """The tool's implementation config, with ``${secret:…}`` references left unresolved."""
+    timeout_s: float = 30.0
+    """The tool's execution deadline (``execution.timeout_s``)."""
+    upstreams: Any = None
+    """The gateway's upstream MCP connections (``mcp`` tools and ``mcp_call``)."""
     _get_secret: SecretGetter | None = None
     _resolved_secrets: list[str] = field(default_factory=list)
 

@@ -73,4 +73,11 @@ class ProviderFactory:
             from toolkeeper.providers.http import HttpProvider
 
             return HttpProvider(impl)
+        if kind == "mcp":
+            if tool.origin == "api":  # the servers and their credentials are the operator's
+                raise UserError(f"{tool.name}: tools defined through the API cannot reach "
+                                "upstream MCP servers; configure them under `servers:`")
+            from toolkeeper.providers.mcp import McpProvider
+
+            return McpProvider(impl)
         raise UserError(f"{tool.name}: implementation type {kind!r} is not available here")

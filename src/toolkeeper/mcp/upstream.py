@@ -1,0 +1,316 @@
+"""Connections to upstream MCP servers (SPEC §7 MCP, §8): one reused client per server.
+
+Calls come from whatever loop or thread runs the pipeline; the SDK's clients are bound to
+the task that opened them. So every client lives on the pool's own event loop (one daemon
+thread), each owned by a task that holds it open, and callers hand their work to that loop.
+
+A server is connected on first use (bounded by ``connect_timeout_s``), reconnected after a
+failure, and listed again on every connect and on its ``tools/list_changed``: the listing
+goes to ``on_listing``, which compares it with what was pinned (drift quarantines).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from toolkeeper.model.enums import Risk, SideEffect
+
+log = logging.getLogger("toolkeeper.mcp.upstream")
+CONNECTION_CLOSED = -32000
+"""The SDK's error code for a transport that went away under a request."""
+T = TypeVar("T")
+SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,31}$"
+
+
+class ToolOverride(BaseModel):
+    """What the operator says about one upstream tool (upstream annotations are untrusted)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    side_effect: SideEffect | None = None
+    risk: Risk | None = None
+    requires_confirmation: bool | None = None
+    scopes_required: tuple[str, ...] | None = None
+
+
+class ServerConfig(BaseModel):
+    """One upstream MCP server (config ``servers:``): a stdio command or a URL."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    name: str = Field(pattern=SERVER_NAME)
+    """Prefix of the imported tools' names (``{server}_{tool}``)."""
+    command: tuple[str, ...] | None = None
+    """stdio: the program and its arguments."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """stdio: extra environment (values may be ``${secret:…}``)."""
+    cwd: str | None = None
+    url: str | None = None
+    """Streamable HTTP endpoint."""
+    headers: dict[str, str] = Field(default_factory=dict)
+    """HTTP: headers sent on every request (values may be ``${secret:…}``)."""
+    tenant: str | None = None
+    """Tenant owning the imported tools; ``null`` (default) makes them global."""
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    """Per-call deadline (the imported tools' ``execution.timeout_s``)."""
+    connect_timeout_s: float = Field(default=15.0, gt=0, le=600)
+    include: tuple[str, ...] | None = None
+    """Import only these upstream tools (``None``: all)."""
+    side_effect: SideEffect = SideEffect.IRREVERSIBLE
+    """Of every imported tool unless ``tools`` says otherwise."""
+    risk: Risk = Risk.MEDIUM
+    tools: dict[str, ToolOverride] = Field(default_factory=dict)
+    """Per upstream tool name: side effect, risk, confirmation, scopes."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> ServerConfig:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"server {self.name!r}: give exactly one of `command` or `url`")
+        if self.command is not None and not self.command:
+            raise ValueError(f"server {self.name!r}: `command` is empty")
+        return self
+
+
+@dataclass(slots=True)
+class _Conn:
+    client: Any = None
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class UpstreamUnavailable(Exception):
+    """The server could not be reached or connected (nothing was sent)."""
+
+
+Resolver = Callable[[Mapping[str, str]], Awaitable[Mapping[str, str]]]
+"""Replaces ``${secret:…}`` references in header/env values, at connect time."""
+
+
+async def _verbatim(values: Mapping[str, str]) -> Mapping[str, str]:
+    return values
+
+
+class UpstreamPool:
+    """Reused MCP clients, one per configured server, on a private event loop."""
+
+    def __init__(self, configs: Callable[[], Mapping[str, ServerConfig]], *,
+                 resolve: Resolver | None = None,
+                 on_listing: Callable[[ServerConfig, list[Any]], None] | None = None) -> None:
+        self._configs = configs
+        self._resolve = resolve or _verbatim
+        self.on_listing = on_listing
+        self._conns: dict[str, _Conn] = {}
+        self._connecting: dict[str, asyncio.Lock] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever,
+                                        name="toolkeeper-mcp-upstream", daemon=True)
+        self._thread.start()
+        self._closed = False
+
+    # -- from any thread or loop ----------------------------------------------------------
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> asyncio.Future[T]:
+        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
+                   timeout_s: float) -> Any:
+        """``tools/call`` on ``server``: the SDK's ``CallToolResult``."""
+        if self._closed:
+            raise UpstreamUnavailable("the gateway is closing")
+        return await self.submit(self._call(server, tool, arguments, timeout_s))
+
+    def list_tools(self, server: str, timeout_s: float = 30.0) -> list[Any]:
+        """Blocking: the server's tools now (connecting if needed)."""
+        fut = asyncio.run_coroutine_threadsafe(self._list(server), self._loop)
+        return fut.result(timeout=timeout_s)
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self._close_all(), self._loop).result(timeout_s)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=timeout_s)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    # -- on the pool's loop ---------------------------------------------------------------
+
+    def _config(self, server: str) -> ServerConfig:
+        cfg = self._configs().get(server)
+        if cfg is None:
+            raise UpstreamUnavailable(f"no upstream MCP server {server!r} is configured")
+        return cfg
+
+    async def _client(self, server: str) -> Any:
+        conn = self._conns.get(server)
+        if conn is not None and conn.client is not None:
+            return conn.client
+        lock = self._connecting.setdefault(server, asyncio.Lock())
+        async with lock:
+            conn = self._conns.get(server)
+            if conn is not None and conn.client is not None:
+                return conn.client
+            cfg = self._config(server)
+            conn = _Conn()
+            ready: asyncio.Future[Any] = self._loop.create_future()
+            conn.task = self._loop.create_task(self._own(cfg, conn, ready))
+            try:
+                client = await asyncio.wait_for(asyncio.shield(ready), cfg.connect_timeout_s)
+            except TimeoutError:
+                conn.stop.set()
+                raise UpstreamUnavailable(f"{server}: no connection within "
+                                          f"{cfg.connect_timeout_s:g} s") from None
+            except Exception as exc:
+                raise UpstreamUnavailable(f"{server}: cannot connect: {_brief(exc)}") from exc
+            conn.client = client
+            self._conns[server] = conn
+        self._loop.create_task(self._relist(cfg, client))
+        return client
+
+    async def _own(self, cfg: ServerConfig, conn: _Conn, ready: asyncio.Future[Any]) -> None:
+        """Holds one client open until told to stop or until it breaks."""
+        from mcp import Client
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                transport = await self._transport(cfg, stack)
+                client = await stack.enter_async_context(Client(
+                    transport, mode="auto", read_timeout_seconds=cfg.timeout_s, cache=None,
+                    message_handler=self._messages(cfg)))
+                if not ready.done():
+                    ready.set_result(client)
+                await conn.stop.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc if isinstance(exc, Exception)
+                                    else UpstreamUnavailable("cancelled"))
+            elif not isinstance(exc, asyncio.CancelledError):
+                log.warning("upstream %s disconnected: %s", cfg.name, _brief(exc))
+        finally:
+            if self._conns.get(cfg.name) is conn:
+                del self._conns[cfg.name]
+
+    async def _transport(self, cfg: ServerConfig, stack: contextlib.AsyncExitStack) -> Any:
+        if cfg.url is not None:
+            import httpx2
+            from mcp.client.streamable_http import streamable_http_client
+
+            http = await stack.enter_async_context(httpx2.AsyncClient(
+                headers=dict(await self._resolve(cfg.headers)),
+                timeout=httpx2.Timeout(cfg.timeout_s, connect=cfg.connect_timeout_s)))
+            return streamable_http_client(cfg.url, http_client=http)
+        from mcp import StdioServerParameters
+
+        assert cfg.command is not None
+        env = {**_base_env(), **(await self._resolve(cfg.env))}
+        return StdioServerParameters(command=cfg.command[0], args=list(cfg.command[1:]),
+                                     env=env, cwd=cfg.cwd)
+
+    def _messages(self, cfg: ServerConfig) -> Any:
+        async def handle(message: Any) -> None:
+            import mcp_types as types
+
+            if isinstance(message, types.ToolListChangedNotification):
+                conn = self._conns.get(cfg.name)
+                if conn is not None and conn.client is not None:
+                    self._loop.create_task(self._relist(cfg, conn.client))
+        return handle
+
+    async def _relist(self, cfg: ServerConfig, client: Any) -> None:
+        """Hand the server's current tools to ``on_listing`` (off the loop: it writes)."""
+        if self.on_listing is None:
+            return
+        try:
+            tools = (await client.list_tools()).tools
+            await self._loop.run_in_executor(None, self.on_listing, cfg, list(tools))
+        except Exception:
+            log.exception("re-listing upstream %s failed", cfg.name)
+
+    async def _list(self, server: str) -> list[Any]:
+        client = await self._client(server)
+        try:
+            return list((await client.list_tools()).tools)
+        except Exception:
+            await self._drop(server)
+            raise
+
+    async def _call(self, server: str, tool: str, arguments: dict[str, Any],
+                    timeout_s: float) -> Any:
+        client = await self._client(server)
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                await self._drop(server)  # the next call reconnects
+            raise  # otherwise the server answered: the connection is fine
+        except Exception:
+            await self._drop(server)  # the next call reconnects
+            raise
+
+    async def _drop(self, server: str) -> None:
+        conn = self._conns.pop(server, None)
+        if conn is not None:
+            conn.stop.set()
+
+    async def _close_all(self) -> None:
+        conns = list(self._conns.values())
+        for conn in conns:
+            conn.stop.set()
+        tasks = [c.task for c in conns if c.task is not None]
+        if tasks:
+            await asyncio.wait(tasks, timeout=3)
+
+
+def _brief(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _base_env() -> dict[str, str]:
+    """What a stdio server inherits: the SDK's safe defaults, never the gateway's secrets."""
+    keep = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TZ",
+            "SYSTEMROOT", "TMPDIR")
+    return {k: v for k, v in os.environ.items() if k in keep}
+
+
+class LazyPool:
+    """The pool, created on first use (a gateway without upstream servers never starts
+    its thread)."""
+
+    def __init__(self, make: Callable[[], UpstreamPool]) -> None:
+        self._make = make
+        self._pool: UpstreamPool | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> UpstreamPool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = self._make()
+            return self._pool
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
+                   timeout_s: float) -> Any:
+        return await self.get().call(server, tool, arguments, timeout_s=timeout_s)
+
+    def list_tools(self, server: str, timeout_s: float = 30.0) -> list[Any]:
+        return self.get().list_tools(server, timeout_s)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
