@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from toolkeeper.bench.catalog import bench_catalog
 from toolkeeper.bench.irreversible import bench_irreversible
+from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import BenchResult, Sizes
 from toolkeeper.bench.pure import bench_pure
 from toolkeeper.bench.rest import bench_rest
@@ -17,6 +18,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "pure": bench_pure,
     "irreversible": bench_irreversible,
     "rest": bench_rest,
+    "mcp": bench_mcp,
     "catalog": bench_catalog,
 }
 
