@@ -89,8 +89,9 @@ def _agent_token(db: str, cfg: Path) -> str:
 async def _measure(direct: str, governed: str, token: str,
                    sizes: Sizes) -> dict[str, list[float]]:
     import httpx2
-    from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
+
+    from mcp import Client
 
     out: dict[str, list[float]] = {"direct": [], "governed": []}
     headers = {"direct": {}, "governed": {"Authorization": f"Bearer {token}"}}
