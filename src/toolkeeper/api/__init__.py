@@ -68,6 +68,21 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     return app
 
 
+class McpShortcut:
+    """``/mcp`` straight to its endpoint: JSON-RPC has its own errors and limits, and the
+    REST stack (routing across every endpoint, body guard, exception translation) would
+    only add latency to the hottest path of an MCP client."""
+
+    def __init__(self, app: Any, *, endpoint: Any, path: str) -> None:
+        self.app, self.endpoint, self.path = app, endpoint, path
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == self.path:
+            await self.endpoint(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
 def _mount_mcp(app: FastAPI, gw: Gateway, settings: ApiSettings) -> None:
     """``/mcp`` and the lifespan its machinery runs in (MCP answers its own errors)."""
     from starlette.routing import Route
@@ -80,7 +95,10 @@ def _mount_mcp(app: FastAPI, gw: Gateway, settings: ApiSettings) -> None:
                    for scheme in ("http", "https")] + list(settings.cors_origins)
     endpoint = McpEndpoint(gw, max_body_bytes=settings.max_body_bytes,
                            allowed_hosts=settings.mcp_allowed_hosts, allowed_origins=origins)
-    app.router.routes.append(Route(PATH, endpoint=endpoint, include_in_schema=False))
+    # a route for completeness (mounted apps, tests); requests normally never reach the
+    # router: McpShortcut hands them to the endpoint before the REST middleware stack
+    app.router.routes.insert(0, Route(PATH, endpoint=endpoint, include_in_schema=False))
+    app.add_middleware(McpShortcut, endpoint=endpoint, path=PATH)
     app.state.mcp = endpoint
     outer = app.router.lifespan_context
 

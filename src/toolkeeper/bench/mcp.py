@@ -48,7 +48,7 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
         db = f"sqlite:///{tmp}/bench.db"
         token = _agent_token(db, cfg)
         serve = [sys.executable, "-m", "toolkeeper.cli", "--db", db, "serve", "--port",
-                 "{port}", "--config", str(cfg), "--log-level", "warning"]
+                 "{port}", "--config", str(cfg), "--log-level", "warning", "--workers", "2"]
         with _process(serve, health="/healthz") as gw_base:
             figures = asyncio.run(_measure(direct_url, f"{gw_base}/mcp", token, sizes))
     d, g = sorted(figures["direct"]), sorted(figures["governed"])
@@ -72,7 +72,8 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
     ]
     result.notes.append(f"{len(d)} calls per side in alternating blocks, sequential; "
                         f"throughput: {IN_FLIGHT} in flight on one connection for "
-                        f"{sizes.duration_s:g} s per side; SDK client, 2025-11-25")
+                        f"{sizes.duration_s:g} s per side; the SDK client in mode auto "
+                        "(2026-07-28 on both sides)")
     return result
 
 
@@ -99,9 +100,9 @@ async def _measure(direct: str, governed: str, token: str,
     clients: dict[str, Any] = {}
     async with httpx2.AsyncClient(headers=headers["direct"]) as h1, \
             httpx2.AsyncClient(headers=headers["governed"]) as h2, \
-            Client(streamable_http_client(urls["direct"], http_client=h1), mode="legacy",
+            Client(streamable_http_client(urls["direct"], http_client=h1), mode="auto",
                    cache=None) as c1, \
-            Client(streamable_http_client(urls["governed"], http_client=h2), mode="legacy",
+            Client(streamable_http_client(urls["governed"], http_client=h2), mode="auto",
                    cache=None) as c2:
         clients = {"direct": c1, "governed": c2}
         for side, c in clients.items():  # warm up, and check both answer the same

@@ -98,6 +98,10 @@ class McpFace:
             on_subscriptions_listen=self._listen,
             get_tool_input_schema=self._input_schema)
         self._listen_handler = ListenHandler(self.notifier.bus)
+        # the pipeline opens its own ``execute_tool`` span per call (SPEC §9); the SDK's
+        # per-message span would double the tracing cost of every request
+        self.server.middleware[:] = [m for m in self.server.middleware
+                                     if type(m).__name__ != "OpenTelemetryMiddleware"]
         self.server.middleware.append(RequestStateBoundary(
             RequestStateSecurity(keys=[state_key(gw)]), default_audience="toolkeeper"))
 

@@ -109,6 +109,11 @@ class UpstreamPool:
         self._resolve = resolve or _verbatim
         self.on_listing = on_listing
         self._conns: dict[str, _Conn] = {}
+        self._lean: dict[tuple[str, int], Any] = {}
+        self._lean_locks: dict[tuple[str, int], asyncio.Lock] = {}
+        self._sdk_only: set[str] = set()
+        """HTTP servers that refused the lean client's handshake."""
+        self._listed: set[str] = set()
         self._connecting: dict[str, asyncio.Lock] = {}
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever,
@@ -123,10 +128,72 @@ class UpstreamPool:
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
                    timeout_s: float) -> Any:
-        """``tools/call`` on ``server``: the SDK's ``CallToolResult``."""
+        """``tools/call`` on ``server``: a ``CallToolResult`` (model or wire dict).
+
+        An HTTP server is called from the caller's own loop over a lean client kept per
+        (server, loop): no thread hop on the hot path. Others go through the pool's loop.
+        """
         if self._closed:
             raise UpstreamUnavailable("the gateway is closing")
+        cfg = self._config(server)
+        if cfg.url is not None and server not in self._sdk_only:
+            lean = await self._local(cfg)
+            if lean is not None:
+                return await self._lean_call(cfg, lean, tool, arguments, timeout_s)
         return await self.submit(self._call(server, tool, arguments, timeout_s))
+
+    async def _local(self, cfg: ServerConfig) -> Any:
+        """This loop's lean client of ``cfg`` (``None``: the server needs the SDK's)."""
+        from toolkeeper.mcp.lean import HandshakeRefused, LeanHttpClient
+
+        key = (cfg.name, id(asyncio.get_running_loop()))
+        found = self._lean.get(key)
+        if found is not None:
+            return found
+        lock = self._lean_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            found = self._lean.get(key)
+            if found is not None:
+                return found
+            assert cfg.url is not None
+            lean = LeanHttpClient(cfg.url, headers=await self._resolve(cfg.headers),
+                                  timeout_s=cfg.timeout_s,
+                                  connect_timeout_s=cfg.connect_timeout_s)
+            try:
+                await asyncio.wait_for(lean.start(), cfg.connect_timeout_s)
+            except HandshakeRefused:
+                self._sdk_only.add(cfg.name)
+                await lean.aclose()
+                return None
+            except TimeoutError:
+                await lean.aclose()
+                raise UpstreamUnavailable(f"{cfg.name}: no connection within "
+                                          f"{cfg.connect_timeout_s:g} s") from None
+            except BaseException:
+                await lean.aclose()
+                raise
+            if len(self._lean) >= 256:  # loops come and go (threads): forget the oldest
+                self._lean.pop(next(iter(self._lean)), None)
+            self._lean[key] = lean
+        if cfg.name not in self._listed:  # drift check once per server and pool
+            self._listed.add(cfg.name)
+            self.submit(self._list(cfg.name))
+        return lean
+
+    async def _lean_call(self, cfg: ServerConfig, lean: Any, tool: str,
+                         arguments: dict[str, Any], timeout_s: float) -> Any:
+        from mcp.shared.exceptions import MCPError
+
+        try:
+            return await lean.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
+        except (MCPError, UpstreamUnavailable) as exc:
+            if not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
+                key = (cfg.name, id(asyncio.get_running_loop()))
+                current = self._lean.get(key)
+                if current is lean:
+                    del self._lean[key]  # the next call reconnects
+                    await current.aclose()
+            raise
 
     def list_tools(self, server: str, timeout_s: float = 30.0) -> list[Any]:
         """Blocking: the server's tools now (connecting if needed)."""
@@ -179,11 +246,27 @@ class UpstreamPool:
         return client
 
     async def _own(self, cfg: ServerConfig, conn: _Conn, ready: asyncio.Future[Any]) -> None:
-        """Holds one client open until told to stop or until it breaks."""
+        """Holds one client open until told to stop or until it breaks: the lean client for
+        HTTP servers that handshake in the 2025 era, else the SDK's."""
         from mcp import Client
+        from toolkeeper.mcp.lean import HandshakeRefused, LeanHttpClient
 
         try:
             async with contextlib.AsyncExitStack() as stack:
+                if cfg.url is not None:
+                    lean = LeanHttpClient(cfg.url, headers=await self._resolve(cfg.headers),
+                                          timeout_s=cfg.timeout_s,
+                                          connect_timeout_s=cfg.connect_timeout_s)
+                    stack.push_async_callback(lean.aclose)
+                    try:
+                        await lean.start()
+                    except HandshakeRefused as exc:
+                        log.info("upstream %s: %s; using the SDK client", cfg.name, exc)
+                    else:
+                        if not ready.done():
+                            ready.set_result(lean)
+                        await conn.stop.wait()
+                        return
                 transport = await self._transport(cfg, stack)
                 client = await stack.enter_async_context(Client(
                     transport, mode="auto", read_timeout_seconds=cfg.timeout_s, cache=None,

@@ -65,12 +65,15 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
 
 
 def output_of(server: str, result: Any) -> Any:
-    texts = [b.text for b in result.content if getattr(b, "type", None) == "text"]
-    if result.is_error:
+    """The tool's output from a ``CallToolResult`` (the SDK's model or the wire dict)."""
+    if not isinstance(result, dict):
+        result = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    blocks = result.get("content") or []
+    texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    if result.get("isError"):
         raise ToolError("tool_error", f"{server}: " + (" ".join(texts)[:1000] or "failed"))
-    if result.structured_content is not None:
-        return result.structured_content
-    if len(texts) == len(result.content):
+    if result.get("structuredContent") is not None:
+        return result["structuredContent"]
+    if len(texts) == len(blocks):
         return texts[0] if len(texts) == 1 else texts
-    return [b.model_dump(mode="json", by_alias=True, exclude_none=True)
-            for b in result.content]
+    return blocks
