@@ -65,6 +65,8 @@ class Gateway:
         self._secrets = secrets
         self._tracer = tracer if tracer is not None else tracer_from_global()
         self._next_recovery = time.monotonic() + self.settings.recovery_every_s
+        self._next_resync = time.monotonic() + self.settings.mcp_resync_s
+        self._resyncing = threading.Lock()
         sink = AuditSink(store.audit)
         shared: Any = store.rates if shared_rate_limits else None
         self._notifier: Any = None
@@ -394,8 +396,9 @@ class Gateway:
                                            old=str(old), new=str(new), error=error)])
 
     def _housekeeping(self) -> None:
-        """Runs about once a second on the audit writer thread: SQLite checkpoint, and
-        periodic recovery of stale ``in_progress`` outcomes (SPEC §4)."""
+        """Runs about once a second on the audit writer thread: SQLite checkpoint, periodic
+        recovery of stale ``in_progress`` outcomes (SPEC §4), and listing the upstream MCP
+        servers again for drift (in a thread of its own)."""
         self.store.db.checkpoint()
         if self.store.registry.definitions_version() != self._definitions_seen:
             self.reload()  # another process changed tools, profiles or agents
@@ -407,6 +410,23 @@ class Gateway:
             stale = self.calls.recover()
             if stale:
                 log.warning("marked %d stale in_progress outcomes unknown", len(stale))
+        if self.catalog.mcp_servers and time.monotonic() >= self._next_resync:
+            self._next_resync = time.monotonic() + self.settings.mcp_resync_s
+            self._resync_in_background()
+
+    def _resync_in_background(self) -> None:
+        """List the upstream servers again off this thread (it also writes the audit)."""
+        if self._resyncing.locked():
+            return
+
+        def run() -> None:
+            with self._resyncing:
+                try:
+                    self.sync_servers()
+                except Exception:
+                    log.exception("periodic upstream MCP listing failed")
+
+        threading.Thread(target=run, name="toolkeeper-mcp-resync", daemon=True).start()
 
     def flush(self) -> None:
         """Write queued audit events now."""

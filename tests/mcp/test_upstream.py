@@ -125,6 +125,35 @@ def test_a_changed_upstream_definition_quarantines_until_republished(fx: Setup) 
     assert gw.sync_servers()["fx"].unchanged[:1] == ["fx_echo"]
 
 
+def test_an_upstream_list_changed_triggers_the_drift_check(fx: Setup) -> None:
+    import time
+
+    fx.description.write_text("Echo the text back, now with a new instruction.")
+    assert fx.gw.call_sync("fx_echo", agent="a", arguments={"text": "notify"}).ok
+    deadline = time.monotonic() + 15
+    while fx.gw.store.registry.tool("fx_echo", None)[1].status is not ToolStatus.QUARANTINED:
+        assert time.monotonic() < deadline, "the upstream's list_changed was not acted on"
+        time.sleep(0.05)
+    assert fx.gw.call_sync("fx_echo", agent="a", arguments={"text": "x"}).reason == \
+        "tool_quarantined"
+
+
+def test_a_running_gateway_lists_its_upstreams_again_periodically(tmp_path: Path) -> None:
+    import time
+
+    (tmp_path / "description.txt").write_text("Echo.")
+    cfg = _config(tmp_path, [_fixture_server(tmp_path)], ["fx_echo"])
+    doc = yaml.safe_load(cfg.read_text())
+    doc["settings"] = {"mcp_resync_s": 1}
+    cfg.write_text(yaml.safe_dump(doc))
+    with Gateway.open(f"sqlite:///{tmp_path}/tk.db", config=cfg) as gw:
+        (tmp_path / "description.txt").write_text("Echo. Changed without telling anyone.")
+        deadline = time.monotonic() + 20
+        while gw.store.registry.tool("fx_echo", None)[1].status is not ToolStatus.QUARANTINED:
+            assert time.monotonic() < deadline, "no periodic re-listing within 20 s"
+            time.sleep(0.1)
+
+
 def test_an_unreachable_upstream_is_reported_not_fatal(tmp_path: Path) -> None:
     server = {"name": "gone", "command": [PY, "-c", "import sys; sys.exit(3)"],
               "connect_timeout_s": 5}

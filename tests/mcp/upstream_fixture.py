@@ -3,7 +3,7 @@
 ``python upstream_fixture.py stdio`` or ``python upstream_fixture.py http PORT``. The
 description of ``echo`` is read from the file named by ``FIXTURE_DESCRIPTION`` on every
 listing, so a test can change the upstream definition under a running gateway. Tools:
-``echo`` (text), ``pid`` (this process id: connection reuse), ``slow`` (sleeps ``s``),
+``echo`` (text; ``notify`` also sends ``tools/list_changed``), ``pid`` (this process id: connection reuse), ``slow`` (sleeps ``s``),
 ``fail`` (an isError result), ``whoami`` (the Authorization header it received).
 """
 
@@ -17,8 +17,10 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
 
 _OBJ: dict[str, Any] = {"type": "object"}
+BUS = InMemorySubscriptionBus()
 
 
 def _description() -> str:
@@ -47,6 +49,9 @@ def _text(text: str) -> types.CallToolResult:
 async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
     args = params.arguments or {}
     if params.name == "echo":
+        if args.get("text") == "notify":  # tell the client the tool list changed
+            await ctx.session.send_tool_list_changed()  # 2025-11-25
+            await BUS.publish(ToolsListChanged())  # 2026-07-28 listen streams
         return _text(str(args.get("text", "")))
     if params.name == "pid":
         return types.CallToolResult(content=[types.TextContent(type="text", text="pid")],
@@ -66,7 +71,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
 
 
 def build() -> Server[Any]:
-    return Server("fixture", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server("fixture", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool,
+                  on_subscriptions_listen=ListenHandler(BUS))
 
 
 async def _stdio() -> None:

@@ -248,7 +248,8 @@ def config_settings(config: ConfigFile) -> dict[str, Any]:
         value = getattr(s, f"{name}_s")
         if value is not None:
             out[name] = timedelta(seconds=value)
-    for name in ("max_payload_bytes", "audit_level", "audit_arguments", "audit_durability"):
+    for name in ("max_payload_bytes", "audit_level", "audit_arguments", "audit_durability",
+                 "mcp_resync_s"):
         if getattr(s, name) is not None:
             out[name] = getattr(s, name)
     return out

@@ -72,6 +72,8 @@ class SettingsConfig(_Section):
     """Added to a tool's timeout before an in_progress outcome is presumed dead."""
     max_payload_bytes: int | None = Field(default=None, ge=1)
     """Argument payload cap (``payload_too_large``)."""
+    mcp_resync_s: float | None = Field(default=None, ge=1)
+    """How often upstream MCP servers are listed again for drift (default 300)."""
     audit_level: Literal["decisions", "steps"] | None = None
     """``decisions`` audits decisions and outcomes; ``steps`` also pass-through steps."""
     audit_arguments: bool | None = None

@@ -273,7 +273,11 @@ class UpstreamPool:
                     message_handler=self._messages(cfg)))
                 if not ready.done():
                     ready.set_result(client)
-                await conn.stop.wait()
+                listener = self._loop.create_task(self._listen(cfg, client))
+                try:
+                    await conn.stop.wait()
+                finally:
+                    listener.cancel()
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception)
@@ -309,6 +313,23 @@ class UpstreamPool:
                 if conn is not None and conn.client is not None:
                     self._loop.create_task(self._relist(cfg, conn.client))
         return handle
+
+    async def _listen(self, cfg: ServerConfig, client: Any) -> None:
+        """2026-07-28 servers announce list changes on a ``subscriptions/listen`` stream
+        (2025-11-25 ones as notifications: :meth:`_messages`)."""
+        caps = getattr(client, "server_capabilities", None)
+        tools = getattr(caps, "tools", None)
+        if not getattr(tools, "list_changed", False) or \
+                getattr(client, "protocol_version", None) != "2026-07-28":
+            return
+        try:
+            async with client.listen(tools_list_changed=True) as sub:
+                async for _event in sub:
+                    await self._relist(cfg, client)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the connection's own failure handling takes over
+            log.info("upstream %s: change stream ended: %s", cfg.name, _brief(exc))
 
     async def _relist(self, cfg: ServerConfig, client: Any) -> None:
         """Hand the server's current tools to ``on_listing`` (off the loop: it writes)."""

@@ -34,6 +34,9 @@ class Settings:
     """How often stale ``in_progress`` outcomes are looked for (besides start-up)."""
     retry_base_s: float = 0.05
     retry_max_s: float = 2.0
+    mcp_resync_s: float = 300.0
+    """How often upstream MCP servers are listed again to catch changed definitions
+    (besides start-up, apply, reconnects and their own ``list_changed``)."""
     audit_level: str = "decisions"
     """``decisions``: every decision and outcome is audited, and the terminal event of a
     call carries its risk, gate and argument digest; ``steps`` also records pass-through
