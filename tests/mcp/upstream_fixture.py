@@ -3,8 +3,9 @@
 ``python upstream_fixture.py stdio`` or ``python upstream_fixture.py http PORT``. The
 description of ``echo`` is read from the file named by ``FIXTURE_DESCRIPTION`` on every
 listing, so a test can change the upstream definition under a running gateway. Tools:
-``echo`` (text; ``notify`` also sends ``tools/list_changed``), ``pid`` (this process id: connection reuse), ``slow`` (sleeps ``s``),
-``fail`` (an isError result), ``whoami`` (the Authorization header it received).
+``echo`` (text; ``notify`` also announces a list change), ``pid`` (this process id:
+connection reuse), ``slow`` (sleeps ``s``), ``fail`` (an isError result), ``whoami`` (the
+Authorization header it received).
 """
 
 from __future__ import annotations
