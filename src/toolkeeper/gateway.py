@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -13,15 +12,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed, ConfigError, UserError
-from toolkeeper.mcp.link import SERVERS_SETTING, make_pool, servers_from
-from toolkeeper.mcp.upstream import LazyPool
+from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed, UserError
+from toolkeeper.identities import TokenCache
+from toolkeeper.mcp.link import SERVERS_SETTING, Resync, make_pool, servers_from
+from toolkeeper.mcp.servers import LazyPool
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode, Role
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.observability.metrics import Metrics
 from toolkeeper.observability.tracing import record_span, tracer_from_global
+from toolkeeper.opening import tenant_policy
 from toolkeeper.pipeline import steps
 from toolkeeper.pipeline.audit_sink import AuditSink
 from toolkeeper.pipeline.catalog import Catalog, TenantPolicy
@@ -37,7 +38,6 @@ from toolkeeper.services.approvals import ApprovalService
 from toolkeeper.services.calls import CallService
 from toolkeeper.services.registry import RegistryService
 from toolkeeper.store import Store, changes
-from toolkeeper.store.misc import hash_token
 from toolkeeper.store.records import ApprovalRecord
 
 log = logging.getLogger("toolkeeper")
@@ -65,8 +65,7 @@ class Gateway:
         self._secrets = secrets
         self._tracer = tracer if tracer is not None else tracer_from_global()
         self._next_recovery = time.monotonic() + self.settings.recovery_every_s
-        self._next_resync = time.monotonic() + self.settings.mcp_resync_s
-        self._resyncing = threading.Lock()
+        self._resync = Resync(self)
         sink = AuditSink(store.audit)
         shared: Any = store.rates if shared_rate_limits else None
         self._notifier: Any = None
@@ -86,8 +85,7 @@ class Gateway:
         self._agent_principals: dict[tuple[str, str], Principal] = {}
         self._definitions_seen = -1
         self._batch_depth, self._batch_dirty = 0, False
-        self._tokens: dict[str, Principal] = {}
-        self._tokens_generation = store.tokens.generation
+        self._tokens = TokenCache(store.tokens)
         self._tokens_seen = changes.version(store.db, "tokens")
         self._closed = False
         self.registry = RegistryService(self)
@@ -118,52 +116,11 @@ class Gateway:
         ``secrets`` may name a backend (``env`` or ``embedded``, whose master key is
         ``TOOLKEEPER_SECRETS_KEY`` or ``secrets_key_file``) instead of being one.
         """
-        from toolkeeper.builtins import BUILTINS
-        from toolkeeper.store.db import DEFAULT_URL
+        from toolkeeper.opening import open_gateway
 
-        cfg, base_dir = None, Path.cwd()
-        if config is not None:
-            base_dir = Path(config).resolve().parent
-            from toolkeeper.config import load_file
-            from toolkeeper.config.apply import config_settings
-
-            cfg = load_file(config)
-            settings = {**config_settings(cfg), **settings}
-        url = url or os.environ.get("TOOLKEEPER_DATABASE_URL") or (
-            cfg.database if cfg is not None else None) or DEFAULT_URL
-        if mode is not None:
-            settings["mode"] = Mode(mode)
-        redis_url = settings.pop("redis_url", None) or os.environ.get("TOOLKEEPER_REDIS_URL")
-        store = Store.open(url)
-        # replicas on one PostgreSQL must agree on rate limits: count in the database
-        # unless Redis does it (SQLite is one machine's embedded store: count in process)
-        shared_limits = settings.pop("shared_rate_limits", not store.is_local)
-        try:
-            if isinstance(secrets, str):
-                from toolkeeper.secrets import open_backend
-
-                secrets = open_backend(secrets, store.blobs, key_file=secrets_key_file)
-            elif cfg is not None and secrets is None:
-                from toolkeeper.config.apply import secrets_store
-
-                secrets = secrets_store(cfg, base_dir, store.blobs)
-            factory = ProviderFactory(natives=natives, functions=functions, builtins=BUILTINS)
-            gw = cls(store, settings=Settings(**settings), secrets=secrets, factory=factory,
-                     redis_url=redis_url, shared_rate_limits=shared_limits)
-        except BaseException:
-            store.close()
-            raise
-        try:
-            if cfg is not None:
-                from toolkeeper.config.apply import apply_config
-
-                apply_config(gw, cfg, base_dir=base_dir)
-            if recover:
-                gw.calls.recover()
-        except BaseException:
-            gw.close()
-            raise
-        return gw
+        return open_gateway(cls, url, config=config, mode=mode, secrets=secrets,
+                            secrets_key_file=secrets_key_file, natives=natives,
+                            functions=functions, recover=recover, settings=settings)
 
     # -- the pipeline --------------------------------------------------------------------
 
@@ -280,32 +237,13 @@ class Gateway:
         return p
 
     def authenticate(self, token: str) -> Principal | None:
-        """The principal of a token; ``None`` for unknown or revoked tokens.
-
-        Known tokens are cached by hash. The cache is dropped when this process creates or
-        revokes a token, and when another process does (the ``tokens`` change counter,
-        checked about once a second by the housekeeping thread).
-        """
-        if not isinstance(token, str) or not token:
-            return None
-        cached = self.cached_principal(token)
-        if cached is not None:
-            return cached
-        rec = self.store.tokens.find(token)
-        if rec is None:
-            return None
-        found = Principal(name=rec.label, tenant_id=rec.tenant_id,
-                          roles=frozenset({Role(rec.role)}), agent=rec.agent, token_id=rec.id)
-        if len(self._tokens) < 100_000:
-            self._tokens[hash_token(token)] = found
-        return found
+        """The principal of a token; ``None`` for unknown or revoked tokens (cached: see
+        :class:`toolkeeper.identities.TokenCache`)."""
+        return self._tokens.authenticate(token)
 
     def cached_principal(self, token: str) -> Principal | None:
         """The principal of a token this process has already verified, without I/O."""
-        if self._tokens_generation != self.store.tokens.generation:
-            self._tokens = {}
-            self._tokens_generation = self.store.tokens.generation
-        return self._tokens.get(hash_token(token)) if isinstance(token, str) else None
+        return self._tokens.cached(token)
 
     # -- definitions ---------------------------------------------------------------------
 
@@ -315,7 +253,7 @@ class Gateway:
         self._definitions_seen = reg.definitions_version()
         tenants: dict[str, TenantPolicy] = {}
         for key, value in (reg.get_setting("tenant_policies") or {}).items():
-            tenants[key] = _tenant_policy(value)
+            tenants[key] = tenant_policy(value)
         catalog = Catalog(mode=self.settings.mode, provider_factory=self.factory)
         catalog.secret_owners = dict(reg.get_setting("credentials:owners") or {})
         catalog.mcp_servers = servers_from(reg.get_setting(SERVERS_SETTING))
@@ -404,29 +342,14 @@ class Gateway:
             self.reload()  # another process changed tools, profiles or agents
         tokens_now = changes.version(self.store.db, "tokens")
         if tokens_now != self._tokens_seen:  # created or revoked elsewhere
-            self._tokens_seen, self._tokens = tokens_now, {}
+            self._tokens_seen = tokens_now
+            self._tokens.drop()
         if time.monotonic() >= self._next_recovery:
             self._next_recovery = time.monotonic() + self.settings.recovery_every_s
             stale = self.calls.recover()
             if stale:
                 log.warning("marked %d stale in_progress outcomes unknown", len(stale))
-        if self.catalog.mcp_servers and time.monotonic() >= self._next_resync:
-            self._next_resync = time.monotonic() + self.settings.mcp_resync_s
-            self._resync_in_background()
-
-    def _resync_in_background(self) -> None:
-        """List the upstream servers again off this thread (it also writes the audit)."""
-        if self._resyncing.locked():
-            return
-
-        def run() -> None:
-            with self._resyncing:
-                try:
-                    self.sync_servers()
-                except Exception:
-                    log.exception("periodic upstream MCP listing failed")
-
-        threading.Thread(target=run, name="toolkeeper-mcp-resync", daemon=True).start()
+        self._resync.tick()
 
     def flush(self) -> None:
         """Write queued audit events now."""
@@ -464,18 +387,6 @@ class Gateway:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _tenant_policy(value: dict[str, Any]) -> TenantPolicy:
-    from toolkeeper.model.profile import Adjuster, Limits
-
-    try:
-        return TenantPolicy(gates=value.get("gates") or {},
-                            adjusters=tuple(Adjuster.model_validate(a)
-                                            for a in value.get("adjusters") or ()),
-                            limits=Limits.model_validate(value.get("limits") or {}))
-    except ValueError as exc:
-        raise ConfigError(f"stored tenant policy is invalid: {exc}") from exc
 
 
 def _now() -> Any:

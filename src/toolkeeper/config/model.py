@@ -23,7 +23,7 @@ from pydantic import (
 )
 
 from toolkeeper.builtins import BUILTINS
-from toolkeeper.mcp.upstream import ServerConfig
+from toolkeeper.mcp.servers import ServerConfig
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Adjuster, Agent, GateOverrides, Limits, Profile
 from toolkeeper.model.tool import ToolDefinition

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolkeeper.canonical import digest
-from toolkeeper.mcp.upstream import ServerConfig
+from toolkeeper.mcp.servers import ServerConfig
 from toolkeeper.model.enums import Risk, SideEffect, ToolStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta, ToolDefinition

@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolkeeper.mcp.upstream import ServerConfig, UpstreamPool
+from toolkeeper.mcp.servers import ServerConfig
+from toolkeeper.mcp.upstream import UpstreamPool
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
@@ -77,3 +80,28 @@ def sync_servers(gw: Gateway, names: Sequence[str] | None = None) -> dict[str, A
             continue
         out[name] = sync_listing(gw, cfg, tools)
     return out
+
+
+class Resync:
+    """Lists a gateway's upstream servers again every ``mcp_resync_s``, on a thread of its
+    own (the caller is the audit writer's housekeeping; a listing can take seconds)."""
+
+    def __init__(self, gw: Gateway) -> None:
+        self._gw = gw
+        self._next = time.monotonic() + gw.settings.mcp_resync_s
+        self._running = threading.Lock()
+
+    def tick(self) -> None:
+        if not self._gw.catalog.mcp_servers or time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self._gw.settings.mcp_resync_s
+        if self._running.locked():
+            return
+        threading.Thread(target=self._run, name="toolkeeper-mcp-resync", daemon=True).start()
+
+    def _run(self) -> None:
+        with self._running:
+            try:
+                sync_servers(self._gw)
+            except Exception:
+                log.exception("periodic upstream MCP listing failed")

@@ -20,64 +20,12 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from toolkeeper.model.enums import Risk, SideEffect
+from toolkeeper.mcp.servers import ServerConfig
 
 log = logging.getLogger("toolkeeper.mcp.upstream")
 CONNECTION_CLOSED = -32000
 """The SDK's error code for a transport that went away under a request."""
 T = TypeVar("T")
-SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,31}$"
-
-
-class ToolOverride(BaseModel):
-    """What the operator says about one upstream tool (upstream annotations are untrusted)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    side_effect: SideEffect | None = None
-    risk: Risk | None = None
-    requires_confirmation: bool | None = None
-    scopes_required: tuple[str, ...] | None = None
-
-
-class ServerConfig(BaseModel):
-    """One upstream MCP server (config ``servers:``): a stdio command or a URL."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-    name: str = Field(pattern=SERVER_NAME)
-    """Prefix of the imported tools' names (``{server}_{tool}``)."""
-    command: tuple[str, ...] | None = None
-    """stdio: the program and its arguments."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """stdio: extra environment (values may be ``${secret:…}``)."""
-    cwd: str | None = None
-    url: str | None = None
-    """Streamable HTTP endpoint."""
-    headers: dict[str, str] = Field(default_factory=dict)
-    """HTTP: headers sent on every request (values may be ``${secret:…}``)."""
-    tenant: str | None = None
-    """Tenant owning the imported tools; ``null`` (default) makes them global."""
-    timeout_s: float = Field(default=30.0, gt=0, le=3600)
-    """Per-call deadline (the imported tools' ``execution.timeout_s``)."""
-    connect_timeout_s: float = Field(default=15.0, gt=0, le=600)
-    include: tuple[str, ...] | None = None
-    """Import only these upstream tools (``None``: all)."""
-    side_effect: SideEffect = SideEffect.IRREVERSIBLE
-    """Of every imported tool unless ``tools`` says otherwise."""
-    risk: Risk = Risk.MEDIUM
-    tools: dict[str, ToolOverride] = Field(default_factory=dict)
-    """Per upstream tool name: side effect, risk, confirmation, scopes."""
-
-    @model_validator(mode="after")
-    def _one_transport(self) -> ServerConfig:
-        if (self.command is None) == (self.url is None):
-            raise ValueError(f"server {self.name!r}: give exactly one of `command` or `url`")
-        if self.command is not None and not self.command:
-            raise ValueError(f"server {self.name!r}: `command` is empty")
-        return self
 
 
 @dataclass(slots=True)
@@ -389,32 +337,3 @@ def _base_env() -> dict[str, str]:
     keep = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TZ",
             "SYSTEMROOT", "TMPDIR")
     return {k: v for k, v in os.environ.items() if k in keep}
-
-
-class LazyPool:
-    """The pool, created on first use (a gateway without upstream servers never starts
-    its thread)."""
-
-    def __init__(self, make: Callable[[], UpstreamPool]) -> None:
-        self._make = make
-        self._pool: UpstreamPool | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> UpstreamPool:
-        with self._lock:
-            if self._pool is None:
-                self._pool = self._make()
-            return self._pool
-
-    async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
-                   timeout_s: float) -> Any:
-        return await self.get().call(server, tool, arguments, timeout_s=timeout_s)
-
-    def list_tools(self, server: str, timeout_s: float = 30.0) -> list[Any]:
-        return self.get().list_tools(server, timeout_s)
-
-    def close(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()

@@ -1,0 +1,48 @@
+"""Who a bearer token is, cached: a verified token costs one hash and a dict look-up."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolkeeper.model.call import Principal
+from toolkeeper.model.enums import Role
+from toolkeeper.store.misc import hash_token
+
+
+class TokenCache:
+    """Known tokens by hash. Dropped when this process creates or revokes a token (the
+    repository's generation) and when another process does (the gateway's housekeeping
+    sees the ``tokens`` change counter, about once a second, and calls :meth:`drop`)."""
+
+    MAX = 100_000
+
+    def __init__(self, tokens: Any) -> None:
+        self._repo = tokens
+        self._known: dict[str, Principal] = {}
+        self._generation = tokens.generation
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal of ``token``; ``None`` for unknown or revoked tokens."""
+        if not isinstance(token, str) or not token:
+            return None
+        cached = self.cached(token)
+        if cached is not None:
+            return cached
+        rec = self._repo.find(token)
+        if rec is None:
+            return None
+        found = Principal(name=rec.label, tenant_id=rec.tenant_id,
+                          roles=frozenset({Role(rec.role)}), agent=rec.agent, token_id=rec.id)
+        if len(self._known) < self.MAX:
+            self._known[hash_token(token)] = found
+        return found
+
+    def cached(self, token: str) -> Principal | None:
+        """Without I/O: the principal of a token already verified here."""
+        if self._generation != self._repo.generation:
+            self._known = {}
+            self._generation = self._repo.generation
+        return self._known.get(hash_token(token)) if isinstance(token, str) else None
+
+    def drop(self) -> None:
+        self._known = {}

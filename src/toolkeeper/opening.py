@@ -1,0 +1,86 @@
+"""Opening a gateway: the store, the config file's settings and secrets backend, then the
+file synced and stale outcomes recovered (``Gateway.open``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkeeper.errors import ConfigError
+from toolkeeper.model.enums import Mode
+from toolkeeper.pipeline.catalog import TenantPolicy
+from toolkeeper.pipeline.runtime import Settings
+from toolkeeper.providers.factory import ProviderFactory
+from toolkeeper.secrets.base import SecretsStore
+from toolkeeper.store import Store
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway import Gateway
+
+
+def open_gateway(cls: type[Gateway], url: str | None, *, config: str | Path | None,
+                 mode: Mode | str | None, secrets: SecretsStore | str | None,
+                 secrets_key_file: str | Path | None, natives: Mapping[str, Any] | None,
+                 functions: Mapping[str, Callable[..., Any]] | None, recover: bool,
+                 settings: dict[str, Any]) -> Gateway:
+    """See :meth:`Gateway.open`."""
+    from toolkeeper.builtins import BUILTINS
+    from toolkeeper.store.db import DEFAULT_URL
+
+    cfg, base_dir = None, Path.cwd()
+    if config is not None:
+        base_dir = Path(config).resolve().parent
+        from toolkeeper.config import load_file
+        from toolkeeper.config.apply import config_settings
+
+        cfg = load_file(config)
+        settings = {**config_settings(cfg), **settings}
+    url = url or os.environ.get("TOOLKEEPER_DATABASE_URL") or (
+        cfg.database if cfg is not None else None) or DEFAULT_URL
+    if mode is not None:
+        settings["mode"] = Mode(mode)
+    redis_url = settings.pop("redis_url", None) or os.environ.get("TOOLKEEPER_REDIS_URL")
+    store = Store.open(url)
+    # replicas on one PostgreSQL must agree on rate limits: count in the database
+    # unless Redis does it (SQLite is one machine's embedded store: count in process)
+    shared_limits = settings.pop("shared_rate_limits", not store.is_local)
+    try:
+        if isinstance(secrets, str):
+            from toolkeeper.secrets import open_backend
+
+            secrets = open_backend(secrets, store.blobs, key_file=secrets_key_file)
+        elif cfg is not None and secrets is None:
+            from toolkeeper.config.apply import secrets_store
+
+            secrets = secrets_store(cfg, base_dir, store.blobs)
+        factory = ProviderFactory(natives=natives, functions=functions, builtins=BUILTINS)
+        gw = cls(store, settings=Settings(**settings), secrets=secrets, factory=factory,
+                 redis_url=redis_url, shared_rate_limits=shared_limits)
+    except BaseException:
+        store.close()
+        raise
+    try:
+        if cfg is not None:
+            from toolkeeper.config.apply import apply_config
+
+            apply_config(gw, cfg, base_dir=base_dir)
+        if recover:
+            gw.calls.recover()
+    except BaseException:
+        gw.close()
+        raise
+    return gw
+
+
+def tenant_policy(value: dict[str, Any]) -> TenantPolicy:
+    from toolkeeper.model.profile import Adjuster, Limits
+
+    try:
+        return TenantPolicy(gates=value.get("gates") or {},
+                            adjusters=tuple(Adjuster.model_validate(a)
+                                            for a in value.get("adjusters") or ()),
+                            limits=Limits.model_validate(value.get("limits") or {}))
+    except ValueError as exc:
+        raise ConfigError(f"stored tenant policy is invalid: {exc}") from exc
