@@ -37,16 +37,18 @@ def structured(result: CallResult) -> dict[str, Any]:
 
 def one_line(result: CallResult) -> str:
     """The human/model-readable line of a stopped or failed call."""
-    head = f"{result.status.value}"
-    if result.reason:
-        head += f" ({result.reason})"
+    status = result.status.value
+    head = status if not result.reason or result.reason == status else \
+        f"{status} ({result.reason})"
     if result.message:
         head += f": {result.message}"
-    nxt = _NEXT.get(result.status)
-    if nxt and result.approval_id:
-        nxt = nxt.replace("{id}", result.approval_id) + f" [approval {result.approval_id}]"
-    elif nxt:
-        nxt = nxt.replace("/approvals/{id}/confirm", "the approval")
+    nxt = _NEXT.get(result.status, "")
+    if result.approval_id:
+        nxt = nxt.replace("{id}", result.approval_id)
+        if result.approval_id not in head + nxt:
+            head += f" [approval {result.approval_id}]"
+    else:
+        nxt = nxt.replace("(POST /approvals/{id}/confirm) ", "")
     if result.retry_after is not None:
         nxt = f"retry after {result.retry_after:g} s"
     return f"{head}; {nxt}" if nxt else head
