@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import threading
 import time
@@ -11,6 +10,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed, UserError
 from toolkeeper.identities import TokenCache
@@ -84,7 +85,8 @@ class Gateway:
         self._loops = threading.local()
         self._agent_principals: dict[tuple[str, str], Principal] = {}
         self._definitions_seen = -1
-        self._batch_depth, self._batch_dirty = 0, False
+        self._batch = threading.local()  # per thread: {depth, dirty}
+        self._reloading = threading.RLock()
         self._tokens = TokenCache(store.tokens)
         self._tokens_seen = changes.version(store.db, "tokens")
         self._closed = False
@@ -248,7 +250,12 @@ class Gateway:
     # -- definitions ---------------------------------------------------------------------
 
     def reload(self) -> None:
-        """Rebuild the in-memory snapshot from the store (after any definition change)."""
+        """Rebuild the in-memory snapshot from the store (after any definition change).
+        Reloads never interleave: a slower one could otherwise install an older snapshot."""
+        with self._reloading:
+            self._reload()
+
+    def _reload(self) -> None:
         reg = self.store.registry
         self._definitions_seen = reg.definitions_version()
         tenants: dict[str, TenantPolicy] = {}
@@ -266,8 +273,8 @@ class Gateway:
         """After a definition write: reload here and tell the other processes now (Redis);
         without Redis they notice the database's change counter within about a second.
         Inside :meth:`changes_batch` this happens once, when the batch ends."""
-        if self._batch_depth:
-            self._batch_dirty = True
+        if getattr(self._batch, "depth", 0):
+            self._batch.dirty = True
             return
         self.reload()
         if self._notifier is not None:
@@ -276,14 +283,16 @@ class Gateway:
     @contextmanager
     def changes_batch(self) -> Iterator[None]:
         """Many definition writes (a config apply), one reload at the end instead of one
-        per write (each reload re-reads the whole catalog)."""
-        self._batch_depth += 1
+        per write (each reload re-reads the whole catalog). Per thread: another thread's
+        writes (an upstream server's re-listing) reload as usual."""
+        batch = self._batch
+        batch.depth = getattr(batch, "depth", 0) + 1
         try:
             yield
         finally:
-            self._batch_depth -= 1
-            if not self._batch_depth and self._batch_dirty:
-                self._batch_dirty = False
+            batch.depth -= 1
+            if not batch.depth and getattr(batch, "dirty", False):
+                batch.dirty = False
                 self.definitions_changed()
 
     @property
@@ -297,12 +306,7 @@ class Gateway:
     def on_reload(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Call ``fn`` (on whichever thread reloads; it must not block) after each new
         snapshot of the definitions; returns a function that removes it."""
-        self._rt.listeners.catalog_reloaded.append(fn)
-
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._rt.listeners.catalog_reloaded.remove(fn)
-        return remove
+        return self._rt.listeners.on_reload(fn)
 
     async def call_served(self, request: CallRequest, principal: Principal) -> CallResult:
         """One call for a server face (REST, MCP). On the embedded SQLite store the few
@@ -310,8 +314,6 @@ class Gateway:
         (network round trips) it runs on a worker thread with its own loop."""
         if self.store.is_local:
             return await self.call(request, principal=principal)
-        import anyio
-
         return await anyio.to_thread.run_sync(
             lambda: self.call_sync(request, principal=principal))
 

@@ -73,6 +73,14 @@ class Listeners:
             except Exception:  # a listener's failure never fails the call
                 logging.getLogger("toolkeeper").exception("approval listener failed")
 
+    def on_reload(self, fn: Callable[[], None]) -> Callable[[], None]:
+        self.catalog_reloaded.append(fn)
+
+        def remove() -> None:
+            if fn in self.catalog_reloaded:
+                self.catalog_reloaded.remove(fn)
+        return remove
+
     def reloaded(self) -> None:
         for fn in self.catalog_reloaded:
             try:
