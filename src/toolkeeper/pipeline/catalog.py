@@ -33,17 +33,18 @@ class LazySnapshots(Sequence[ToolDefinition]):
     """A tool's published snapshots, read from the store the first time they are needed
     (a catalog of 10,000 tools need not parse 10,000 snapshots to start)."""
 
-    __slots__ = ("_items", "_load", "_lock", "_record_id")
+    __slots__ = ("_items", "_load", "_record_id")
+    _lock = threading.Lock()
+    """One for all: loads are rare, and 10,000 locks cost a noticeable part of start-up."""
 
     def __init__(self, record_id: str, load: SnapshotLoader) -> None:
         self._record_id, self._load = record_id, load
         self._items: list[ToolDefinition] | None = None
-        self._lock = threading.Lock()
 
     def _get(self) -> list[ToolDefinition]:
         items = self._items
         if items is None:
-            with self._lock:
+            with LazySnapshots._lock:
                 if self._items is None:
                     self._items = self._load(self._record_id)
                 items = self._items
