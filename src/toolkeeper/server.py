@@ -39,6 +39,7 @@ ENV = {
     "mode": "TOOLKEEPER_MODE", "max_body_bytes": "TOOLKEEPER_MAX_BODY_BYTES",
     "cors_origins": "TOOLKEEPER_CORS_ORIGINS", "system_tenant": "TOOLKEEPER_SYSTEM_TENANT",
     "tenant": "TOOLKEEPER_TENANT", "log_level": "TOOLKEEPER_LOG_LEVEL",
+    "log_format": "TOOLKEEPER_LOG_FORMAT",
     "workers": "TOOLKEEPER_WORKERS", "secrets_backend": "TOOLKEEPER_SECRETS_BACKEND",
     "secrets_key_file": "TOOLKEEPER_SECRETS_KEY_FILE",
 }
@@ -70,6 +71,8 @@ class ServerSettings(BaseModel):
     """The tenant of the bootstrap admin token (and of the demo)."""
     demo: bool = False
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "info"
+    log_format: Literal["text", "json"] = "text"
+    """``json``: one JSON object per line on stderr (server and gateway logs, SPEC §9)."""
     workers: int = Field(default=1, ge=1, le=64)
     """Server processes on one port (each with its own gateway, like replicas)."""
     secrets_backend: Literal["env", "embedded"] | None = None
@@ -268,6 +271,24 @@ def build(settings: ServerSettings) -> Server:
     return Server(settings=settings, gw=gw, notifier=notifier, app=app, tokens=tokens)
 
 
+def log_config(settings: ServerSettings) -> dict[str, Any]:
+    """uvicorn's logging config: its default for ``text``; for ``json`` the server's and
+    the gateway's records as JSON lines on stderr."""
+    import uvicorn.config
+
+    if settings.log_format == "text":
+        return uvicorn.config.LOGGING_CONFIG
+
+    level = settings.log_level.upper()
+    quiet = {"handlers": ["json"], "level": level, "propagate": False}
+    return {"version": 1, "disable_existing_loggers": False,
+            "formatters": {"json": {"()": "toolkeeper.observability.logs.JsonFormatter"}},
+            "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json",
+                                  "stream": "ext://sys.stderr"}},
+            "loggers": {name: quiet for name in (
+                *uvicorn.config.LOGGING_CONFIG["loggers"], "toolkeeper", "mcp")}}
+
+
 def announce(server: Server, out: TextIO) -> None:
     """Print where the server listens, and the tokens created now (their only showing)."""
     base = server.settings.base_url()
@@ -323,6 +344,7 @@ def _run_workers(settings: ServerSettings, out: TextIO) -> None:
     uvicorn.run("toolkeeper.server:worker_app", factory=True, host=settings.host,
                 port=settings.port, workers=settings.workers, loop="uvloop", http="httptools",
                 log_level=settings.log_level, server_header=False,
+                log_config=log_config(settings),
                 timeout_graceful_shutdown=5)
 
 
@@ -346,6 +368,7 @@ def run(settings: ServerSettings, out: TextIO | None = None) -> None:
             config = uvicorn.Config(server.app, host=settings.host, port=settings.port,
                                     loop="uvloop", http="httptools", lifespan="on",
                                     log_level=settings.log_level, server_header=False,
+                                    log_config=log_config(settings),
                                     timeout_graceful_shutdown=5)
             uvicorn.Server(config).run()
         finally:

@@ -142,7 +142,7 @@ def test_unknown_routes_are_404_in_the_error_shape(api: Api, path: str) -> None:
 
 
 @pytest.mark.parametrize(("method", "path"), [
-    # GET/PUT /tools/execute… would be /tools/{id}, owned by the tools routes
+    ("GET", "/tools/execute"), ("PUT", "/tools/execute"), ("GET", "/tools/execute-batch"),
     ("GET", "/calls/x/resolve"), ("GET", "/approvals/x/approve"), ("POST", "/calls/x"),
     ("DELETE", "/approvals/x"), ("POST", "/audit"),
     ("POST", "/healthz"), ("GET", "/turns/t/supersede"),

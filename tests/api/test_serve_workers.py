@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import httpx
+from test_server import _mcp_lookup
 
 
 def _free_port() -> int:
@@ -46,6 +48,9 @@ def test_two_workers_share_the_port_and_the_store(tmp_path: Path) -> None:
                              json={"tool": "lookup_invoice",
                                    "arguments": {"invoice_id": "INV-1001"}})
             assert res.status_code == 200 and res.json()["status"] == "succeeded", res.text
+        for _ in range(5):  # stateless 2026-07-28 MCP: any worker answers any request
+            names, found = anyio.run(_mcp_lookup, base + "/mcp", agent, "auto")
+            assert "lookup_invoice" in names and found["id"] == "INV-1001"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)

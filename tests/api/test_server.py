@@ -12,7 +12,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 import httpx
 import pytest
 from typer.testing import CliRunner
@@ -75,6 +77,32 @@ def test_an_embedded_backend_without_a_key_is_refused_at_start(tmp_path: Path,
     res = CliRunner().invoke(app, ["--db", f"sqlite:///{db}", "serve",
                                    "--secrets-backend", "embedded"])
     assert res.exit_code == 2 and "TOOLKEEPER_SECRETS_KEY" in res.output
+
+
+async def _mcp_lookup(url: str, token: str, mode: str) -> tuple[list[str], Any]:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from mcp import Client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
+            Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        names = [t.name for t in (await client.list_tools()).tools]
+        result = await client.call_tool("lookup_invoice", {"invoice_id": "INV-1001"})
+        return names, result.structured_content
+
+
+@pytest.mark.slow
+def test_serve_logs_json_lines_when_asked(tmp_path: Path) -> None:
+    import json
+
+    with serving(tmp_path, "json", "--log-format", "json") as (base, _out):
+        assert httpx.get(f"{base}/healthz", timeout=5).status_code == 200
+    lines = [line for line in (tmp_path / "json.err").read_text().splitlines() if line]
+    assert lines, "no log lines"
+    records = [json.loads(line) for line in lines]  # every line is one JSON object
+    assert any("startup complete" in r["message"] for r in records)
+    assert all({"ts", "level", "logger", "message"} <= r.keys() for r in records)
 
 
 def free_port() -> int:
@@ -154,6 +182,11 @@ def test_serve_demo_prints_demo_tokens_once_and_the_agent_can_call(tmp_path: Pat
                        json={"tool": "lookup_invoice", "arguments": {"invoice_id": "INV-1001"}})
         assert r.json()["status"] == "succeeded", r.text
         assert f"{base}/ui/" in text and httpx.get(f"{base}/ui/", timeout=5).status_code == 200
+        assert f"{base}/mcp" in text
+        for era in ("legacy", "auto"):  # the same agent over MCP, both protocol eras
+            names, looked_up = anyio.run(_mcp_lookup, f"{base}/mcp", agent.group(0), era)
+            assert names == ["lookup_invoice", "pay_invoice", "refund_invoice", "send_email"]
+            assert looked_up["id"] == "INV-1001"
         admin = lines["admin token (tenant default)"]
         assert admin is not None
         admin_auth = {"Authorization": f"Bearer {admin.group(0)}"}

@@ -36,6 +36,9 @@ def serve(
         "[env TOOLKEEPER_SYSTEM_TENANT; default system].")] = None,
     log_level: Annotated[str | None, typer.Option(
         "--log-level", help="critical, error, warning, info or debug.")] = None,
+    log_format: Annotated[str | None, typer.Option(
+        "--log-format", help="text or json (JSON lines on stderr) "
+        "[env TOOLKEEPER_LOG_FORMAT; default text].")] = None,
     demo: Annotated[bool, typer.Option(
         "--demo", help="Load the packaged demo config and print demo tokens once.")] = False,
     workers: Annotated[int | None, typer.Option(
@@ -56,7 +59,8 @@ def serve(
         settings = ServerSettings.load(
             host=host, port=port, config=config, mode=mode, max_body_bytes=max_body_bytes,
             cors_origins=tuple(cors_origin) if cors_origin else None,
-            system_tenant=system_tenant, log_level=log_level, demo=demo or None,
+            system_tenant=system_tenant, log_level=log_level, log_format=log_format,
+            demo=demo or None,
             workers=workers, secrets_backend=secrets, secrets_key_file=secrets_key_file,
             database_url=st.db if st.db_explicit else None, tenant=st.tenant)
         run(settings)

@@ -62,6 +62,16 @@ def _reread(gw: Gateway, tool_id: str) -> dict[str, Any]:
     return _out(row)
 
 
+@router.api_route("/tools/execute", methods=["GET", "PUT", "PATCH", "DELETE"],
+                  include_in_schema=False)
+@router.api_route("/tools/execute-batch", methods=["GET", "PUT", "PATCH", "DELETE"],
+                  include_in_schema=False)
+async def execute_wrong_method() -> None:
+    """Not a tool named ``execute``: the execution endpoints take POST only."""
+    raise ApiError(405, Reason.METHOD_NOT_ALLOWED, "use POST to execute",
+                   headers={"Allow": "POST"})
+
+
 @router.get("/tools/health", responses=ERRORS, summary="Health of every visible tool")
 async def tools_health(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, *_READERS)
