@@ -15,8 +15,6 @@ import anyio
 
 from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed, UserError
 from toolkeeper.identities import TokenCache
-from toolkeeper.mcp.link import SERVERS_SETTING, Resync, make_pool, servers_from
-from toolkeeper.mcp.servers import LazyPool
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode, Role
 from toolkeeper.model.events import EventType
@@ -40,6 +38,8 @@ from toolkeeper.services.calls import CallService
 from toolkeeper.services.registry import RegistryService
 from toolkeeper.store import Store, changes
 from toolkeeper.store.records import ApprovalRecord
+from toolkeeper.upstream.link import SERVERS_SETTING, Resync, make_pool, servers_from
+from toolkeeper.upstream.servers import LazyPool
 
 log = logging.getLogger("toolkeeper")
 
@@ -359,8 +359,8 @@ class Gateway:
 
     def sync_servers(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """List the configured upstream MCP servers (or ``names``): import new tools,
-        quarantine drifted ones (see :func:`toolkeeper.mcp.link.sync_servers`)."""
-        from toolkeeper.mcp.link import sync_servers
+        quarantine drifted ones (see :func:`toolkeeper.upstream.link.sync_servers`)."""
+        from toolkeeper.upstream.link import sync_servers
 
         return sync_servers(self, names)
 

@@ -10,7 +10,7 @@ import pytest
 
 from toolkeeper import ActionSpec, Gateway, SideEffect
 from toolkeeper.errors import OperationRefused
-from toolkeeper.mcp.naming import listed, mcp_names, tool_annotations
+from toolkeeper.model.mcp_names import listed, mcp_names, tool_annotations
 from toolkeeper.model.tool import ToolDefinition
 
 

@@ -165,7 +165,7 @@ def test_an_unreachable_upstream_is_reported_not_fatal(tmp_path: Path) -> None:
 
 
 def test_a_dead_upstream_fails_fast_then_opens_the_circuit(fx: Setup) -> None:
-    from toolkeeper.mcp.link import SERVERS_SETTING
+    from toolkeeper.upstream.link import SERVERS_SETTING
 
     pid = fx.gw.call_sync("fx_pid", agent="a").output["pid"]
     servers = fx.gw.store.registry.get_setting(SERVERS_SETTING)

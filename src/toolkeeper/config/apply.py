@@ -96,7 +96,7 @@ def apply_config(gw: Gateway, config: ConfigFile, *, base_dir: Path,
 def _sync_servers(gw: Gateway, config: ConfigFile) -> None:
     """Store the servers (every replica reads them), then list each and import its tools.
     An unreachable server is logged and keeps its imported tools as they were."""
-    from toolkeeper.mcp.link import SERVERS_SETTING
+    from toolkeeper.upstream.link import SERVERS_SETTING
 
     wanted = [s.model_dump(mode="json") for s in config.servers]
     reg = gw.store.registry

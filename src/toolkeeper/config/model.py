@@ -23,10 +23,10 @@ from pydantic import (
 )
 
 from toolkeeper.builtins import BUILTINS
-from toolkeeper.mcp.servers import ServerConfig
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Adjuster, Agent, GateOverrides, Limits, Profile
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.upstream.servers import ServerConfig
 
 ENTRY_POINT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 MANAGED_FIELDS = frozenset({"tenant_id", "status", "published_at", "definition_hash"})

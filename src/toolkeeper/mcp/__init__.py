@@ -1,3 +1,4 @@
-"""The MCP faces (SPEC §7 MCP, §8): toolkeeper as an MCP server agents connect to, and as a
-governing client of upstream MCP servers. Submodules import the ``mcp`` SDK lazily, so the
-REST server and the library pay for it only when MCP is used."""
+"""The MCP face (SPEC §7 MCP): toolkeeper as an MCP server agents connect to, over
+streamable HTTP (``/mcp``) and stdio. Upstream MCP servers are ``toolkeeper.upstream``.
+The SDK is imported when MCP is first used, so a server nobody reaches over MCP pays
+nothing for it at start-up."""

@@ -18,8 +18,8 @@ import orjson
 
 from toolkeeper.api.tool_views import discovery_out, enabled_out, unavailable_out
 from toolkeeper.canonical import digest
-from toolkeeper.mcp.naming import Listed, listed
 from toolkeeper.model.call import Principal
+from toolkeeper.model.mcp_names import Listed, listed
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.services.discovery import agent_enabled, agent_tools, available_tools
 

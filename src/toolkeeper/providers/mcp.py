@@ -1,5 +1,5 @@
 """The ``mcp`` provider: a tool of an upstream MCP server, called over the gateway's reused
-connection (:mod:`toolkeeper.mcp.upstream`).
+connection (:mod:`toolkeeper.upstream.pool`).
 
 Implementation config: ``{"server": name, "tool": upstream name, "upstream_hash": pin}``.
 
@@ -44,7 +44,7 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
-    from toolkeeper.mcp.upstream import UpstreamUnavailable
+    from toolkeeper.upstream.pool import UpstreamUnavailable
 
     pool = ctx.upstreams
     if pool is None:

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from toolkeeper.canonical import digest
 from toolkeeper.errors import ConfigError, OperationRefused
-from toolkeeper.mcp.naming import check_names, mcp_names
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.events import EventType
+from toolkeeper.model.mcp_names import check_names, mcp_names
 from toolkeeper.model.profile import Agent, Profile
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition

@@ -9,13 +9,13 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from toolkeeper.mcp.servers import ServerConfig
-from toolkeeper.mcp.upstream import UpstreamPool
+from toolkeeper.upstream.pool import UpstreamPool
+from toolkeeper.upstream.servers import ServerConfig
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
 
-log = logging.getLogger("toolkeeper.mcp.upstream")
+log = logging.getLogger("toolkeeper.upstream")
 SERVERS_SETTING = "mcp:servers"
 """Where the configured upstream MCP servers are kept (every replica reads them)."""
 
@@ -34,7 +34,7 @@ def servers_from(value: Any) -> dict[str, ServerConfig]:
 
 
 def make_pool(gw: Gateway) -> UpstreamPool:
-    from toolkeeper.mcp.imports import sync_listing
+    from toolkeeper.upstream.imports import sync_listing
 
     def on_listing(cfg: ServerConfig, tools: list[Any]) -> None:
         if not gw.closed:
@@ -66,7 +66,7 @@ async def resolve_refs(secrets: Any, values: Mapping[str, str]) -> dict[str, str
 def sync_servers(gw: Gateway, names: Sequence[str] | None = None) -> dict[str, Any]:
     """Each server's ``SyncReport``, or the error that kept it from being listed (an
     unreachable server keeps its imported tools as they were)."""
-    from toolkeeper.mcp.imports import sync_listing
+    from toolkeeper.upstream.imports import sync_listing
 
     out: dict[str, Any] = {}
     for name, cfg in sorted(gw.catalog.mcp_servers.items()):

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from toolkeeper.model.enums import Risk, SideEffect
 
 if TYPE_CHECKING:
-    from toolkeeper.mcp.upstream import UpstreamPool
+    from toolkeeper.upstream.pool import UpstreamPool
 
 SERVER_NAME = r"^[A-Za-z0-9][A-Za-z0-9-]{0,31}$"
 

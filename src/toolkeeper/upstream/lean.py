@@ -126,7 +126,7 @@ class LeanHttpClient:
                     timeout_s: float | None, headers: dict[str, str]) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
-        from toolkeeper.mcp.upstream import UpstreamUnavailable
+        from toolkeeper.upstream.pool import UpstreamUnavailable
 
         timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(
             timeout_s, connect=min(timeout_s, 10.0))

@@ -17,17 +17,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolkeeper.canonical import digest
-from toolkeeper.mcp.servers import ServerConfig
 from toolkeeper.model.enums import Risk, SideEffect, ToolStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta, ToolDefinition
 from toolkeeper.services.events import system_event
 from toolkeeper.services.registry import content_hash
+from toolkeeper.upstream.servers import ServerConfig
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
 
-log = logging.getLogger("toolkeeper.mcp.upstream")
+log = logging.getLogger("toolkeeper.upstream")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 

@@ -20,9 +20,9 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from toolkeeper.mcp.servers import ServerConfig
+from toolkeeper.upstream.servers import ServerConfig
 
-log = logging.getLogger("toolkeeper.mcp.upstream")
+log = logging.getLogger("toolkeeper.upstream")
 CONNECTION_CLOSED = -32000
 """The SDK's error code for a transport that went away under a request."""
 T = TypeVar("T")
@@ -92,7 +92,7 @@ class UpstreamPool:
 
     async def _local(self, cfg: ServerConfig) -> Any:
         """This loop's lean client of ``cfg`` (``None``: the server needs the SDK's)."""
-        from toolkeeper.mcp.lean import HandshakeRefused, LeanHttpClient
+        from toolkeeper.upstream.lean import HandshakeRefused, LeanHttpClient
 
         key = (cfg.name, id(asyncio.get_running_loop()))
         found = self._lean.get(key)
@@ -197,7 +197,7 @@ class UpstreamPool:
         """Holds one client open until told to stop or until it breaks: the lean client for
         HTTP servers that handshake in the 2025 era, else the SDK's."""
         from mcp import Client
-        from toolkeeper.mcp.lean import HandshakeRefused, LeanHttpClient
+        from toolkeeper.upstream.lean import HandshakeRefused, LeanHttpClient
 
         try:
             async with contextlib.AsyncExitStack() as stack:
