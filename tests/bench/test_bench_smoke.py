@@ -11,6 +11,7 @@ import pytest
 from toolkeeper import bench
 from toolkeeper.bench.__main__ import main
 from toolkeeper.bench.irreversible import bench_irreversible
+from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import SUMMARY_LINE, BenchResult, Row, Sizes, Target, percentile
 from toolkeeper.bench.pure import bench_pure
 from toolkeeper.bench.report import summary_lines
@@ -55,6 +56,17 @@ def test_irreversible_bench_records_one_outcome_per_succeeded_call() -> None:
     assert rows["irreversible_outcome_rows"].value == rows[
         "irreversible_outcome_rows_succeeded"].value
     assert rows["irreversible_audit_verify_problems"].value == 0
+    _assert_summary_parses([result])
+
+
+@pytest.mark.slow
+def test_mcp_bench_compares_direct_and_governed_calls_of_one_upstream_tool() -> None:
+    result = bench_mcp(TINY)
+    rows = _metrics(result)
+    assert rows["mcp_added_p50"].target == Target(op="<=", bound=1.5)
+    assert rows["mcp_throughput_ratio"].target == Target(op=">=", bound=0.5)
+    for side in ("direct", "governed"):  # both sides measured, same client, same run
+        assert rows[f"mcp_{side}_p50"].value > 0 and rows[f"mcp_{side}_calls_per_s_16"].value > 0
     _assert_summary_parses([result])
 
 

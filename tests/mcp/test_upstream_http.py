@@ -4,12 +4,7 @@ from secrets at connect time (delivered upstream, masked in what comes back)."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -17,39 +12,10 @@ import yaml
 
 from peers import entry, node
 from toolkeeper import Gateway
+from toolkeeper.bench.procs import free_port, listening
 from toolkeeper.secrets import MASK
 
 FIXTURE = Path(__file__).resolve().parent / "upstream_fixture.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def _process(cmd: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[str]:
-    """``cmd`` serving ``/mcp`` on ``port`` until the block ends (bounded start and stop)."""
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, f"{cmd[1]} exited with {proc.returncode}"
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert time.monotonic() < deadline, f"{cmd[1]} did not listen within 30 s"
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
 
 
 def _gateway(tmp: Path, server: dict[str, object], tools: list[str]) -> Gateway:
@@ -63,11 +29,14 @@ def _gateway(tmp: Path, server: dict[str, object], tools: list[str]) -> Gateway:
 
 
 def test_server_everything_tools_are_imported_and_called(tmp_path: Path) -> None:
-    port = _free_port()
     import os
 
+    # server-everything takes its port from the environment, not the command line
+    port = free_port()
     env = {**os.environ, "PORT": str(port)}
-    with _process([node(), entry("server-everything"), "streamableHttp"], port, env) as url:
+    with listening([node(), entry("server-everything"), "streamableHttp"], env,
+                   port=port) as base:
+        url = f"{base}/mcp"
         server = {"name": "everything", "url": url, "side_effect": "pure", "risk": "low"}
         with _gateway(tmp_path, server, ["everything_echo", "everything_get-sum"]) as gw:
             names = {t.name for t in gw.catalog.all_tools()}
@@ -81,8 +50,8 @@ def test_server_everything_tools_are_imported_and_called(tmp_path: Path) -> None
 def test_headers_come_from_secrets_at_connect_time(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLKEEPER_SECRET_FX__TOKEN", "s3cret-upstream-token")
-    port = _free_port()
-    with _process([sys.executable, str(FIXTURE), "http", str(port)], port) as url:
+    with listening([sys.executable, str(FIXTURE), "http", "{port}"]) as base:
+        url = f"{base}/mcp"
         server = {"name": "fx", "url": url,
                   "headers": {"Authorization": "Bearer ${secret:fx/token}"},
                   "tools": {"whoami": {"side_effect": "pure", "risk": "low"}}}

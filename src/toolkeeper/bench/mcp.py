@@ -10,18 +10,14 @@ flight on one connection for ``duration_s`` per side. Every wait bounded.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from toolkeeper.bench.model import BenchError, BenchResult, Row, Sizes, Target, percentile
+from toolkeeper.bench.procs import listening
 
 NAME = "mcp"
 ADDED_P50_MS = Target(op="<=", bound=1.5)
@@ -41,7 +37,7 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
     result = BenchResult(name=NAME, title="MCP: upstream tool direct vs through toolkeeper "
                                           "(SPEC 10.3)")
     with tempfile.TemporaryDirectory(prefix="toolkeeper-mcp-") as tmp, \
-            _process([sys.executable, "-m", "toolkeeper.bench.mcp_upstream", "{port}"]) as up:
+            listening([sys.executable, "-m", "toolkeeper.bench.mcp_upstream", "{port}"]) as up:
         direct_url = f"{up}/mcp"
         cfg = Path(tmp) / "toolkeeper.yaml"
         cfg.write_text(CONFIG.format(url=direct_url))
@@ -49,7 +45,7 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
         token = _agent_token(db, cfg)
         serve = [sys.executable, "-m", "toolkeeper.cli", "--db", db, "serve", "--port",
                  "{port}", "--config", str(cfg), "--log-level", "warning", "--workers", "2"]
-        with _process(serve, health="/healthz") as gw_base:
+        with listening(serve) as gw_base:
             figures = asyncio.run(_measure(direct_url, f"{gw_base}/mcp", token, sizes))
     d, g = sorted(figures["direct"]), sorted(figures["governed"])
     d50, g50, d99, g99 = (percentile(d, 50), percentile(g, 50), percentile(d, 99),
@@ -145,35 +141,3 @@ async def _rate(client: Any, tool: str, seconds: float) -> float:
     await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(IN_FLIGHT))),
                            seconds + 60)
     return done / (time.monotonic() - started)
-
-
-@contextmanager
-def _process(cmd: list[str], health: str | None = None) -> Iterator[str]:
-    """``cmd`` (``{port}`` filled with a free port) until the block ends; its base URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    argv = [a.replace("{port}", str(port)) for a in cmd]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, env={**os.environ})
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                err = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
-                raise BenchError(f"{argv[2]} exited early: {err}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            if time.monotonic() > deadline:
-                raise BenchError(f"{argv[2]} did not listen within 60 s")
-            time.sleep(0.05)
-        yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)

@@ -91,3 +91,14 @@ class Provider(Protocol):
     ) -> PreviewResult | None: ...
 
     async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any: ...
+
+
+class NoPreview:
+    """For providers that cannot say what a call would do without doing it."""
+
+    def supports_preview(self, action: str) -> bool:
+        return False
+
+    async def preview(self, action: str, arguments: dict[str, Any],
+                      ctx: ToolContext) -> PreviewResult | None:
+        return None

@@ -8,11 +8,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolkeeper.errors import UserError
-from toolkeeper.model.call import PreviewResult
-from toolkeeper.providers.base import ToolContext, ToolPolicy
+from toolkeeper.providers.base import NoPreview, ToolContext, ToolPolicy
 
 
-class FunctionProvider:
+class FunctionProvider(NoPreview):
     """Calls ``functions[name](**arguments)``: sync in a worker thread, async awaited."""
 
     policy_model = ToolPolicy
@@ -23,13 +22,6 @@ class FunctionProvider:
         self._fn = functions[name]
         self._async = inspect.iscoroutinefunction(self._fn)
         self._wants_ctx = "ctx" in inspect.signature(self._fn).parameters
-
-    def supports_preview(self, action: str) -> bool:
-        return False
-
-    async def preview(self, action: str, arguments: dict[str, Any],
-                      ctx: ToolContext) -> PreviewResult | None:
-        return None
 
     async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         kwargs = {**arguments, "ctx": ctx} if self._wants_ctx else dict(arguments)

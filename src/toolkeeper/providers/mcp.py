@@ -15,11 +15,10 @@ from __future__ import annotations
 from typing import Any
 
 from toolkeeper.errors import ToolError, UpstreamError
-from toolkeeper.model.call import PreviewResult
-from toolkeeper.providers.base import ToolContext, ToolPolicy
+from toolkeeper.providers.base import NoPreview, ToolContext, ToolPolicy
 
 
-class McpProvider:
+class McpProvider(NoPreview):
     policy_model: type[ToolPolicy] = ToolPolicy
 
     def __init__(self, implementation: dict[str, Any]) -> None:
@@ -27,13 +26,6 @@ class McpProvider:
         self.tool = str(implementation.get("tool", ""))
         if not self.server or not self.tool:
             raise ToolError("config_invalid", "an mcp tool names its `server` and `tool`")
-
-    def supports_preview(self, action: str) -> bool:
-        return False
-
-    async def preview(self, action: str, arguments: dict[str, Any],
-                      ctx: ToolContext) -> PreviewResult | None:
-        return None
 
     async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         return await call_upstream(ctx, self.server, self.tool, arguments)
