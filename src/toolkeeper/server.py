@@ -249,6 +249,7 @@ def build(settings: ServerSettings) -> Server:
     from toolkeeper.api import ApiSettings, create_app
     from toolkeeper.api.webhook import WebhookNotifier
     from toolkeeper.gateway import Gateway
+    from toolkeeper.mcp.state import state_key
 
     backend, key_file = secrets_choice(settings)
     gw = Gateway.open(settings.database_url, config=settings.config, mode=settings.mode,
@@ -258,6 +259,7 @@ def build(settings: ServerSettings) -> Server:
         if settings.demo:
             tokens += demo_tokens(gw, settings, tokens)
         notifier = WebhookNotifier(gw).install()
+        state_key(gw)  # before any worker serves MCP: they must share it
     except BaseException:
         gw.close()
         raise

@@ -10,7 +10,6 @@ that agent may call; ``tools/call`` runs the same pipeline as every other face.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,6 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolkeeper import __version__
 from toolkeeper.mcp import results
 from toolkeeper.mcp.notify import ChangeNotifier
+from toolkeeper.mcp.state import state_key
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus
@@ -44,7 +44,6 @@ META_PREFIX = "toolkeeper/"
 """``_meta`` keys a client may set on ``tools/call``: ``toolkeeper/idempotency_key``, …"""
 CALL_META = ("idempotency_key", "turn_group_id", "task_id", "step_id", "trace_id",
              "approval_id", "preview_token")
-STATE_KEY_SETTING = "mcp:request_state_key"
 CONFIRM_SCHEMA = {"type": "object", "required": ["confirm"], "properties": {
     "confirm": {"type": "boolean", "title": "Run this exact call?"}}}
 ELICIT_CAPABILITY = types.ClientCapabilities(elicitation=types.ElicitationCapability())
@@ -62,17 +61,6 @@ class GatewayServer(Server[Any]):
             notification_options or NotificationOptions(tools_changed=True,
                                                         resources_changed=True),
             experimental_capabilities, extensions)
-
-
-def state_key(gw: Gateway) -> bytes:
-    """The key sealing ``requestState``, shared by every process over one store (the first
-    one creates it), so a confirmation can come back to any replica."""
-    reg = gw.store.registry
-    value = reg.get_setting(STATE_KEY_SETTING)
-    if not value:
-        reg.put_setting(STATE_KEY_SETTING, os.urandom(32).hex())
-        value = reg.get_setting(STATE_KEY_SETTING)
-    return bytes.fromhex(str(value))
 
 
 class McpFace:

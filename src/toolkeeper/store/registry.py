@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection, Text, cast, delete, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from toolkeeper.canonical import digest
 from toolkeeper.model.profile import Agent, Profile
@@ -185,6 +186,21 @@ class RegistryRepo:
 
     def put_setting(self, key: str, value: Any) -> None:
         self._upsert(settings, {"key": key}, {"value": value})
+
+    def first_setting(self, key: str, value: Any) -> Any:
+        """Store ``value`` under ``key`` unless one is there; the stored value either way.
+        Processes racing to create it all end up with the same one (the primary key
+        decides), e.g. a key every replica must share."""
+        found = self.get_setting(key)
+        if found is not None:
+            return found
+        try:
+            with self._db.write() as conn:
+                conn.execute(insert(settings).values(key=key, value=value,
+                                                     updated_at=utcnow()))
+        except IntegrityError:
+            pass  # another process was first
+        return self.get_setting(key)
 
     def _upsert(self, table: Any, keys: dict[str, Any], values: dict[str, Any]) -> None:
         values = {**values, "updated_at": utcnow()}
