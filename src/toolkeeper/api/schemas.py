@@ -61,32 +61,6 @@ class DenyBody(Body):
     note: str | None = Field(default=None, max_length=2000)
 
 
-class CallOut(BaseModel):
-    """A call's result (the wire shape of ``CallResult``)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    call_id: str
-    status: str
-    tool: str
-    action: str | None = None
-    reason: str | None = None
-    message: str | None = None
-    output: Any = None
-    details: dict[str, Any] | None = None
-    tool_version: str | None = None
-    risk: str | None = None
-    gate: str | None = None
-    deduped: bool = False
-    approval_id: str | None = None
-    preview: Any = None
-    preview_token: str | None = None
-    retry_after: float | None = None
-    side_effect_id: str | None = None
-    idempotency_key: str | None = None
-    duration_ms: float = 0.0
-
-
 class ErrorInfo(BaseModel):
     reason: str
     message: str

@@ -186,13 +186,7 @@ class CalculateTool(BaseTool):
 
     def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
         """Evaluate ``request["expression"]`` and return ``{"expression", "result"}``."""
-        policy = context.policy
-        if not isinstance(policy, CalculatePolicy):
-            context.fail(Reason.TOOL_ERROR, "calculate needs a CalculatePolicy")
-        if action not in self.actions:
-            context.fail(Reason.ACTION_NOT_FOUND, f"calculate has no action {action!r}")
-        if policy.allowed_actions is not None and action not in policy.allowed_actions:
-            context.deny(Reason.ACTION_NOT_ALLOWED, f"action {action!r} is not allowed")
+        policy = self.checked_policy(action, context, CalculatePolicy)
         expression = request.get("expression")
         if not isinstance(expression, str) or not expression.strip():
             context.fail(Reason.INVALID_ARGUMENTS, "expression must be a non-empty string")

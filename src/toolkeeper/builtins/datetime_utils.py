@@ -149,11 +149,7 @@ class DatetimeTool(BaseTool):
 
     def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
         """Run ``now``, ``convert``, ``parse`` or ``diff``."""
-        policy = context.policy
-        if action not in self.actions:
-            context.fail(Reason.ACTION_NOT_FOUND, f"datetime_utils has no action {action!r}")
-        if policy.allowed_actions is not None and action not in policy.allowed_actions:
-            context.deny(Reason.ACTION_NOT_ALLOWED, f"action {action!r} is not allowed")
+        self.checked_policy(action, context, ToolPolicy)
         handler: Callable[[dict[str, Any]], dict[str, Any]] = getattr(self, f"_{action}")
         try:
             return handler(request)

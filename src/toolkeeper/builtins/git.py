@@ -338,13 +338,7 @@ class GitTool(BaseTool):
         return await (await self._open(action, context)).preview(action, request)
 
     async def _open(self, action: str, ctx: ToolContext) -> _Session:
-        policy = ctx.policy
-        if not isinstance(policy, GitPolicy):
-            ctx.fail(Reason.TOOL_ERROR, "git tool needs a GitPolicy")
-        if action not in self.actions:
-            ctx.fail(Reason.ACTION_NOT_FOUND, f"git has no action {action!r}")
-        if policy.allowed_actions is not None and action not in policy.allowed_actions:
-            ctx.deny(Reason.ACTION_NOT_ALLOWED, f"git action {action!r} is not allowed")
+        policy = self.checked_policy(action, ctx, GitPolicy, label="git action")
         if not policy.repo_root:
             ctx.fail(Reason.TOOL_ERROR, "git policy has no repo_root")
         root = Path(policy.repo_root).resolve()

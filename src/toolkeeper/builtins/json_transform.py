@@ -74,7 +74,7 @@ class JsonTransformTool(BaseTool):
 
     def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
         """Return ``{"result": search(expression, data)}``."""
-        policy = self._checked_policy(action, context)
+        policy = self.checked_policy(action, context, JsonTransformPolicy)
         expression, data = request.get("expression"), request.get("data")
         if not isinstance(expression, str) or not expression.strip() or "data" not in request:
             context.fail(Reason.INVALID_ARGUMENTS, "need data and a non-empty expression")
@@ -93,16 +93,6 @@ class JsonTransformTool(BaseTool):
             raise ToolError(Reason.OUTPUT_TOO_LARGE,
                             f"result exceeds max_output_chars {policy.max_output_chars}")
         return {"result": result}
-
-    def _checked_policy(self, action: str, context: ToolContext) -> JsonTransformPolicy:
-        policy = context.policy
-        if not isinstance(policy, JsonTransformPolicy):
-            context.fail(Reason.TOOL_ERROR, "json_transform needs a JsonTransformPolicy")
-        if action not in self.actions:
-            context.fail(Reason.ACTION_NOT_FOUND, f"json_transform has no action {action!r}")
-        if policy.allowed_actions is not None and action not in policy.allowed_actions:
-            context.deny(Reason.ACTION_NOT_ALLOWED, f"action {action!r} is not allowed")
-        return policy
 
     def _search(self, expression: str, data: Any) -> Any:
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
-from typing import Any, ClassVar, get_type_hints
+from typing import Any, ClassVar, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -14,6 +14,8 @@ from toolkeeper.model.call import PreviewResult
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.tool import ActionSpec, Compensation, ExecutionMeta, ToolDefinition
 from toolkeeper.providers.base import ToolContext, ToolPolicy
+
+P = TypeVar("P", bound=ToolPolicy)
 
 
 class BaseTool:
@@ -42,6 +44,20 @@ class BaseTool:
 
     def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
         raise NotImplementedError
+
+    def checked_policy(self, action: str, context: ToolContext, model: type[P], *,
+                       label: str = "action") -> P:
+        """The call's policy as ``model``, after the checks every built-in makes: the
+        policy has that type (``tool_error``), the action exists (``action_not_found``)
+        and the policy allows it (``action_not_allowed``)."""
+        policy = context.policy
+        if not isinstance(policy, model):
+            context.fail("tool_error", f"{self.tool_name} needs a {model.__name__}")
+        if action not in self.actions:
+            context.fail("action_not_found", f"{self.tool_name} has no action {action!r}")
+        if policy.allowed_actions is not None and action not in policy.allowed_actions:
+            context.deny("action_not_allowed", f"{label} {action!r} is not allowed")
+        return policy
 
     def preview(
         self, action: str, request: dict[str, Any], context: ToolContext

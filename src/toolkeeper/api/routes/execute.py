@@ -15,9 +15,8 @@ from fastapi import APIRouter, Header, Response
 
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
-from toolkeeper.api.schemas import BatchBody, CallOut, ErrorOut, ExecuteBody
-from toolkeeper.gateway import Gateway
-from toolkeeper.model.call import CallRequest, CallResult, Principal
+from toolkeeper.api.schemas import BatchBody, ErrorOut, ExecuteBody
+from toolkeeper.model.call import CallResult, Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 
@@ -49,11 +48,6 @@ def acting_as(caller: Principal, agent: str | None) -> Principal:
                      roles=frozenset({Role.AGENT}), agent=agent, token_id=caller.token_id)
 
 
-async def run_call(gw: Gateway, request: CallRequest, who: Principal) -> CallResult:
-    """The pipeline for one request (see :meth:`Gateway.call_served`)."""
-    return await gw.call_served(request, who)
-
-
 def answer(res: CallResult) -> Response:
     """The result body, or the error that SPEC §7 assigns to its reason."""
     body = res.to_dict(omit_empty=False)
@@ -66,16 +60,16 @@ def answer(res: CallResult) -> Response:
     raise ApiError(status, str(res.reason), res.message or str(res.reason), body, headers)
 
 
-@router.post("/tools/execute", response_model=CallOut, responses=ERRORS,
+@router.post("/tools/execute", response_model=CallResult, responses=ERRORS,
              summary="Run one call through the pipeline")
 async def execute(body: ExecuteBody, gw: GatewayDep, caller: Caller,
                   idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
                   ) -> Response:
     who = acting_as(caller, body.agent)
-    return answer(await run_call(gw, body.request(idempotency_key), who))
+    return answer(await gw.call_served(body.request(idempotency_key), who))
 
 
-@router.post("/tools/execute-batch", response_model=list[CallOut], responses=ERRORS,
+@router.post("/tools/execute-batch", response_model=list[CallResult], responses=ERRORS,
              summary="Run an ordered list of calls (sequential or parallel_safe)")
 async def execute_batch(body: BatchBody, gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     who = acting_as(caller, body.agent)
