@@ -12,6 +12,7 @@ and operators need it to see how a tool is wired.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -28,7 +29,8 @@ from toolkeeper.model.tool import (
     ImplementationType,
     ToolDefinition,
 )
-from toolkeeper.services.discovery import EnabledTool, UnavailableTool
+from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.services.discovery import AgentTools, EnabledTool, UnavailableTool
 from toolkeeper.store.registry import definition_hash
 
 REDACTED = "***"
@@ -108,6 +110,33 @@ def unavailable_out(item: UnavailableTool, tool_id: str | None) -> dict[str, Any
     """A tenant-available tool the agent may not call, with ``why_unavailable``."""
     return {**discovery_out(item.definition, tool_id), "why_unavailable": item.why.value,
             "message": item.message, "missing_scopes": list(item.missing_scopes)}
+
+
+def record_id(catalog: Catalog, tenant_id: str, name: str) -> str | None:
+    """The registry id of the tool ``name`` as ``tenant_id`` sees it."""
+    rec = catalog.record(tenant_id, name)
+    return rec[0] if rec else None
+
+
+def listing_body(catalog: Catalog, tenant_id: str,
+                 tools: Sequence[ToolDefinition]) -> dict[str, Any]:
+    """Tier 1 or 2 as sent by REST and the MCP discovery resources."""
+    return {"tenant_id": tenant_id,
+            "tools": [discovery_out(t, record_id(catalog, tenant_id, t.name)) for t in tools]}
+
+
+def enabled_body(catalog: Catalog, tenant_id: str, agent: str, profile: str,
+                 tools: Sequence[EnabledTool]) -> dict[str, Any]:
+    """Tier 3 of one agent."""
+    return {"agent": agent, "profile": profile, "tools": [
+        enabled_out(t, record_id(catalog, tenant_id, t.definition.name)) for t in tools]}
+
+
+def unavailable_body(catalog: Catalog, tenant_id: str, view: AgentTools) -> dict[str, Any]:
+    """Tier 2 minus tier 3 of one agent, each with ``why_unavailable``."""
+    return {"agent": view.agent, "profile": view.profile, "tools": [
+        unavailable_out(t, record_id(catalog, tenant_id, t.definition.name))
+        for t in view.unavailable]}
 
 
 class ToolChanges(BaseModel):

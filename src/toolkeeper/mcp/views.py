@@ -16,12 +16,17 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 import orjson
 
-from toolkeeper.api.tool_views import discovery_out, enabled_out, unavailable_out
+from toolkeeper.api.tool_views import enabled_body, listing_body, unavailable_body
 from toolkeeper.canonical import digest
 from toolkeeper.model.call import Principal
 from toolkeeper.model.mcp_names import Listed, listed
 from toolkeeper.pipeline.catalog import Catalog
-from toolkeeper.services.discovery import agent_enabled, agent_tools, available_tools
+from toolkeeper.services.discovery import (
+    AgentTools,
+    agent_enabled,
+    agent_tools,
+    available_tools,
+)
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
@@ -127,26 +132,16 @@ def read(gw: Gateway, principal: Principal, uri: str) -> str | None:
         return None
     tenant, agent = key_of(principal)
     catalog = gw.catalog
-
-    def tool_id(name: str) -> str | None:
-        rec = catalog.record(tenant, name)
-        return rec[0] if rec else None
-
     if m["tenant"] is not None:
         if m["tenant"] != tenant:
             return None
-        body: dict[str, Any] = {"tenant_id": tenant, "tools": [
-            discovery_out(t, tool_id(t.name)) for t in available_tools(catalog, tenant)]}
+        body = listing_body(catalog, tenant, available_tools(catalog, tenant))
     elif m["agent"] != agent:
         return None
     elif m["which"] == "enabled":
         view = agent_enabled(catalog, gw.runtime.health, tenant, agent)
-        profile, tools = view if view else ("", ())
-        body = {"agent": agent, "profile": profile,
-                "tools": [enabled_out(t, tool_id(t.definition.name)) for t in tools]}
+        body = enabled_body(catalog, tenant, agent, *(view or ("", ())))
     else:
         full = agent_tools(catalog, gw.runtime.health, tenant, agent)
-        body = {"agent": agent, "profile": full.profile if full else "",
-                "tools": [unavailable_out(t, tool_id(t.definition.name))
-                          for t in (full.unavailable if full else ())]}
+        body = unavailable_body(catalog, tenant, full or AgentTools(agent, "", (), ()))
     return orjson.dumps(body).decode()

@@ -15,12 +15,11 @@ from fastapi import APIRouter
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.routes.execute import ERRORS
-from toolkeeper.api.tool_views import discovery_out, enabled_out, unavailable_out
+from toolkeeper.api.tool_views import enabled_body, listing_body, unavailable_body
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
-from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.services.discovery import (
     AgentTools,
@@ -32,17 +31,6 @@ from toolkeeper.services.discovery import (
 
 router = APIRouter(tags=["discovery"])
 _READERS = (Role.OPERATOR, Role.APPROVER, Role.AGENT)
-
-
-def _id(catalog: Catalog, tenant_id: str, name: str) -> str | None:
-    rec = catalog.record(tenant_id, name)
-    return rec[0] if rec else None
-
-
-def _listing(catalog: Catalog, tenant_id: str,
-             tools: list[ToolDefinition]) -> dict[str, Any]:
-    return {"tenant_id": tenant_id,
-            "tools": [discovery_out(t, _id(catalog, tenant_id, t.name)) for t in tools]}
 
 
 def _agent_view(gw: Gateway, caller: Principal, agent: str) -> tuple[Catalog, AgentTools]:
@@ -61,7 +49,7 @@ async def catalog(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, *_READERS)
     snap, tenant = gw.catalog, caller.tenant_id
     return await anyio.to_thread.run_sync(
-        lambda: _listing(snap, tenant, catalog_tools(snap, tenant)))
+        lambda: listing_body(snap, tenant, catalog_tools(snap, tenant)))
 
 
 @router.get("/discovery/available", responses=ERRORS,
@@ -70,7 +58,7 @@ async def available(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, *_READERS)
     snap, tenant = gw.catalog, caller.tenant_id
     return await anyio.to_thread.run_sync(
-        lambda: _listing(snap, tenant, available_tools(snap, tenant)))
+        lambda: listing_body(snap, tenant, available_tools(snap, tenant)))
 
 
 @router.get("/discovery/agents/{agent}/enabled", responses=ERRORS,
@@ -82,16 +70,11 @@ async def enabled(agent: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     view = agent_enabled(snap, gw.runtime.health, tenant, agent)
     if view is None:
         raise ApiError(404, Reason.NOT_FOUND, f"no agent {agent!r}")
-    profile, tools = view
-    return {"agent": agent, "profile": profile,
-            "tools": [enabled_out(t, _id(snap, tenant, t.definition.name)) for t in tools]}
+    return enabled_body(snap, tenant, agent, *view)
 
 
 @router.get("/discovery/agents/{agent}/unavailable", responses=ERRORS,
             summary="Tier 2 minus tier 3, each with why_unavailable")
 async def unavailable(agent: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     snap, view = await anyio.to_thread.run_sync(_agent_view, gw, caller, agent)
-    tenant = caller.tenant_id
-    return {"agent": view.agent, "profile": view.profile,
-            "tools": [unavailable_out(t, _id(snap, tenant, t.definition.name))
-                      for t in view.unavailable]}
+    return unavailable_body(snap, caller.tenant_id, view)
