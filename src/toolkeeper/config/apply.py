@@ -8,10 +8,11 @@ event with the file's digest.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolkeeper.canonical import digest
 from toolkeeper.config.check import Rule, check
@@ -21,6 +22,7 @@ from toolkeeper.config.resolve import ResolvedTool, load_functions, resolve_tool
 from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.events import EventType
+from toolkeeper.model.profile import Agent, Profile
 from toolkeeper.secrets.base import BlobStore, SecretsStore
 from toolkeeper.services.events import system_event
 from toolkeeper.services.registry import content_hash, semver_key
@@ -32,6 +34,7 @@ ADVISORY_RULES = frozenset({Rule.UNGATED_HIGH_RISK, Rule.POLICY_MODEL_MISSING,
                             Rule.TESTS_MISSING})
 """Governance findings ``check`` reports (CI fails on them) that do not block an apply."""
 _LIVE = (ToolStatus.PUBLISHED, ToolStatus.DEPRECATED)
+R = TypeVar("R", Profile, Agent)
 
 
 @dataclass(slots=True)
@@ -197,23 +200,23 @@ def _sync_tenant(gw: Gateway, report: ApplyReport, tenant: str, wanted: dict[str
 
 
 def _sync_profiles(gw: Gateway, config: ConfigFile, report: ApplyReport) -> None:
-    profiles = {(p.tenant_id, p.name): p for p in gw.store.registry.profiles()}
-    for p in config.profiles:
-        label = f"profile:{p.tenant_id}/{p.name}"
-        current = profiles.get((p.tenant_id, p.name))
-        if current == p:
+    _sync_named(report, "profile", config.profiles, gw.store.registry.profiles(),
+                gw.registry.put_profile)
+    _sync_named(report, "agent", config.agents, gw.store.registry.agents(),
+                gw.registry.put_agent)
+
+
+def _sync_named(report: ApplyReport, kind: str, wanted: Sequence[R], stored: Iterable[R],
+                put: Callable[[R], None]) -> None:
+    """Write each wanted profile/agent that differs from the stored one of its name."""
+    current = {(r.tenant_id, r.name): r for r in stored}
+    for record in wanted:
+        label = f"{kind}:{record.tenant_id}/{record.name}"
+        existing = current.get((record.tenant_id, record.name))
+        if existing == record:
             report.unchanged.append(label)
             continue
-        gw.registry.put_profile(p)
-        (report.created if current is None else report.updated).append(label)
-    agents = {(a.tenant_id, a.name): a for a in gw.store.registry.agents()}
-    for a in config.agents:
-        label = f"agent:{a.tenant_id}/{a.name}"
-        existing = agents.get((a.tenant_id, a.name))
-        if existing == a:
-            report.unchanged.append(label)
-            continue
-        gw.registry.put_agent(a)
+        put(record)
         (report.created if existing is None else report.updated).append(label)
 
 

@@ -9,6 +9,7 @@ and style (no inline code), and the script writes every value with ``textContent
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 
 from fastapi import APIRouter
@@ -29,7 +30,9 @@ _HEADERS = {
 }
 
 
+@functools.cache
 def _read(name: str) -> bytes:
+    """A packaged file, read once (``name`` is one of ``_FILES``)."""
     return resources.files(__package__).joinpath("static", name).read_bytes()
 
 
