@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import mcp_types as types
 import orjson
 
 from toolkeeper.model.call import CallResult
@@ -54,14 +55,14 @@ def one_line(result: CallResult) -> str:
     return f"{head}; {nxt}" if nxt else head
 
 
-def wire(result: CallResult) -> dict[str, Any]:
-    """The ``CallToolResult`` as a JSON-ready dict."""
+def wire(result: CallResult) -> types.CallToolResult:
+    """The SDK's ``CallToolResult`` for ``result``, built directly (no dict round trip)."""
     if result.status is CallStatus.SUCCEEDED:
         output = result.output
         text = output if isinstance(output, str) else orjson.dumps(output).decode()
-        content = {"type": "text", "text": text}
         data = output if isinstance(output, dict) else {"result": output}
-        return {"content": [content], "structuredContent": data, "isError": False}
-    data = structured(result)
-    return {"content": [{"type": "text", "text": one_line(result)}],
-            "structuredContent": data, "isError": True}
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=data, is_error=False)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=one_line(result))],
+        structured_content=structured(result), is_error=True)

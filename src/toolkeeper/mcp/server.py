@@ -152,7 +152,7 @@ class McpFace:
                               else {}, **fields)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern and params.input_responses and params.request_state:
-            return _typed(await self._after_confirm(
+            return results.wire(await self._after_confirm(
                 ctx, who, request, params.request_state, params.input_responses.get("confirm")))
         result = await self.gw.call_served(request, who)
         if result.status is CallStatus.CONFIRMATION_REQUIRED and result.approval_id:
@@ -167,7 +167,7 @@ class McpFace:
                 answer = await self._elicit(ctx, self._question(who, result, request.arguments))
                 result = await self._after_confirm(ctx, who, request, result.approval_id,
                                                    answer)
-        return _typed(result)
+        return results.wire(result)
 
     def _can_elicit(self, ctx: Ctx) -> bool:
         try:
@@ -255,10 +255,6 @@ class McpFace:
 
     def close(self) -> None:
         self._listen_handler.close()
-
-
-def _typed(result: CallResult) -> types.CallToolResult:
-    return types.CallToolResult.model_validate(results.wire(result))
 
 
 async def serve_stdio(gw: Gateway, principal: Principal) -> None:
