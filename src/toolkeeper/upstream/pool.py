@@ -125,8 +125,17 @@ class UpstreamPool:
             self._lean[key] = lean
         if cfg.name not in self._listed:  # drift check once per server and pool
             self._listed.add(cfg.name)
-            self.submit(self._list(cfg.name))
+            # connecting lists it for the drift check; fire and forget (a failure here is
+            # the next call's to report)
+            asyncio.run_coroutine_threadsafe(self._quietly(self._client(cfg.name)), self._loop)
         return lean
+
+    @staticmethod
+    async def _quietly(coro: Coroutine[Any, Any, Any]) -> None:
+        try:
+            await coro
+        except Exception as exc:
+            log.info("upstream background connect failed: %s", _brief(exc))
 
     async def _lean_call(self, cfg: ServerConfig, lean: Any, tool: str,
                          arguments: dict[str, Any], timeout_s: float) -> Any:
@@ -167,7 +176,9 @@ class UpstreamPool:
             raise UpstreamUnavailable(f"no upstream MCP server {server!r} is configured")
         return cfg
 
-    async def _client(self, server: str) -> Any:
+    async def _client(self, server: str, *, relist: bool = True) -> Any:
+        """The connected client of ``server``; a new connection's listing goes to
+        ``on_listing`` (the drift check) unless the caller lists anyway (``relist``)."""
         conn = self._conns.get(server)
         if conn is not None and conn.client is not None:
             return conn.client
@@ -190,7 +201,8 @@ class UpstreamPool:
                 raise UpstreamUnavailable(f"{server}: cannot connect: {_brief(exc)}") from exc
             conn.client = client
             self._conns[server] = conn
-        self._loop.create_task(self._relist(cfg, client))
+        if relist:
+            self._loop.create_task(self._relist(cfg, client))
         return client
 
     async def _own(self, cfg: ServerConfig, conn: _Conn, ready: asyncio.Future[Any]) -> None:
@@ -290,7 +302,7 @@ class UpstreamPool:
             log.exception("re-listing upstream %s failed", cfg.name)
 
     async def _list(self, server: str) -> list[Any]:
-        client = await self._client(server)
+        client = await self._client(server, relist=False)  # the caller syncs what it gets
         try:
             return list((await client.list_tools()).tools)
         except Exception:
