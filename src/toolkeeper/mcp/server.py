@@ -153,20 +153,20 @@ class McpFace:
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern and params.input_responses and params.request_state:
             return results.wire(await self._after_confirm(
-                ctx, who, request, params.request_state, params.input_responses.get("confirm")))
+                who, request, params.request_state, params.input_responses.get("confirm")))
         result = await self.gw.call_served(request, who)
         if result.status is CallStatus.CONFIRMATION_REQUIRED and result.approval_id:
             if modern and self._can_elicit(ctx):
                 return types.InputRequiredResult(
                     input_requests={"confirm": types.ElicitRequest(
                         params=types.ElicitRequestFormParams(
-                            message=self._question(who, result, request.arguments),
+                            message=self._question(entry.name, result, request.arguments),
                             requested_schema=CONFIRM_SCHEMA))},
                     request_state=result.approval_id)
             if not modern and self._can_elicit(ctx) and ctx.session.can_send_request:
-                answer = await self._elicit(ctx, self._question(who, result, request.arguments))
-                result = await self._after_confirm(ctx, who, request, result.approval_id,
-                                                   answer)
+                question = self._question(entry.name, result, request.arguments)
+                answer = await self._elicit(ctx, question)
+                result = await self._after_confirm(who, request, result.approval_id, answer)
         return results.wire(result)
 
     def _can_elicit(self, ctx: Ctx) -> bool:
@@ -175,15 +175,13 @@ class McpFace:
         except Exception:  # no client capabilities known (e.g. a pinned 2026 client)
             return False
 
-    def _question(self, who: Principal, result: CallResult, arguments: Any) -> str:
-        """What the user is asked: the exact call (arguments redacted, cut at 1,000 chars)."""
-        tool = self.gw.catalog.record(who.tenant_id, result.tool)
-        several = tool is not None and len(tool[1].actions) > 1
-        what = f"{result.tool} {result.action}" if several and result.action else result.tool
+    def _question(self, name: str, result: CallResult, arguments: Any) -> str:
+        """What the user is asked: the exact call under the name the client lists
+        (arguments redacted, cut at 1,000 chars)."""
         shown = orjson.dumps(self.gw.runtime.redactor.redact(arguments)).decode()
         if len(shown) > 1000:
             shown = shown[:1000] + "…"
-        return f"Run {what} {shown}? (approval {result.approval_id})"
+        return f"Run {name} {shown}? (approval {result.approval_id})"
 
     async def _elicit(self, ctx: Ctx, question: str) -> types.ElicitResult | None:
         """2025-11-25: ask the user in the middle of ``tools/call`` (bounded wait)."""
@@ -195,7 +193,7 @@ class McpFace:
             log.info("in-band confirmation got no answer: %s", exc)
             return None
 
-    async def _after_confirm(self, ctx: Ctx, who: Principal, request: CallRequest,
+    async def _after_confirm(self, who: Principal, request: CallRequest,
                              approval_id: str, answer: Any) -> CallResult:
         """Resolve the confirmation as the user answered, then run the call again with it:
         the pipeline checks the approval's binding to this exact call."""
