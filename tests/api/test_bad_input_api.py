@@ -160,3 +160,50 @@ def test_wrong_methods_are_405_in_the_error_shape(api: Api, method: str, path: s
 def test_bad_query_parameters_are_422(api: Api, path: str, params: dict[str, Any]) -> None:
     resp = api.client.get(path, params=params, headers=api.auth("admin"))
     assert_error(resp, 422, "invalid_arguments")
+
+
+def _raw(api: Api, raw: str) -> Any:
+    return api.client.post("/tools/execute", content=raw.encode("ascii"),
+                           headers={**api.auth("bot"), "Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize(("raw", "pointer"), [
+    ('{"tool": "add", "arguments": {"a": 1, "b": 2, "x": "\\ud800"}}', "/x"),
+    ('{"tool": "add", "arguments": {"a": 1, "b": 2, "x": ["ok", "a\\udfffb"]}}', "/x/1"),
+    ('{"tool": "add", "arguments": {"a": 1, "b": 2, "\\ud800": 1}}', "/\\ud800"),
+])
+def test_lone_surrogates_in_arguments_are_422_with_their_pointer(api: Api, raw: str,
+                                                                 pointer: str) -> None:
+    err = assert_error(_raw(api, raw), 422, "invalid_arguments")
+    assert [e["pointer"] for e in err["details"]["details"]["errors"]] == [pointer]
+
+
+@pytest.mark.parametrize("field", ["tool", "turn_group_id", "idempotency_key", "trace_id"])
+def test_lone_surrogates_in_call_fields_are_422_and_the_server_keeps_serving(
+        api: Api, field: str) -> None:
+    body = {"tool": "add", "arguments": {"a": 1, "b": 2}, field: "x\\ud83d"}
+    raw = json.dumps(body).replace("\\\\ud83d", "\\ud83d")
+    err = assert_error(_raw(api, raw), 422, "invalid_arguments")
+    assert err["details"]["errors"][0]["pointer"] == f"/{field}"
+    ok = _post(api, json={"tool": "add", "arguments": {"a": 1, "b": 2}})
+    assert ok.status_code == 200 and ok.json()["output"] == 3
+
+
+@pytest.mark.parametrize(("path", "raw", "pointer"), [
+    ("/profiles", '{"name": "p\\ud800"}', "/name"),
+    ("/profiles", '{"name": "p", "activations": [{"tool": "add", "policy": {"x": "\\udc00"}}]}',
+     "/activations/0/policy/x"),
+    ("/agents", '{"name": "a", "profile": "p\\udbff"}', "/profile"),
+])
+def test_lone_surrogates_in_management_bodies_are_422_not_500(api: Api, path: str, raw: str,
+                                                              pointer: str) -> None:
+    resp = api.client.post(path, content=raw.encode("ascii"),
+                           headers={**api.auth("admin"), "Content-Type": "application/json"})
+    err = assert_error(resp, 422, "invalid_arguments")
+    assert [e["pointer"] for e in err["details"]["errors"]] == [pointer]
+
+
+def test_surrogate_pairs_are_valid_unicode(api: Api) -> None:
+    raw = '{"tool": "add", "arguments": {"a": 1, "b": 2}, "turn_group_id": "\\ud83d\\ude00"}'
+    resp = _raw(api, raw)
+    assert resp.status_code == 200 and resp.json()["output"] == 3

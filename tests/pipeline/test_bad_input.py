@@ -98,3 +98,29 @@ def test_digest_ignores_key_order_and_whitespace(value: dict[str, Any]) -> None:
     assert digest(reordered) == d1
     roundtrip = json.loads(json.dumps(value, indent=3))
     assert digest(roundtrip) == d1
+
+
+@pytest.mark.parametrize(("arguments", "pointer"), [
+    ({"a": 1, "b": 2, "x": "\ud800"}, "/x"),
+    ({"a": 1, "b": 2, "x": {"y": ["fine", "bad\udc00"]}}, "/x/y/1"),
+    ({"a": 1, "b": 2, "\udfff": "key"}, "/\\udfff"),
+    ({"a": 1, "b": 2, "x": 1.5e300, "y": "\ud800"}, "/y"),  # the non-fast canonical path
+])
+def test_lone_surrogates_are_invalid_arguments_with_their_pointer(
+        gw: Any, arguments: dict[str, Any], pointer: str) -> None:
+    res = gw.call_sync("add", arguments=arguments, agent="bot")
+    assert res.reason == Reason.INVALID_ARGUMENTS
+    assert [e["pointer"] for e in res.details["errors"]] == [pointer]
+
+
+def test_lone_surrogates_in_names_and_ids_are_refused_and_audited(gw: Any) -> None:
+    res = gw.call_sync("add\ud800", arguments={"a": 1, "b": 2}, agent="bot",
+                       turn_group_id="t\udfff", idempotency_key="k\ud800")
+    assert res.reason == Reason.INVALID_ARGUMENTS
+    pointers = {e["pointer"] for e in res.details["errors"]}
+    assert pointers == {"/tool", "/turn_group_id", "/idempotency_key"}
+    gw.flush()
+    events = gw.store.audit.list("default", call_id=res.call_id)
+    assert [e.type for e in events] == ["policy.denied"]
+    assert events[0].tool == "add\\ud800"
+    assert gw.store.audit.verify("default").ok

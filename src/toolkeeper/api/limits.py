@@ -1,14 +1,18 @@
-"""Request-level guards as ASGI middleware: body size cap and JSON-only bodies."""
+"""Request-level guards as ASGI middleware: body size cap, JSON-only bodies, and JSON
+strings that are valid Unicode."""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 from typing import Any
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkeeper.api.errors import error_body
+from toolkeeper.canonical import invalid_unicode
 
 _BODY_METHODS = {b"POST", b"PUT", b"PATCH"}
 
@@ -64,12 +68,66 @@ class BodyGuard:
                          f"the body exceeds {self.max_bytes} bytes")
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+"""A JSON ``\\uD800`` to ``\\uDFFF`` escape: half of a pair, or a lone surrogate."""
+
+
+class UnicodeGuard:
+    """422 ``invalid_arguments`` with the JSON pointer of the first string (key or value)
+    of a JSON body that is not valid Unicode (a lone surrogate escape such as ``\\ud800``),
+    before any route stores it. Surrogate pairs are fine; bodies without a surrogate escape
+    (nearly all) cost one regular-expression scan. Paths in ``skip`` check for themselves
+    (the execution routes: the pipeline refuses such arguments and audits the refusal)."""
+
+    def __init__(self, app: ASGIApp, *, skip: tuple[str, ...] = ()) -> None:
+        self.app = app
+        self.skip = skip
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"].encode() not in _BODY_METHODS \
+                or scope["path"] in self.skip:
+            await self.app(scope, receive, send)
+            return
+        messages: list[Message] = []
+        while True:  # the body is bounded by BodyGuard, outside this middleware
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        body = b"".join(m.get("body", b"") for m in messages)
+        if _SURROGATE_ESCAPE.search(body):
+            pointer = _bad_string(body)
+            if pointer is not None:
+                message_text = "a string is not valid Unicode (a lone surrogate)"
+                payload: Any = orjson.dumps(error_body(
+                    "invalid_arguments", message_text,
+                    {"errors": [{"pointer": pointer, "message": message_text}]}))
+                await _send(send, 422, payload)
+                return
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
+
+
+def _bad_string(body: bytes) -> str | None:
+    try:
+        data = json.loads(body)
+    except ValueError:  # malformed: the route answers that itself
+        return None
+    return invalid_unicode(data)
+
+
 class _TooLarge(Exception):
     pass
 
 
 async def _reply(send: Send, status: int, reason: str, message: str) -> None:
-    body: Any = orjson.dumps(error_body(reason, message))
+    await _send(send, status, orjson.dumps(error_body(reason, message)))
+
+
+async def _send(send: Send, status: int, body: bytes) -> None:
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})

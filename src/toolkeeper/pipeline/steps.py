@@ -26,13 +26,13 @@ from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.scope import scope
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.pipeline.supersede import supersede
-from toolkeeper.pipeline.validate import validate
+from toolkeeper.pipeline.validate import text_fields, validate
 
 log = logging.getLogger("toolkeeper.pipeline")
 
 
 async def run(rt: Runtime, st: CallState) -> CallResult:
-    res = authenticate(rt, st)
+    res = authenticate(rt, st) or text_fields(st)
     if res is None:
         try:
             res = resolve(rt, st)

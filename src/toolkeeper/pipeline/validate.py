@@ -11,10 +11,15 @@ Coercions (the only ones):
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from toolkeeper.canonical import NotCanonicalizable, canonical_bytes
+from toolkeeper.canonical import (
+    NotCanonicalizable,
+    canonical_bytes,
+    escape_pointer,
+    invalid_unicode,
+)
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
@@ -76,7 +81,7 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
     except NotCanonicalizable as exc:
         return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
                        f"arguments are not JSON: {exc}",
-                       details={"errors": [{"pointer": "", "message": str(exc)}]})
+                       details={"errors": [{"pointer": exc.pointer, "message": str(exc)}]})
     cap = rt.settings.max_payload_bytes
     for lim in (st.profile.limits if st.profile else ()):
         if lim.max_payload_bytes:
@@ -90,8 +95,7 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
     if not validator.is_valid(args):
         errors = []
         for err in validator.iter_errors(args):
-            pointer = "".join(f"/{str(p).replace('~', '~0').replace('/', '~1')}"
-                              for p in err.instance_path)
+            pointer = "".join(f"/{escape_pointer(str(p))}" for p in err.instance_path)
             errors.append({"pointer": pointer, "message": err.message})
             if len(errors) >= MAX_ERRORS:
                 break
@@ -106,3 +110,32 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
     if rt.settings.audit_arguments:
         st.audit_arguments = rt.redactor.redact(args)
     return None
+
+
+_TEXT_FIELDS = ("tool", "action", "idempotency_key", "turn_group_id", "task_id", "step_id",
+                "trace_id", "approval_id", "preview_token")
+
+
+def text_fields(st: CallState) -> CallResult | None:
+    """The call's own ids and names must be valid Unicode before any step records them:
+    a lone surrogate is ``invalid_arguments`` with the field's pointer. The request is
+    replaced by a copy with such characters escaped, so the audit event can be written."""
+    req = st.request
+    bad = [f for f in _TEXT_FIELDS if invalid_unicode(getattr(req, f)) is not None]
+    if req.scopes is not None and invalid_unicode(list(req.scopes)) is not None:
+        bad.append("scopes")
+    if not bad:
+        return None
+    fixed = {f: _escaped(getattr(req, f)) for f in bad}
+    if "scopes" in fixed:
+        fixed["scopes"] = [_escaped(s) for s in req.scopes or ()]
+    st.request = replace(req, **fixed)
+    message = "not valid Unicode (a lone surrogate)"
+    return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
+                   f"{', '.join(bad)}: {message}",
+                   details={"errors": [{"pointer": f"/{f}", "message": message} for f in bad]})
+
+
+def _escaped(value: Any) -> Any:
+    return value.encode("utf-8", "backslashreplace").decode("utf-8") \
+        if isinstance(value, str) else value
