@@ -215,3 +215,48 @@ def test_listeners_hear_about_new_approvals(gw: Any) -> None:
     ask = _ask(gw)
     assert heard == [ask.approval_id]
     assert _ask(gw).approval_id == ask.approval_id and heard == [ask.approval_id]
+
+
+def test_exact_retry_of_an_approved_executed_call_is_deduped_not_asked_again(
+        gw: Any, approver: Any) -> None:
+    ask = _ask(gw, turn_group_id="t1")
+    gw.approvals.approve(ask.approval_id, approver)
+    assert _ask(gw, turn_group_id="t1", approval_id=ask.approval_id).ok
+    retry = _ask(gw, turn_group_id="t1")  # no approval_id: the payment already happened
+    assert retry.ok and retry.deduped and retry.approval_id is None
+    assert retry.call_id != ask.call_id and LEDGER["payments"] == ["inv-1"]
+    assert gw.approvals.list("default") == []  # pending: none was created
+    keyed = _ask(gw, idempotency_key="pay-inv-1")
+    assert keyed.status is CallStatus.APPROVAL_REQUIRED  # another key: a new decision
+    gw.approvals.approve(keyed.approval_id, approver)
+    assert _ask(gw, idempotency_key="pay-inv-1", approval_id=keyed.approval_id).deduped is False
+    again = _ask(gw, idempotency_key="pay-inv-1")
+    assert again.deduped and LEDGER["payments"] == ["inv-1", "inv-1"]
+    assert gw.approvals.list("default") == []
+
+
+@pytest.mark.parametrize(("autonomy", "gate"), [(0, "approve"), (1, "confirm"),
+                                                (2, "confirm")])  # 2: preview → confirm
+def test_exact_repeat_meets_no_gate_whichever_gate_it_would_meet(
+        make_gateway: Any, approver: Any, autonomy: int, gate: str) -> None:
+    gw = make_gateway(tools=[Payments], autonomy=3, scopes=("payments",))  # allow
+    assert _ask(gw, turn_group_id="t9").ok
+    update_profile(gw, autonomy=autonomy)
+    repeat = _ask(gw, turn_group_id="t9")
+    assert repeat.ok and repeat.deduped and LEDGER["payments"] == ["inv-1"]
+    other = _ask(gw, {"invoice": "inv-2", "amount": 5}, turn_group_id="t9")
+    assert other.gate.value == gate and not other.ok  # new arguments still meet the gate
+    assert len(gw.approvals.list("default")) == 1
+
+
+def test_exact_repeat_under_a_deny_gate_returns_the_outcome_and_runs_nothing(
+        make_gateway: Any) -> None:
+    from toolkeeper import Gate, Risk
+
+    gw = make_gateway(tools=[Payments], autonomy=3, scopes=("payments",))
+    assert _ask(gw, idempotency_key="k1").ok
+    update_profile(gw, gates={Risk.HIGH: {3: Gate.DENY}})
+    repeat = _ask(gw, idempotency_key="k1")
+    assert repeat.ok and repeat.deduped and LEDGER["payments"] == ["inv-1"]
+    fresh = _ask(gw, idempotency_key="k2")
+    assert fresh.reason == Reason.GATE_DENIED

@@ -183,3 +183,14 @@ def test_stale_in_progress_outcomes_are_recovered_periodically(make_gateway: Any
         assert time.monotonic() < deadline, "never recovered"
         time.sleep(0.05)
     assert gw.store.outcomes.get("dead-call").state is OutcomeState.UNKNOWN
+
+
+def test_an_unknown_outcome_never_expires_by_itself(make_gateway: Any) -> None:
+    from datetime import timedelta
+
+    gw = make_gateway(tools=[lost_connection], outcome_ttl=timedelta(seconds=-1))
+    first = gw.call_sync("lost_connection", arguments={"x": 1}, agent="bot", turn_group_id="t")
+    assert first.status is CallStatus.UNKNOWN
+    again = gw.call_sync("lost_connection", arguments={"x": 1}, agent="bot", turn_group_id="t")
+    assert again.reason == Reason.OUTCOME_UNKNOWN  # past its TTL too: never run again
+    assert again.details["original_call_id"] == first.call_id

@@ -13,6 +13,7 @@ from toolkeeper.model.events import EventType
 from toolkeeper.model.gates import stricter
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.bindings import approval_problem, find_open_approval
+from toolkeeper.pipeline.idempotency import recorded_repeat
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.store.records import ApprovalRecord
@@ -41,6 +42,10 @@ def decide_gate(st: CallState) -> Gate:
 
 async def gate(rt: Runtime, st: CallState) -> CallResult | None:
     st.gate = g = decide_gate(st)
+    if g is not Gate.ALLOW:
+        repeat = recorded_repeat(rt, st)
+        if repeat is not None:
+            return repeat
     if g is Gate.DENY:
         return st.stop(EventType.POLICY_DENIED, Reason.GATE_DENIED,
                        f"risk {st.risk} at autonomy {int(st.profile.profile.autonomy)} "  # type: ignore[union-attr]

@@ -17,6 +17,7 @@ from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
+from toolkeeper.store.outcomes import key_expired
 from toolkeeper.store.records import OutcomeRecord
 
 MAX_KEY_CHARS = 255
@@ -81,6 +82,26 @@ def idempotency(rt: Runtime, st: CallState) -> CallResult | None:
         return None
     del st.events[attempted:]  # we did not attempt anything
     return _existing(rt, st, existing)
+
+
+def recorded_repeat(rt: Runtime, st: CallState) -> CallResult | None:
+    """An exact repeat (same key, same argument digest) of a call that already has an
+    outcome is answered from it, before a gate asks a human again: nothing new would run
+    (a second approval for a payment that already happened helps nobody). Other calls
+    (no key, other arguments, an expired outcome) go on through the gate as usual."""
+    if _bad_key(st) is not None:
+        return None  # the idempotency step refuses the key itself
+    if st.side_effect is SideEffect.PURE and st.request.idempotency_key is None:
+        return None
+    key = call_key(st)
+    if key is None:
+        return None
+    assert st.tenant_id is not None and st.agent is not None
+    ex = rt.store.outcomes.by_key(st.tenant_id, st.agent, key)
+    if ex is None or ex.args_digest != st.args_digest or key_expired(ex, datetime.now(UTC)):
+        return None
+    st.idempotency_key = key
+    return _existing(rt, st, ex)
 
 
 def _existing(rt: Runtime, st: CallState, ex: OutcomeRecord) -> CallResult:

@@ -27,6 +27,12 @@ _OUTCOME_FIELDS = tuple(f.name for f in fields(OutcomeRecord))
 _EFFECT_FIELDS = tuple(f.name for f in fields(SideEffectRecord))
 
 
+def key_expired(rec: OutcomeRecord, now: datetime) -> bool:
+    """Past its TTL, a finished outcome no longer holds its key; ``in_progress`` and
+    ``unknown`` ones never expire by themselves (an operator resolves them, SPEC §4)."""
+    return rec.expires_at <= now and rec.state in (OutcomeState.SUCCEEDED, OutcomeState.FAILED)
+
+
 def _row(rec: object, names: tuple[str, ...]) -> dict[str, Any]:
     """A shallow row dict (``dataclasses.asdict`` deep-copies: too slow for the hot path)."""
     return {n: getattr(rec, n) for n in names}
@@ -71,7 +77,7 @@ class OutcomeRepo:
                 return None
             now = as_utc(rec.created_at)
             assert now is not None
-            if existing.expires_at <= now and existing.state is not OutcomeState.IN_PROGRESS:
+            if key_expired(existing, now):
                 conn.execute(update(outcomes).where(outcomes.c.call_id == existing.call_id)
                              .values(**row))
                 self._audit.append(events, conn)
