@@ -32,12 +32,12 @@ def tools_of(resp: Any) -> dict[str, dict[str, Any]]:
 
 
 def test_catalog_lists_every_visible_tool_in_any_status(api: Api) -> None:
-    listed = tools_of(api.get("bot", "/discovery/catalog"))
+    listed = tools_of(api.get("operator", "/discovery/catalog"))
     assert {"calculate", "sketch", "off", "quar", "old", "lookup"} <= set(listed)
     assert "private" not in listed
     assert listed["calculate"]["scope"] == "global"
     assert listed["lookup"]["id"] == api.tool_id("lookup")
-    assert set(tools_of(api.get("g_bot", "/discovery/catalog"))) == {"calculate", "private"}
+    assert set(tools_of(api.get("g_admin", "/discovery/catalog"))) == {"calculate", "private"}
 
 
 def test_available_is_active_runnable_or_quarantined(api: Api) -> None:
@@ -157,3 +157,20 @@ def test_ten_thousand_tools_and_a_thousand_profiles_give_consistent_views() -> N
     fast = agent_enabled(catalog, HealthBoard(), "big", "a")
     assert fast is not None and fast[0] == "p7"
     assert [t.definition.name for t in fast[1]] == [t.definition.name for t in view.enabled]
+
+
+# what an agent token is shown (SPEC §2: listing and calling follow one policy) ----------
+
+def test_an_agent_token_lists_only_the_tools_it_may_call(api: Api) -> None:
+    for tier in ("catalog", "available"):
+        assert set(tools_of(api.get("bot", f"/discovery/{tier}"))) == set(ENABLED), tier
+    assert set(tools_of(api.get("g_bot", "/discovery/catalog"))) == {"private"}
+
+
+def test_an_agent_is_shown_unavailable_only_what_its_profile_activates(api: Api) -> None:
+    own = tools_of(api.get("bot", "/discovery/agents/bot/unavailable"))
+    assert set(own) == set(WHY) - {"notes"}  # notes is the tenant's, not activated for bot
+    assert {n: t["why_unavailable"] for n, t in own.items()} == \
+        {n: w for n, w in WHY.items() if n != "notes"}
+    full = tools_of(api.get("operator", "/discovery/agents/bot/unavailable"))
+    assert full["notes"]["why_unavailable"] == "disabled_for_agent"

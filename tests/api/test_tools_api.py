@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tools_fixtures import Api, api_for, error_of
+from tools_fixtures import ENABLED, Api, api_for, error_of
 
 from toolkeeper.api.tool_views import redact, sensitive
 from toolkeeper.errors import OperationRefused
@@ -217,7 +217,7 @@ def test_publish_snapshots_and_sets_published_at(api: Api) -> None:
     resp = api.post("admin", f"/tools/{tool_id}/publish")
     assert resp.status_code == 200, resp.text
     assert resp.json()["status"] == "published" and resp.json()["published_at"]
-    versions = api.get("bot", f"/tools/{tool_id}/versions").json()
+    versions = api.get("operator", f"/tools/{tool_id}/versions").json()
     assert [v["version"] for v in versions] == ["1.0.0"]
     assert versions[0]["tool"]["status"] == "published" and versions[0]["definition_hash"]
 
@@ -268,7 +268,8 @@ def test_versions_of_another_tenants_tool_are_not_found(api: Api) -> None:
 # built-ins, health -----------------------------------------------------------------------
 
 def test_builtin_templates_split_installed_and_available(api: Api) -> None:
-    resp = api.get("bot", "/tools/builtins/templates")
+    error_of(api.get("bot", "/tools/builtins/templates"), 403, "forbidden")  # people only
+    resp = api.get("approver", "/tools/builtins/templates")
     assert resp.status_code == 200, resp.text
     body = resp.json()
     assert [t["builtin_key"] for t in body["installed"]] == ["calculate"]
@@ -330,3 +331,27 @@ def test_sensitive_keys(key: str, hidden: bool) -> None:
 def test_redact_shows_only_pure_references() -> None:
     assert redact({"token": "${secret:a/b} plus-literal"}) == {"token": "***"}
     assert redact({"token": None, "secret": ["x"]}) == {"token": None, "secret": "***"}
+
+
+# an agent token reads only what its agent may call --------------------------------------
+
+def test_an_agent_token_lists_only_its_callable_tools_without_wiring(api: Api) -> None:
+    listed = {t["name"]: t for t in api.get("bot", "/tools").json()}
+    assert set(listed) == set(ENABLED)
+    for tool in listed.values():
+        assert not {"config_schema", "policy", "builtin_key", "connector_id"} & set(tool)
+    assert set(listed["repo"]["actions"]) == {"read"}  # write needs a scope bot lacks
+    assert "notes" in names(api.get("operator", "/tools"))
+
+
+def test_an_agent_token_cannot_read_other_tools_by_id(api: Api) -> None:
+    notes = api.tool_id("notes")
+    for path in (f"/tools/{notes}", f"/tools/{notes}/versions"):
+        error_of(api.get("bot", path), 404, "not_found")
+        assert api.get("operator", path).status_code == 200
+    own = api.get("bot", f"/tools/{api.tool_id('lookup')}").json()
+    assert own["name"] == "lookup" and "config_schema" not in own
+    versions = api.get("bot", f"/tools/{api.tool_id('lookup')}/versions").json()
+    assert versions and all("config_schema" not in v["tool"] for v in versions)
+    health = {h["name"] for h in api.get("bot", "/tools/health").json()}
+    assert health == set(ENABLED)

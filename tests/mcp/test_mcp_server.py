@@ -129,10 +129,12 @@ async def test_discovery_resources_are_the_callers_own(srv: McpServer, era: str)
         assert len(templates) == 3
         enabled = (await c.read_resource(listed[1])).contents[0].text
         assert '"name":"add"' in enabled and '"name":"pay"' not in enabled
+        # an agent is never shown the tools its profile does not give it (SPEC §2: what is
+        # listed is decided by the policy that decides what can be called)
         unavailable = (await c.read_resource(listed[2])).contents[0].text
-        assert '"why_unavailable":"disabled_for_agent"' in unavailable
+        assert '"name":"bank"' not in unavailable and '"name":"pay"' not in unavailable
         available = (await c.read_resource(listed[0])).contents[0].text
-        assert '"name":"bank"' in available
+        assert '"name":"add"' in available and '"name":"bank"' not in available
         for foreign in ("toolkeeper://tools/agent/bot/enabled",
                         "toolkeeper://tools/tenant/acme/available",
                         "toolkeeper://tools/agent/reader/secrets", "file:///etc/passwd"):

@@ -89,6 +89,23 @@ def tool_out(tool: ToolDefinition, tool_id: str | None, *, created_at: datetime 
     return out
 
 
+AGENT_HIDDEN = ("config_schema", "policy", "connector_id", "config_ref", "artifact_id",
+                "artifact_version", "builtin_key")
+"""How a tool is wired and its policy values: for people, never shown to an agent token."""
+
+
+def agent_tool_out(tool: ToolDefinition, tool_id: str | None,
+                   actions: Sequence[str] | None = None) -> dict[str, Any]:
+    """A tool as an agent token sees it: without its wiring (implementation, entry point,
+    connector) and policy values, and with only ``actions`` when given (those it may call)."""
+    out = tool_out(tool, tool_id)
+    for key in AGENT_HIDDEN:
+        out.pop(key, None)
+    if actions is not None:
+        out["actions"] = {k: v for k, v in out["actions"].items() if k in actions}
+    return out
+
+
 def discovery_out(tool: ToolDefinition, tool_id: str | None) -> dict[str, Any]:
     """The short form of a tool for discovery listings (no config)."""
     return {"id": tool_id, "name": tool.name, "slug": tool.slug, "description": tool.description,

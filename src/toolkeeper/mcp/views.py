@@ -24,8 +24,9 @@ from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.services.discovery import (
     AgentTools,
     agent_enabled,
+    agent_listing,
     agent_tools,
-    available_tools,
+    as_seen_by_agent,
 )
 
 if TYPE_CHECKING:
@@ -135,7 +136,9 @@ def read(gw: Gateway, principal: Principal, uri: str) -> str | None:
     if m["tenant"] is not None:
         if m["tenant"] != tenant:
             return None
-        body = listing_body(catalog, tenant, available_tools(catalog, tenant))
+        # an agent sees only what it may call, never the rest of the tenant's registry
+        body = listing_body(catalog, tenant,
+                            agent_listing(catalog, gw.runtime.health, tenant, agent))
     elif m["agent"] != agent:
         return None
     elif m["which"] == "enabled":
@@ -143,5 +146,6 @@ def read(gw: Gateway, principal: Principal, uri: str) -> str | None:
         body = enabled_body(catalog, tenant, agent, *(view or ("", ())))
     else:
         full = agent_tools(catalog, gw.runtime.health, tenant, agent)
-        body = unavailable_body(catalog, tenant, full or AgentTools(agent, "", (), ()))
+        body = unavailable_body(catalog, tenant,
+                                as_seen_by_agent(full or AgentTools(agent, "", (), ())))
     return orjson.dumps(body).decode()

@@ -45,6 +45,8 @@ class UnavailableTool:
     why: Why
     message: str
     missing_scopes: tuple[str, ...] = ()
+    activated: bool = True
+    """Whether the agent's own profile activates the tool (what an agent itself is shown)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,20 +116,37 @@ def agent_enabled(catalog: Catalog, health: HealthBoard, tenant_id: str,
     return found.profile, tuple(enabled)
 
 
+def as_seen_by_agent(view: AgentTools) -> AgentTools:
+    """What an agent itself is shown of ``view`` (REST and MCP alike): its enabled tools,
+    and among the unavailable ones only those its own profile activates (quarantined, not
+    published, scope missing, unhealthy) — never the rest of the tenant's registry."""
+    return AgentTools(agent=view.agent, profile=view.profile, enabled=view.enabled,
+                      unavailable=tuple(u for u in view.unavailable if u.activated))
+
+
+def agent_listing(catalog: Catalog, health: HealthBoard, tenant_id: str,
+                  agent: str) -> list[ToolDefinition]:
+    """Tiers 1 and 2 as an agent token sees them: only the tools it may call (the versions
+    that run), so an agent never learns of tools its profile does not give it."""
+    view = agent_enabled(catalog, health, tenant_id, agent)
+    return [t.definition for t in view[1]] if view is not None else []
+
+
 def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
           profile: CompiledProfile | None, tool: ToolDefinition,
           ) -> EnabledTool | UnavailableTool:
     """One tenant-available tool against one profile, in the pipeline's order."""
     name = tool.name
     if profile is None:  # the pipeline stops such an agent before resolving any tool
-        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, "the agent has no profile")
+        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, "the agent has no profile",
+                               activated=False)
     if tool.status is ToolStatus.QUARANTINED:
         return UnavailableTool(tool, Why.QUARANTINED, f"{name}: upstream definition changed; "
                                "an admin must re-publish it")
     activation = profile.activations.get(name)
     if activation is None:
         return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, f"{name} is not enabled for "
-                               "this agent's profile")
+                               "this agent's profile", activated=False)
     try:
         compiled = catalog.runnable(tenant_id, name, activation.version)
     except UserError as exc:
@@ -158,5 +177,6 @@ def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
     return EnabledTool(runs, callable_)
 
 
-__all__ = ["AgentTools", "EnabledTool", "UnavailableTool", "Why", "agent_enabled", "agent_tools",
-           "available_tools", "catalog_tools", "judge"]
+__all__ = ["AgentTools", "EnabledTool", "UnavailableTool", "Why", "agent_enabled",
+           "agent_listing", "agent_tools", "as_seen_by_agent", "available_tools",
+           "catalog_tools", "judge"]

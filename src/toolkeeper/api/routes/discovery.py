@@ -1,12 +1,15 @@
 """Three-tier tool discovery over REST (SPEC §6, §7; seed: Toolbox §3).
 
-Every role reads the tenant's catalog and available tools. An agent's enabled and
-unavailable tools are read by admins and operators of its tenant, and by that agent
-itself; another tenant's agent does not exist here (404).
+People (admins, operators, approvers) read the tenant's catalog and available tools. An
+agent token is shown only what its agent may see: the catalog and available tiers hold
+just the tools it may call, and its unavailable tier only the tools its own profile
+activates. An agent's enabled and unavailable tools are read by admins and operators of
+its tenant, and by that agent itself; another tenant's agent does not exist here (404).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -20,11 +23,14 @@ from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
+from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.services.discovery import (
     AgentTools,
     agent_enabled,
+    agent_listing,
     agent_tools,
+    as_seen_by_agent,
     available_tools,
     catalog_tools,
 )
@@ -40,25 +46,31 @@ def _agent_view(gw: Gateway, caller: Principal, agent: str) -> tuple[Catalog, Ag
     view = agent_tools(catalog, gw.runtime.health, caller.tenant_id, agent)
     if view is None:
         raise ApiError(404, Reason.NOT_FOUND, f"no agent {agent!r}")
-    return catalog, view
+    return catalog, (view if caller.has_role(Role.OPERATOR) else as_seen_by_agent(view))
+
+
+def _listing(gw: Gateway, caller: Principal, tools: Callable[[Catalog, str],
+             list[ToolDefinition]]) -> dict[str, Any]:
+    snap, tenant = gw.catalog, caller.tenant_id  # one snapshot for the whole answer
+    if caller.agent is not None and not caller.has_role(Role.OPERATOR, Role.APPROVER):
+        picked = agent_listing(snap, gw.runtime.health, tenant, caller.agent)
+    else:
+        picked = tools(snap, tenant)
+    return listing_body(snap, tenant, picked)
 
 
 @router.get("/discovery/catalog", responses=ERRORS,
             summary="Tier 1: every tool the tenant can see, any status")
 async def catalog(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, *_READERS)
-    snap, tenant = gw.catalog, caller.tenant_id
-    return await anyio.to_thread.run_sync(
-        lambda: listing_body(snap, tenant, catalog_tools(snap, tenant)))
+    return await anyio.to_thread.run_sync(_listing, gw, caller, catalog_tools)
 
 
 @router.get("/discovery/available", responses=ERRORS,
             summary="Tier 2: the tools the tenant has available")
 async def available(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, *_READERS)
-    snap, tenant = gw.catalog, caller.tenant_id
-    return await anyio.to_thread.run_sync(
-        lambda: listing_body(snap, tenant, available_tools(snap, tenant)))
+    return await anyio.to_thread.run_sync(_listing, gw, caller, available_tools)
 
 
 @router.get("/discovery/agents/{agent}/enabled", responses=ERRORS,

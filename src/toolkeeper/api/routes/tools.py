@@ -1,9 +1,12 @@
 """The tool registry over REST (SPEC §6, §7; seed: Tools Overview).
 
-Admins write, every other role reads. A tenant sees its own tools and the global ones,
-never another tenant's (their ids answer 404). Global tools are read-only for every
-tenant (403). Lifecycle rules live in :class:`RegistryService`: creation is draft only,
-publishing only via ``POST /tools/{id}/publish``, versions are semver and must increase.
+Admins write, people of every other role read. A tenant sees its own tools and the global
+ones, never another tenant's (their ids answer 404). Global tools are read-only for every
+tenant (403). An agent token reads only the tools its agent may call, the actions it may
+call and never their wiring or policy values (``agent_tool_out``); any other id is 404
+to it, and the built-in templates are for people only. Lifecycle rules live in
+:class:`RegistryService`: creation is draft only, publishing only via
+``POST /tools/{id}/publish``, versions are semver and must increase.
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.tool_views import (
     ToolChanges,
     ToolCreate,
+    agent_tool_out,
     build_definition,
+    record_id,
     tool_out,
 )
 from toolkeeper.builtins import BUILTINS, definition
@@ -28,10 +33,29 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ImplementationType, ToolDefinition
+from toolkeeper.services.discovery import EnabledTool, agent_enabled
 from toolkeeper.store.registry import ToolRow
 
 router = APIRouter(tags=["tools"])
 _READERS = (Role.OPERATOR, Role.APPROVER, Role.AGENT)
+_PEOPLE = (Role.OPERATOR, Role.APPROVER)
+
+
+def _as_agent(caller: Principal) -> str | None:
+    """The agent whose view the caller gets, or ``None`` for people (who see the registry)."""
+    return caller.agent if not caller.has_role(*_PEOPLE) else None
+
+
+def _enabled(gw: Gateway, caller: Principal, agent: str) -> dict[str, EnabledTool]:
+    """The tools ``agent`` may call, by registry id."""
+    snap, tenant = gw.catalog, caller.tenant_id
+    view = agent_enabled(snap, gw.runtime.health, tenant, agent)
+    out: dict[str, EnabledTool] = {}
+    for item in view[1] if view else ():
+        tool_id = record_id(snap, tenant, item.definition.name)
+        if tool_id is not None:
+            out[tool_id] = item
+    return out
 
 
 def _out(row: ToolRow) -> dict[str, Any]:
@@ -76,8 +100,11 @@ async def execute_wrong_method() -> None:
 async def tools_health(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, *_READERS)
     catalog, board, tenant = gw.catalog, gw.runtime.health, caller.tenant_id
+    agent = _as_agent(caller)
+    tools = catalog.visible(tenant) if agent is None else [
+        e.definition for e in _enabled(gw, caller, agent).values()]
     out = []
-    for tool in catalog.visible(tenant):
+    for tool in tools:
         h = board.get(f"{tenant}:{tool.name}")
         rec = catalog.record(tenant, tool.name)
         out.append({"id": rec[0] if rec else None, "name": tool.name,
@@ -89,7 +116,7 @@ async def tools_health(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
 @router.get("/tools/builtins/templates", responses=ERRORS,
             summary="The shipped built-ins: installed as global tools, or available")
 async def builtin_templates(gw: GatewayDep, caller: Caller) -> dict[str, list[dict[str, Any]]]:
-    require(caller, *_READERS)
+    require(caller, *_PEOPLE)
     rows = await anyio.to_thread.run_sync(gw.store.registry.tool_rows, caller.tenant_id)
     installed = {r.definition.builtin_key: r for r in rows
                  if r.definition.tenant_id is None and r.definition.builtin_key}
@@ -112,13 +139,19 @@ async def list_tools(gw: GatewayDep, caller: Caller, status: ToolStatus | None =
                      tool_type: ToolType | None = None, skip: int = Query(0, ge=0),
                      limit: int = Query(100, ge=1, le=500)) -> list[dict[str, Any]]:
     require(caller, *_READERS)
+
+    def wanted(tool: ToolDefinition) -> bool:
+        return (status is None or tool.status is status) and (
+            implementation_type is None or tool.implementation_type == implementation_type
+        ) and (tool_type is None or tool.tool_type == tool_type)
+
+    agent = _as_agent(caller)
+    if agent is not None:
+        enabled = _enabled(gw, caller, agent)
+        return [agent_tool_out(e.definition, tool_id, e.actions)
+                for tool_id, e in enabled.items() if wanted(e.definition)][skip:skip + limit]
     rows = await anyio.to_thread.run_sync(gw.store.registry.tool_rows, caller.tenant_id)
-    picked = [r for r in rows
-              if (status is None or r.definition.status is status)
-              and (implementation_type is None
-                   or r.definition.implementation_type == implementation_type)
-              and (tool_type is None or r.definition.tool_type == tool_type)]
-    return [_out(r) for r in picked[skip:skip + limit]]
+    return [_out(r) for r in rows if wanted(r.definition)][skip:skip + limit]
 
 
 @router.post("/tools", status_code=201, responses=ERRORS, summary="Create a draft tool")
@@ -141,6 +174,12 @@ async def create_tool(body: ToolCreate, gw: GatewayDep, caller: Caller) -> dict[
 @router.get("/tools/{tool_id}", responses=ERRORS, summary="One tool (working copy)")
 async def get_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, *_READERS)
+    agent = _as_agent(caller)
+    if agent is not None:
+        item = _enabled(gw, caller, agent).get(tool_id)
+        if item is None:
+            raise ApiError(404, Reason.NOT_FOUND, f"no tool {tool_id!r}")
+        return agent_tool_out(item.definition, tool_id, item.actions)
     row = await anyio.to_thread.run_sync(_visible_row, gw, caller, tool_id)
     return _out(row)
 
@@ -192,6 +231,10 @@ async def version_tool(tool_id: str, gw: GatewayDep, caller: Caller,
             summary="The published snapshots, oldest first")
 async def tool_versions(tool_id: str, gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, *_READERS)
+    agent = _as_agent(caller)
+    if agent is not None and tool_id not in _enabled(gw, caller, agent):
+        raise ApiError(404, Reason.NOT_FOUND, f"no tool {tool_id!r}")
+    show = tool_out if agent is None else agent_tool_out
 
     def versions() -> list[tuple[ToolDefinition, Any]]:
         _visible_row(gw, caller, tool_id)
@@ -199,5 +242,5 @@ async def tool_versions(tool_id: str, gw: GatewayDep, caller: Caller) -> list[di
 
     snapshots = await anyio.to_thread.run_sync(versions)
     return [{"version": snap.version, "snapshot_at": at.isoformat(),
-             "definition_hash": snap.definition_hash, "tool": tool_out(snap, tool_id)}
+             "definition_hash": snap.definition_hash, "tool": show(snap, tool_id)}
             for snap, at in snapshots]
