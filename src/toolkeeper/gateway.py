@@ -93,7 +93,8 @@ class Gateway:
         self.registry = RegistryService(self)
         self.approvals = ApprovalService(self)
         self.calls = CallService(self)
-        self.metrics.pending_from(lambda: self.store.approvals.count_pending(_now()))
+        self.metrics.pending_from(
+            lambda tenant: self.store.approvals.pending_by_tenant(_now(), tenant))
         self.reload()
         # background work starts only now that the gateway is complete
         sink.set_housekeeping(self._housekeeping)
@@ -173,12 +174,12 @@ class Gateway:
                 "risk": None if res.risk is None else res.risk.value,
                 "gate": None if res.gate is None else res.gate.value,
                 "deduped": res.deduped, "duration_ms": round(res.duration_ms, 3)})
-        m = self.metrics
-        m.call(st.tenant_id or "", res.tool, res.status.value, res.duration_ms / 1000.0)
+        m, tenant = self.metrics, st.tenant_id or ""
+        m.call(tenant, res.tool, res.status.value, res.duration_ms / 1000.0)
         if res.gate is not None:
-            m.gate(res.gate.value)
+            m.gate(tenant, res.gate.value)
         if res.reason is not None and res.status is not CallStatus.SUCCEEDED:
-            m.denial(str(res.reason))
+            m.denial(tenant, str(res.reason))
 
     async def call_or_raise(self, *args: Any, **kwargs: Any) -> CallResult:
         """Like :meth:`call`, but a call that did not succeed raises with its ``reason``."""
