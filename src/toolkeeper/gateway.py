@@ -19,6 +19,7 @@ from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode, Role
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.observability.logs import redact_handlers
 from toolkeeper.observability.metrics import Metrics
 from toolkeeper.observability.tracing import record_span, tracer_from_global
 from toolkeeper.opening import tenant_policy
@@ -90,6 +91,7 @@ class Gateway:
         self._tokens = TokenCache(store.tokens)
         self._tokens_seen = changes.version(store.db, "tokens")
         self._closed = False
+        self._unredact_logs: Callable[[], None] = lambda: None
         self.registry = RegistryService(self)
         self.approvals = ApprovalService(self)
         self.calls = CallService(self)
@@ -118,12 +120,16 @@ class Gateway:
         to the store. Stale ``in_progress`` outcomes are then marked ``unknown``.
         ``secrets`` may name a backend (``env`` or ``embedded``, whose master key is
         ``TOOLKEEPER_SECRETS_KEY`` or ``secrets_key_file``) instead of being one.
+        Secrets are masked in the records of the logging handlers configured by then
+        (see :meth:`redact_logs`).
         """
         from toolkeeper.opening import open_gateway
 
-        return open_gateway(cls, url, config=config, mode=mode, secrets=secrets,
-                            secrets_key_file=secrets_key_file, natives=natives,
-                            functions=functions, recover=recover, settings=settings)
+        gw = open_gateway(cls, url, config=config, mode=mode, secrets=secrets,
+                          secrets_key_file=secrets_key_file, natives=natives,
+                          functions=functions, recover=recover, settings=settings)
+        gw.redact_logs()
+        return gw
 
     # -- the pipeline --------------------------------------------------------------------
 
@@ -325,6 +331,13 @@ class Gateway:
     def _build_redactor(self) -> Redactor:
         return Redactor(self._secrets.known_values() if self._secrets else ())
 
+    def redact_logs(self) -> None:
+        """Mask this gateway's secrets (and those a running call resolved) in every record
+        the logging handlers configured now write; call again after configuring logging
+        anew. Undone by :meth:`close`."""
+        self._unredact_logs()
+        self._unredact_logs = redact_handlers(lambda: self._rt.redactor)
+
     def refresh_secrets(self) -> None:
         """Re-read the secret values to redact (after secrets change)."""
         self._rt.redactor = self._build_redactor()
@@ -373,6 +386,7 @@ class Gateway:
         if self._closed:
             return
         self._closed = True
+        self._unredact_logs()
         self.upstreams.close()
         if self._notifier is not None:
             self._notifier.close()
