@@ -135,3 +135,4 @@ def test_close_takes_the_masking_off(tmp_path: Path) -> None:
         gw.close()
         logging.getLogger("app").warning("closed: %s", KNOWN)
     assert out.getvalue().splitlines() == ["open: ***", f"closed: {KNOWN}"]
+

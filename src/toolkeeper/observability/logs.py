@@ -93,21 +93,17 @@ def redact_record(record: logging.LogRecord, redactor: Redactor) -> None:
     ``extra`` fields. Args keep their shape where they can (uvicorn's access formatter reads
     them by position); a message still revealing a secret is replaced by its masked text."""
     try:
-        message = record.getMessage()
-    except Exception:  # bad args: the handler reports it, with nothing formatted
+        message: str | None = record.getMessage()
+    except Exception:  # args that do not fit: the handler prints msg and args raw
         message = None
-    if message is not None and redactor.redact_text(message) != message:
-        record.msg = _masked(redactor, record.msg)
-        if isinstance(record.args, tuple):
-            record.args = tuple(_masked(redactor, a) for a in record.args)
-        elif isinstance(record.args, Mapping):
-            record.args = {k: _masked(redactor, v) for k, v in record.args.items()}
-        try:
-            still = record.getMessage()
-        except Exception:
-            still = message
-        if redactor.redact_text(still) != still:
-            record.msg, record.args = redactor.redact_text(still), ()
+    extra = {k: v for k, v in vars(record).items()
+             if k not in _STANDARD and v is not None and not isinstance(v, bool)}
+    seen = "\0".join([message or "", *map(str, extra.values())])
+    if message is None or redactor.redact_text(seen) != seen:  # one scan when clean
+        if message is None or redactor.redact_text(message) != message:
+            _mask_message(record, redactor, message)
+        for key, value in extra.items():
+            setattr(record, key, _masked(redactor, value))
     if record.exc_info and not record.exc_text:
         text = _PLAIN.formatException(record.exc_info)
         if redactor.redact_text(text) != text:
@@ -116,9 +112,22 @@ def redact_record(record: logging.LogRecord, redactor: Redactor) -> None:
         record.exc_text = redactor.redact_text(record.exc_text)
     if record.stack_info:
         record.stack_info = redactor.redact_text(record.stack_info)
-    for key, value in list(vars(record).items()):
-        if key not in _STANDARD and value is not None:
-            setattr(record, key, _masked(redactor, value))
+
+
+def _mask_message(record: logging.LogRecord, redactor: Redactor, message: str | None) -> None:
+    record.msg = _masked(redactor, record.msg)
+    if isinstance(record.args, tuple):
+        record.args = tuple(_masked(redactor, a) for a in record.args)
+    elif isinstance(record.args, Mapping):
+        record.args = {k: _masked(redactor, v) for k, v in record.args.items()}
+    if message is None:
+        return
+    try:
+        still = record.getMessage()
+    except Exception:  # a masked number no longer fits its %d
+        still = message
+    if redactor.redact_text(still) != still:  # e.g. a secret inside an object's repr
+        record.msg, record.args = redactor.redact_text(still), ()
 
 
 def _masked(redactor: Redactor, value: Any) -> Any:
