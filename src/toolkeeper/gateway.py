@@ -19,6 +19,7 @@ from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode, Role
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.observability.logs import redact_handlers
 from toolkeeper.observability.metrics import Metrics
 from toolkeeper.observability.tracing import record_span, tracer_from_global
 from toolkeeper.opening import tenant_policy
@@ -90,10 +91,12 @@ class Gateway:
         self._tokens = TokenCache(store.tokens)
         self._tokens_seen = changes.version(store.db, "tokens")
         self._closed = False
+        self._unredact_logs: Callable[[], None] = lambda: None
         self.registry = RegistryService(self)
         self.approvals = ApprovalService(self)
         self.calls = CallService(self)
-        self.metrics.pending_from(lambda: self.store.approvals.count_pending(_now()))
+        self.metrics.pending_from(
+            lambda tenant: self.store.approvals.pending_by_tenant(_now(), tenant))
         self.reload()
         # background work starts only now that the gateway is complete
         sink.set_housekeeping(self._housekeeping)
@@ -117,12 +120,16 @@ class Gateway:
         to the store. Stale ``in_progress`` outcomes are then marked ``unknown``.
         ``secrets`` may name a backend (``env`` or ``embedded``, whose master key is
         ``TOOLKEEPER_SECRETS_KEY`` or ``secrets_key_file``) instead of being one.
+        Secrets are masked in the records of the logging handlers configured by then
+        (see :meth:`redact_logs`).
         """
         from toolkeeper.opening import open_gateway
 
-        return open_gateway(cls, url, config=config, mode=mode, secrets=secrets,
-                            secrets_key_file=secrets_key_file, natives=natives,
-                            functions=functions, recover=recover, settings=settings)
+        gw = open_gateway(cls, url, config=config, mode=mode, secrets=secrets,
+                          secrets_key_file=secrets_key_file, natives=natives,
+                          functions=functions, recover=recover, settings=settings)
+        gw.redact_logs()
+        return gw
 
     # -- the pipeline --------------------------------------------------------------------
 
@@ -173,12 +180,12 @@ class Gateway:
                 "risk": None if res.risk is None else res.risk.value,
                 "gate": None if res.gate is None else res.gate.value,
                 "deduped": res.deduped, "duration_ms": round(res.duration_ms, 3)})
-        m = self.metrics
-        m.call(st.tenant_id or "", res.tool, res.status.value, res.duration_ms / 1000.0)
+        m, tenant = self.metrics, st.tenant_id or ""
+        m.call(tenant, res.tool, res.status.value, res.duration_ms / 1000.0)
         if res.gate is not None:
-            m.gate(res.gate.value)
+            m.gate(tenant, res.gate.value)
         if res.reason is not None and res.status is not CallStatus.SUCCEEDED:
-            m.denial(str(res.reason))
+            m.denial(tenant, str(res.reason))
 
     async def call_or_raise(self, *args: Any, **kwargs: Any) -> CallResult:
         """Like :meth:`call`, but a call that did not succeed raises with its ``reason``."""
@@ -324,6 +331,13 @@ class Gateway:
     def _build_redactor(self) -> Redactor:
         return Redactor(self._secrets.known_values() if self._secrets else ())
 
+    def redact_logs(self) -> None:
+        """Mask this gateway's secrets (and those a running call resolved) in every record
+        the logging handlers configured now write; call again after configuring logging
+        anew. Undone by :meth:`close`."""
+        self._unredact_logs()
+        self._unredact_logs = redact_handlers(lambda: self._rt.redactor)
+
     def refresh_secrets(self) -> None:
         """Re-read the secret values to redact (after secrets change)."""
         self._rt.redactor = self._build_redactor()
@@ -372,6 +386,7 @@ class Gateway:
         if self._closed:
             return
         self._closed = True
+        self._unredact_logs()
         self.upstreams.close()
         if self._notifier is not None:
             self._notifier.close()

@@ -8,6 +8,7 @@ creates one for the serving tenant and one system admin (``/tenants``), and prin
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import signal
 import sys
@@ -275,18 +276,26 @@ def build(settings: ServerSettings) -> Server:
 
 def log_config(settings: ServerSettings) -> dict[str, Any]:
     """uvicorn's logging config: its default for ``text``; for ``json`` the server's and
-    the gateway's records as JSON lines on stderr."""
+    the gateway's records as JSON lines on stderr. Either way the root logger gets the
+    server's handler (warnings and worse), so what tool code and libraries log is written,
+    and redacted, like the server's own records."""
+    import copy
+
     import uvicorn.config
 
-    if settings.log_format == "text":
-        return uvicorn.config.LOGGING_CONFIG
-
     level = settings.log_level.upper()
+    root = {"level": max(logging.WARNING, logging.getLevelName(level))}
+    if settings.log_format == "text":
+        config = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+        config["root"] = {**root, "handlers": ["default"]}
+        return config
+
     quiet = {"handlers": ["json"], "level": level, "propagate": False}
     return {"version": 1, "disable_existing_loggers": False,
             "formatters": {"json": {"()": "toolkeeper.observability.logs.JsonFormatter"}},
             "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json",
                                   "stream": "ext://sys.stderr"}},
+            "root": {**root, "handlers": ["json"]},
             "loggers": {name: quiet for name in (
                 *uvicorn.config.LOGGING_CONFIG["loggers"], "toolkeeper", "mcp")}}
 
@@ -313,7 +322,8 @@ def _exit_quietly(signum: int, frame: FrameType | None) -> None:
 
 
 def worker_app() -> FastAPI:
-    """uvicorn's factory in each worker process: its own gateway over the shared store."""
+    """uvicorn's factory in each worker process: its own gateway over the shared store
+    (opened after uvicorn configured the worker's logging, so its handlers redact)."""
     settings = ServerSettings.model_validate_json(os.environ[WORKER_SETTINGS])
     server = build(settings)  # the parent already created tokens and applied the demo
 
@@ -372,6 +382,7 @@ def run(settings: ServerSettings, out: TextIO | None = None) -> None:
                                     log_level=settings.log_level, server_header=False,
                                     log_config=log_config(settings),
                                     timeout_graceful_shutdown=5)
+            server.gw.redact_logs()  # the handlers uvicorn's config just made
             uvicorn.Server(config).run()
         finally:
             server.close()

@@ -112,12 +112,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def serving(tmp_path: Path, name: str, *args: str) -> Iterator[tuple[str, Path]]:
-    """``toolkeeper serve`` as a real process; yields its base URL and stdout file."""
+def serving(tmp_path: Path, name: str, *args: str,
+            extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, Path]]:
+    """``toolkeeper serve`` as a real process; yields its base URL and stdout file
+    (stderr, the log, goes to ``{name}.err``)."""
     port = free_port()
     out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
     env = {**os.environ, "TOOLKEEPER_DATABASE_URL": f"sqlite:///{tmp_path}/serve.db",
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     env.pop("TOOLKEEPER_SECRETS_KEY", None)
     with out.open("wb") as fout, err.open("wb") as ferr:
         proc = subprocess.Popen([str(BIN), "serve", "--port", str(port), *args],

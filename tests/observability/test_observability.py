@@ -57,7 +57,7 @@ def test_metrics_use_the_spec_names(tmp_path: Path) -> None:
                  "tool_idempotency_cache_hits_total", "tool_side_effect_total",
                  "tool_gate_decisions_total", "tool_denials_total", "approvals_pending"):
         assert name in text
-    assert 'tool_denials_total{reason="tool_not_found"} 1.0' in text
+    assert 'tool_denials_total{reason="tool_not_found",tenant="default"} 1.0' in text
     assert 'tool_execution_total{status="succeeded",tenant="default",tool="echo"} 1.0' in text
 
 

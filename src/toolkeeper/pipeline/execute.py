@@ -16,6 +16,7 @@ from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.providers.base import SecretGetter, ToolContext
 from toolkeeper.secrets.base import SecretNotFound
+from toolkeeper.secrets.redact import CALL_SECRETS
 
 
 @dataclass(slots=True)
@@ -66,6 +67,7 @@ async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult 
     """The tool's side-effect-free preview, bounded by the tool's timeout."""
     assert st.tool is not None and st.action is not None
     ctx = make_context(rt, st)
+    logged = CALL_SECRETS.set(ctx._resolved_secrets)
     try:
         async with asyncio.timeout(st.tool.definition.execution.timeout_s):
             return await st.tool.provider.preview(st.action, st.arguments, ctx)
@@ -77,6 +79,8 @@ async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult 
         return st.stop(EventType.CALL_FAILED, reason,
                        "preview failed: " + _redacted(rt, ctx, str(exc) or type(exc).__name__),
                        status=CallStatus.FAILED)
+    finally:
+        CALL_SECRETS.reset(logged)
 
 
 def _redacted(rt: Runtime, ctx: ToolContext, text: str) -> str:
@@ -100,8 +104,17 @@ async def execute(rt: Runtime, st: CallState) -> Execution:
         except Exception as exc:  # translated by the outcome step, as for any tool
             run.error = exc
         return run
-    tool = st.tool.definition
     ctx = make_context(rt, st)
+    logged = CALL_SECRETS.set(ctx._resolved_secrets)  # inline tools cannot resolve secrets
+    try:
+        return await _attempts(rt, st, ctx)
+    finally:
+        CALL_SECRETS.reset(logged)
+
+
+async def _attempts(rt: Runtime, st: CallState, ctx: ToolContext) -> Execution:
+    assert st.tool is not None and st.action is not None
+    tool = st.tool.definition
     retry_safe = st.side_effect in (SideEffect.PURE, SideEffect.IDEMPOTENT)
     attempts = 1 + (tool.execution.max_retries if retry_safe else 0)
     run = Execution(ctx=ctx)

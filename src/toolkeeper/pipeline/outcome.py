@@ -106,7 +106,7 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
             **({"message": message} if message and status is not CallStatus.SUCCEEDED else {}))
     if effect is not None:
         st.emit(EventType.SIDE_EFFECT_RECORDED, side_effect_id=effect.id, policy=effect.policy)
-        rt.metrics.side_effect(effect.policy)
+        rt.metrics.side_effect(effect.tenant_id, effect.policy)
     if st.recorded:
         state = {CallStatus.SUCCEEDED: OutcomeState.SUCCEEDED,
                  CallStatus.UNKNOWN: OutcomeState.UNKNOWN}.get(status, OutcomeState.FAILED)

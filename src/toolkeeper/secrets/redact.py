@@ -17,10 +17,15 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from contextvars import ContextVar
 from typing import Any
 
 MASK = "***"
+CALL_SECRETS: ContextVar[Sequence[str]] = ContextVar("toolkeeper_call_secrets", default=())
+"""The values the running call has resolved so far (set by the execute step while the tool
+runs), so that a log record made meanwhile is redacted of them too. Not shared state: each
+call's task, and the threads it hands work to (``asyncio.to_thread``), sees its own."""
 MIN_SECRET_LEN = 4
 _MIN_CORE_SOURCE_LEN = 8
 _MIN_CORE_LEN = 8

@@ -67,11 +67,18 @@ class ApprovalRepo:
             return [_approval(r._mapping) for r in conn.execute(q)]
 
     def count_pending(self, now: datetime) -> int:
+        return sum(self.pending_by_tenant(now).values())
+
+    def pending_by_tenant(self, now: datetime, tenant_id: str | None = None) -> dict[str, int]:
+        """Approvals waiting for a human, per tenant (only ``tenant_id``'s when given)."""
+        a = approvals.c
+        q = select(a.tenant_id, func.count()).where(
+            a.status == ApprovalStatus.PENDING.value, a.kind != "preview",
+            a.expires_at > now).group_by(a.tenant_id)
+        if tenant_id is not None:
+            q = q.where(a.tenant_id == tenant_id)
         with self._db.read() as conn:
-            count = conn.execute(select(func.count()).select_from(approvals).where(
-                approvals.c.status == ApprovalStatus.PENDING.value,
-                approvals.c.kind != "preview", approvals.c.expires_at > now)).scalar()
-        return int(count or 0)
+            return {str(t): int(n) for t, n in conn.execute(q)}
 
     def decide(self, approval_id: str, *, status: ApprovalStatus, by: str, note: str | None,
                edited_digest: str | None = None, edited_arguments: Any = None,

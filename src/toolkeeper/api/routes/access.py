@@ -196,9 +196,14 @@ async def delete_credential(connector: str, key: str, gw: GatewayDep, caller: Ca
 
 # tenants ------------------------------------------------------------------------------
 
+def system_tenant(request: Request) -> str:
+    """The tenant whose tokens act for the whole gateway (``app.state.system_tenant``)."""
+    system: str = getattr(request.app.state, "system_tenant", SYSTEM_TENANT_DEFAULT)
+    return system
+
+
 def _system_admin(request: Request, caller: Principal) -> None:
-    system = getattr(request.app.state, "system_tenant", SYSTEM_TENANT_DEFAULT)
-    if not caller.has_role(Role.ADMIN) or caller.tenant_id != system:
+    if not caller.has_role(Role.ADMIN) or caller.tenant_id != system_tenant(request):
         raise ApiError(403, Reason.FORBIDDEN, "tenants are managed by system admins only")
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from sqlalchemy import text
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.routes.access import system_tenant
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ErrorOut
 from toolkeeper.model.call import CallResult
@@ -42,9 +43,13 @@ async def readyz(gw: GatewayDep) -> dict[str, str]:
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response,
             responses={**ERRORS, 200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                                        "description": "Prometheus text exposition format"}})
-async def metrics(gw: GatewayDep, caller: Caller) -> Response:
+async def metrics(request: Request, gw: GatewayDep, caller: Caller) -> Response:
+    """Admins and operators only. A tenant's token sees the samples labelled with its own
+    tenant; the system tenant's sees every sample (all tenants, and any unlabelled ones)."""
     require(caller, Role.OPERATOR)
-    body = await anyio.to_thread.run_sync(gw.metrics.render)
+    everything = caller.tenant_id == system_tenant(request)
+    body = await anyio.to_thread.run_sync(
+        gw.metrics.render, None if everything else caller.tenant_id)
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
