@@ -3,10 +3,11 @@
 ``entry_point`` and constructor ``init`` arguments are refused (``entry_point_not_allowed``),
 a ``function`` tool names only a function of the operator's allow-list
 (``function_not_allowed``) — and a row naming a module that reached the database anyway
-cannot import it when called."""
+cannot import it when called. Messages a call answers are redacted and bounded."""
 
 from __future__ import annotations
 
+import base64
 import sys
 import uuid
 from collections.abc import Iterator
@@ -20,9 +21,12 @@ from tools_fixtures import Api, api_for, error_of
 from toolkeeper import (
     Activation,
     Agent,
+    PreviewResult,
     Profile,
     Risk,
     SideEffect,
+    ToolError,
+    tool,
 )
 from toolkeeper.model.tool import ToolDefinition
 
@@ -201,3 +205,71 @@ def test_an_api_row_with_constructor_arguments_does_not_run(api: Api) -> None:
                 actions={"request": {}})
     body = _call(api, _agent(api, "legacy"), "legacy").json()
     assert (body["status"], body["reason"]) == ("denied", "entry_point_not_allowed"), body
+
+
+# messages -------------------------------------------------------------------------------
+
+@pytest.fixture
+def keyed_api(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Api, str]]:
+    """The app with ``TOOLKEEPER_SECRETS_KEY`` set, and tools whose errors echo it."""
+    key = base64.b64encode(uuid.uuid4().bytes * 2).decode()
+    monkeypatch.setenv("TOOLKEEPER_SECRETS_KEY", key)
+
+    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW)
+    def leaky() -> str:
+        """Fails with the master key in its message (a careless library would)."""
+        raise RuntimeError(f"cannot connect with key={key}")
+
+    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW)
+    def flappy() -> str:
+        """Fails retryably with the key (recorded as the tool's last health error)."""
+        raise ToolError("upstream_error", f"upstream said {key}", retryable=True)
+
+    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW)
+    def chatty() -> str:
+        """Fails with a huge message."""
+        raise RuntimeError("x" * 200_000)
+
+    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.MEDIUM,
+          preview=lambda: PreviewResult(summary=f"would send {key}", data={"auth": key}))
+    def peek() -> str:
+        """Previews with the key in its summary and data."""
+        return "sent"
+
+    with api_for(db_url) as a:
+        for t in (leaky, flappy, chatty, peek):
+            a.gw.registry.register(t, tenant_id="acme")
+        yield a, key
+
+
+def test_a_tool_error_carrying_the_master_key_is_redacted(
+        keyed_api: tuple[Api, str]) -> None:
+    api, key = keyed_api
+    for name in ("leaky", "flappy"):
+        resp = _call(api, _agent(api, name), name)
+        assert resp.json()["status"] == "failed", resp.text
+        assert key not in resp.text and "***" in resp.json()["message"]
+    health = api.get("admin", "/tools/health")
+    assert health.status_code == 200, health.text
+    assert key not in health.text
+    flappy = next(h for h in health.json() if h["name"] == "flappy")
+    assert flappy["last_error"] is not None and "***" in flappy["last_error"]
+
+
+def test_a_huge_tool_error_message_is_bounded(keyed_api: tuple[Api, str]) -> None:
+    api, _key = keyed_api
+    body = _call(api, _agent(api, "chatty"), "chatty").json()
+    assert body["status"] == "failed"
+    assert body["message"].startswith("RuntimeError: xxx")
+    assert len(body["message"]) <= 2000
+
+
+def test_a_preview_carrying_the_master_key_is_redacted(keyed_api: tuple[Api, str]) -> None:
+    api, key = keyed_api
+    resp = _call(api, _agent(api, "peek", autonomy=1), "peek")  # medium at 1: preview
+    body = resp.json()
+    assert body["status"] == "preview_required", resp.text
+    assert key not in resp.text
+    assert body["preview"] == {"summary": "would send ***", "data": {"auth": "***"}}
+    stored = api.gw.store.approvals.get(body["preview_token"])
+    assert stored is not None and key not in f"{stored.preview} {stored.summary}"
