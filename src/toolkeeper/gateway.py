@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,6 +34,7 @@ from toolkeeper.pipeline.runtime import Runtime, Settings
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
+from toolkeeper.secrets.embedded import KEY_ENV
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.approvals import ApprovalService
 from toolkeeper.services.calls import CallService
@@ -145,7 +147,8 @@ class Gateway:
                                   arguments={} if arguments is None else arguments, **fields)
         if principal is None:
             principal = self.principal(agent=agent, tenant_id=tenant_id, token=token)
-        st = CallState(call_id=new_call_id(), request=request, principal=principal)
+        st = CallState(call_id=new_call_id(), request=request, principal=principal,
+                       redactor=self._rt.redactor)
         if self._tracer is None:
             return await self._run(st)
         start = time.time_ns()
@@ -329,7 +332,9 @@ class Gateway:
         self._rt.listeners.approval_created.append(fn)
 
     def _build_redactor(self) -> Redactor:
-        return Redactor(self._secrets.known_values() if self._secrets else ())
+        """Stored secret values, and the master key when in the environment (never echoed)."""
+        master = os.environ.get(KEY_ENV, "").strip()  # "" is ignored by the redactor
+        return Redactor({*(self._secrets.known_values() if self._secrets else ()), master})
 
     def redact_logs(self) -> None:
         """Mask this gateway's secrets (and those a running call resolved) in every record

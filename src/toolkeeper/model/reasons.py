@@ -67,6 +67,9 @@ class Reason(StrEnum):
     COMPENSATION_NOT_DEFINED = "compensation_not_defined"
     ALREADY_COMPENSATED = "already_compensated"
     BATCH_ABORTED = "batch_aborted"
+    # Python code comes only from the operator (tools written through the API)
+    ENTRY_POINT_NOT_ALLOWED = "entry_point_not_allowed"
+    FUNCTION_NOT_ALLOWED = "function_not_allowed"
     # SSRF guard (http providers and built-ins)
     ADDRESS_NOT_ALLOWED = "address_not_allowed"
     HOST_NOT_ALLOWED = "host_not_allowed"

@@ -13,7 +13,7 @@ from toolkeeper.model.enums import CallStatus, SideEffect
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.runtime import Runtime
-from toolkeeper.pipeline.state import CallState
+from toolkeeper.pipeline.state import CallState, safe_message
 from toolkeeper.providers.base import SecretGetter, ToolContext
 from toolkeeper.secrets.base import SecretNotFound
 from toolkeeper.secrets.redact import CALL_SECRETS
@@ -70,7 +70,7 @@ async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult 
     logged = CALL_SECRETS.set(ctx._resolved_secrets)
     try:
         async with asyncio.timeout(st.tool.definition.execution.timeout_s):
-            return await st.tool.provider.preview(st.action, st.arguments, ctx)
+            preview = await st.tool.provider.preview(st.action, st.arguments, ctx)
     except ToolDenied as exc:
         return st.stop(EventType.POLICY_DENIED, exc.reason, _redacted(rt, ctx, exc.message))
     except (ToolError, TimeoutError, Exception) as exc:
@@ -81,15 +81,16 @@ async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult 
                        status=CallStatus.FAILED)
     finally:
         CALL_SECRETS.reset(logged)
+    if preview is None:
+        return None
+    # shown to approvers and the caller, stored with the approval: masked like an output
+    redactor = rt.redactor.union(ctx._resolved_secrets)
+    return PreviewResult(summary=safe_message(str(preview.summary), redactor),
+                         data=redactor.redact(preview.data))
 
 
 def _redacted(rt: Runtime, ctx: ToolContext, text: str) -> str:
-    text = rt.redactor.redact_text(text)
-    if ctx._resolved_secrets:
-        from toolkeeper.secrets.redact import Redactor
-
-        text = Redactor(ctx._resolved_secrets).redact_text(text)
-    return text
+    return rt.redactor.union(ctx._resolved_secrets).redact_text(text)
 
 
 async def execute(rt: Runtime, st: CallState) -> Execution:

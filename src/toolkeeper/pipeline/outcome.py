@@ -16,7 +16,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.execute import Execution
 from toolkeeper.pipeline.ids import new_id
 from toolkeeper.pipeline.runtime import Runtime
-from toolkeeper.pipeline.state import CallState
+from toolkeeper.pipeline.state import CallState, safe_message
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.store.records import SideEffectRecord
 
@@ -78,8 +78,6 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
     redactor = rt.redactor
     if run.ctx is not None and run.ctx._resolved_secrets:
         redactor = redactor.union(run.ctx._resolved_secrets)
-    if message is not None:
-        message = redactor.redact_text(message)
     output, details = None, None
     if status is CallStatus.SUCCEEDED:
         cap = tool.execution.max_output_chars
@@ -91,6 +89,8 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
         except (TypeError, orjson.JSONEncodeError) as exc:
             status, reason, event = CallStatus.FAILED, Reason.INVALID_OUTPUT, EventType.CALL_FAILED
             message = f"the tool returned something that is not JSON: {exc}"
+    if message is not None:
+        message = safe_message(message, redactor)
     effect = None
     if status is CallStatus.SUCCEEDED and st.side_effect is not SideEffect.PURE:
         effect = SideEffectRecord(
@@ -101,7 +101,7 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
             turn_group_id=st.request.turn_group_id, created_at=datetime.now(UTC))
     res = st.result(status, reason, message=message, output=output, details=details,
                     side_effect_id=effect.id if effect else None)
-    _health(rt, st, run, status)
+    _health(rt, st, run, status, redactor)
     st.emit(event, reason=reason, duration_ms=res.duration_ms, attempts=run.attempts,
             **({"message": message} if message and status is not CallStatus.SUCCEEDED else {}))
     if effect is not None:
@@ -117,12 +117,14 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
     return res
 
 
-def _health(rt: Runtime, st: CallState, run: Execution, status: CallStatus) -> None:
+def _health(rt: Runtime, st: CallState, run: Execution, status: CallStatus,
+            redactor: Redactor) -> None:
     name = f"{st.tenant_id}:{st.tool_name}"
     if status is CallStatus.SUCCEEDED:
         rt.health.success(name)
     elif run.timed_out or (isinstance(run.error, ToolError) and run.error.retryable):
-        rt.health.failure(name, str(run.error)[:200])
+        # shown by GET /tools/health and audited: masked like any message, then cut
+        rt.health.failure(name, safe_message(str(run.error), redactor)[:200])
 
 
 def unknown_after_cancel(rt: Runtime, st: CallState) -> None:

@@ -9,6 +9,7 @@ from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
+from toolkeeper.providers.factory import EntryPointNotAllowed
 
 _RUNNABLE = {
     Mode.PRODUCTION: frozenset({ToolStatus.PUBLISHED, ToolStatus.DEPRECATED}),
@@ -38,6 +39,8 @@ def resolve(rt: Runtime, st: CallState) -> CallResult | None:
                        f"{name} is not enabled for profile {st.profile.profile.name!r}")
     try:
         tool = rt.catalog.runnable(st.tenant_id, name, activation.version)
+    except EntryPointNotAllowed as exc:
+        return st.stop(EventType.POLICY_DENIED, exc.reason, str(exc))
     except UserError as exc:
         return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_FOUND, str(exc))
     if tool is None:

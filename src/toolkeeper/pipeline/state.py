@@ -18,7 +18,19 @@ from toolkeeper.store.records import AuditDraft
 if TYPE_CHECKING:
     from toolkeeper.pipeline.catalog import CompiledProfile, CompiledTool
     from toolkeeper.providers.base import ToolPolicy
+    from toolkeeper.secrets.redact import Redactor
     from toolkeeper.store.records import ApprovalRecord
+
+MAX_MESSAGE_CHARS = 2000
+"""A call's message is cut here: a tool's exception text can be anything, of any size."""
+
+
+def safe_message(text: str, redactor: Redactor | None) -> str:
+    """``text`` as a call may answer and audit it: secrets masked, then at most
+    :data:`MAX_MESSAGE_CHARS` characters (masking first, so no cut leaves half a secret)."""
+    if redactor:
+        text = redactor.redact_text(text)
+    return text if len(text) <= MAX_MESSAGE_CHARS else text[:MAX_MESSAGE_CHARS - 1] + "…"
 
 
 def _text(value: Any) -> str | None:
@@ -59,6 +71,8 @@ class CallState:
     """Raw events (cheap tuples); :meth:`drafts` turns them into chainable drafts."""
     release: list[Any] = field(default_factory=list)
     """Callbacks run when the call ends (concurrency slots)."""
+    redactor: Redactor | None = None
+    """Masks the deployment's secrets in every message the call answers or audits."""
 
     @property
     def tool_name(self) -> str:
@@ -115,7 +129,14 @@ class CallState:
 
     def result(self, status: CallStatus, reason: Reason | str | None = None, *,
                message: str | None = None, **extra: Any) -> CallResult:
-        """A result carrying everything known about the call so far."""
+        """A result carrying everything known about the call so far (its message made
+        safe: redacted and bounded)."""
+        if message is not None:
+            message = safe_message(message, self.redactor)
+        return self._result(status, reason, message, **extra)
+
+    def _result(self, status: CallStatus, reason: Reason | str | None, message: str | None,
+                **extra: Any) -> CallResult:
         return CallResult(
             call_id=self.call_id, status=status, tool=self.tool_name, action=self.action,
             reason=reason, message=message, tool_version=self.tool_version, risk=self.risk,
@@ -125,7 +146,9 @@ class CallState:
 
     def stop(self, event: EventType, reason: Reason | str, message: str | None = None, *,
              status: CallStatus = CallStatus.DENIED, **extra: Any) -> CallResult:
-        """End the call at this step: emit the step's audit event, return the result."""
+        """End the call at this step: emit the step's audit event, return the result
+        (the message made safe once for both)."""
+        message = safe_message(message, self.redactor) if message else None
         self.emit(event, reason=str(reason), duration_ms=self.elapsed_ms(),
                   **({"message": message} if message else {}))
-        return self.result(status, reason, message=message or str(reason), **extra)
+        return self._result(status, reason, message or str(reason), **extra)

@@ -1,4 +1,12 @@
-"""Builds the provider for a tool definition: the one place implementations are chosen."""
+"""Builds the provider for a tool definition: the one place implementations are chosen.
+
+Python code comes only from the operator. A tool a tenant defined through the API
+(``origin == "api"``) runs a ``native`` entry point only if the operator registered it
+(``natives``: config ``tools:``, ``Gateway.open(natives=…)``, ``registry.register``) — the
+factory never imports a module for it — and gets no constructor arguments (``init``) and
+no ``artifact``. The registry refuses such definitions when they are written; this holds
+for a row that reached the database some other way (an older version wrote it).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolkeeper.errors import UserError
+from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.base import Provider
 from toolkeeper.providers.function import FunctionProvider
@@ -27,12 +36,32 @@ def load_entry_point(ref: str) -> Any:
     return obj
 
 
-def as_tool_instance(obj: Any, config: Mapping[str, Any] | None = None) -> BaseTool:
+def as_tool_instance(obj: Any, config: Mapping[str, Any] | None = None,
+                     ref: str = "the entry point") -> BaseTool:
     if isinstance(obj, BaseTool):
         return obj
     if isinstance(obj, type) and issubclass(obj, BaseTool):
         return obj(**(config or {})) if config else obj()
-    raise UserError(f"{obj!r} is not a BaseTool (class, instance, or @tool function)")
+    # the type, never the object: its repr may be anything (``os:environ`` is the server's
+    # whole environment)
+    raise UserError(f"{ref} is a {type(obj).__name__}, not a BaseTool (class, instance, "
+                    "or @tool function)")
+
+
+class EntryPointNotAllowed(UserError):
+    """A tool defined through the API names code the operator did not register."""
+
+    reason = Reason.ENTRY_POINT_NOT_ALLOWED
+
+
+def _refuse_tenant_code(tool: ToolDefinition) -> None:
+    """An API-defined tool gets no constructor arguments and no artifact."""
+    if "init" in tool.implementation:
+        raise EntryPointNotAllowed(f"{tool.name}: constructor arguments (`init`) come only "
+                                   "from the operator")
+    if tool.implementation_type == "artifact":
+        raise EntryPointNotAllowed(f"{tool.name}: tools defined through the API cannot "
+                                   "run artifacts")
 
 
 class ProviderFactory:
@@ -52,16 +81,14 @@ class ProviderFactory:
     def __call__(self, tool: ToolDefinition) -> Provider:
         kind = tool.implementation_type
         impl = tool.implementation
+        if tool.origin == "api":
+            _refuse_tenant_code(tool)
         if kind in self.extra:
             return self.extra[kind](tool)
         if kind == "native":
-            ref = str(impl.get("entry_point", ""))
-            obj = self.natives.get(ref)
-            if obj is None:
-                if not self.allow_imports:
-                    raise UserError(f"native tool {ref!r} is not registered")
-                obj = load_entry_point(ref)
-            return NativeProvider(as_tool_instance(obj, impl.get("init")))
+            ref = str(impl.get("entry_point", ""))[:200]
+            return NativeProvider(as_tool_instance(self._native(tool, ref), impl.get("init"),
+                                                   ref))
         if kind == "builtin":
             key = tool.builtin_key or str(impl.get("builtin_key", ""))
             if key not in self.builtins:
@@ -81,3 +108,15 @@ class ProviderFactory:
 
             return McpProvider(impl)
         raise UserError(f"{tool.name}: implementation type {kind!r} is not available here")
+
+    def _native(self, tool: ToolDefinition, ref: str) -> Any:
+        """The registered object, else (operator tools only) the imported one."""
+        obj = self.natives.get(ref)
+        if obj is not None:
+            return obj
+        if tool.origin == "api":
+            raise EntryPointNotAllowed(f"{tool.name}: native tool {ref!r} is not registered "
+                                       "by the operator")
+        if not self.allow_imports:
+            raise UserError(f"native tool {ref!r} is not registered")
+        return load_entry_point(ref)

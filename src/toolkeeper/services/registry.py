@@ -17,6 +17,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.native import BaseTool
 from toolkeeper.services.events import system_event
+from toolkeeper.services.tool_code import check_tenant_code
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.registry import definition_hash
 
@@ -67,7 +68,8 @@ class RegistryService:
         else:
             cls = obj if isinstance(obj, type) else type(obj)
             if not (isinstance(cls, type) and issubclass(cls, BaseTool)):
-                raise OperationRefused(Reason.INVALID_ARGUMENTS, f"{obj!r} is not a tool")
+                raise OperationRefused(Reason.INVALID_ARGUMENTS,
+                                       f"a {type(obj).__name__} is not a tool")
             definition = cls.definition(tenant_id=tenant_id, **overrides)
             self._gw.factory.natives[definition.implementation["entry_point"]] = obj
         self.save(definition)
@@ -161,6 +163,7 @@ class RegistryService:
             raise OperationRefused(Reason.INVALID_ARGUMENTS, "a tool is created as a draft")
         semver_key(tool.version)
         tool = tool.model_copy(update={"origin": "api"})
+        check_tenant_code(tool, None, self._gw.factory.functions)
         taken = self._gw.store.registry.tool(tool.name, tool.tenant_id)
         if taken is not None:
             where = "this tenant" if taken[1].tenant_id else "a global tool"
@@ -171,6 +174,7 @@ class RegistryService:
         """Replace the working copy of an existing tenant tool; published snapshots stay."""
         _tool_id, current = self._own(tool.name, tool.tenant_id)
         tool = tool.model_copy(update={"origin": "api"})  # now the tenant's definition
+        check_tenant_code(tool, current, self._gw.factory.functions)
         if tool.status is ToolStatus.DRAFT and current.published_at is not None:
             raise OperationRefused(Reason.INVALID_STATE, f"{tool.name} was published: it can "
                                    "be deprecated or disabled, not returned to draft")

@@ -1,0 +1,64 @@
+"""Which code a tool written through the API may name: only what the operator offers.
+
+A tenant admin creates and edits tools (``POST``/``PUT /tools``, ``origin == "api"``); the
+Python that runs is the operator's alone. Such a definition is refused with
+``entry_point_not_allowed`` when it is ``native`` or ``artifact``, or carries
+``implementation.entry_point`` or constructor arguments ``implementation.init`` whatever its
+type; and with ``function_not_allowed`` when a ``function`` tool names a function outside
+the operator's allow-list (config ``functions:``). Each refusal has a JSON pointer into the
+REST body.
+
+Tenants still reach the operator's code through built-ins (``builtin_key``) and global
+tools, and through tools the operator defined for their tenant: an edit that leaves such a
+tool's ``native`` entry point as it is keeps it (it runs only while the operator has it
+registered, see ``providers/factory.py``, which enforces the same at run time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+
+from toolkeeper.errors import OperationRefused
+from toolkeeper.model.reasons import Reason
+from toolkeeper.model.tool import ToolDefinition
+
+_OPERATOR_ONLY = "Python code comes only from the operator"
+
+
+def _refuse(reason: Reason, message: str, pointer: str) -> OperationRefused:
+    return OperationRefused(reason, message, pointer=pointer)
+
+
+def _same_native(tool: ToolDefinition, current: ToolDefinition | None) -> bool:
+    return current is not None and current.implementation_type == "native" and \
+        tool.implementation_type == "native" and \
+        tool.implementation.get("entry_point") == current.implementation.get("entry_point")
+
+
+def check_tenant_code(tool: ToolDefinition, current: ToolDefinition | None,
+                      functions: Container[str]) -> None:
+    """Refuse a tenant-written ``tool`` that names code the operator did not offer;
+    ``current`` is the working copy it replaces (``None`` on creation)."""
+    impl = tool.implementation
+    if "init" in impl:
+        raise _refuse(Reason.ENTRY_POINT_NOT_ALLOWED, f"{_OPERATOR_ONLY}: a tool defined "
+                      "here takes no constructor arguments", "/implementation_config/init")
+    if tool.implementation_type == "artifact":
+        raise _refuse(Reason.ENTRY_POINT_NOT_ALLOWED, f"{_OPERATOR_ONLY}: a tool defined "
+                      "here cannot run an artifact", "/implementation_type")
+    if _same_native(tool, current):
+        return
+    if "entry_point" in impl:
+        raise _refuse(Reason.ENTRY_POINT_NOT_ALLOWED, f"{_OPERATOR_ONLY}: a tool defined "
+                      "here cannot name an entry point; use a built-in or a global tool",
+                      "/implementation_config/entry_point")
+    if tool.implementation_type == "native":
+        raise _refuse(Reason.ENTRY_POINT_NOT_ALLOWED, f"{_OPERATOR_ONLY}: native tools are "
+                      "configured by the operator; use a built-in or a global tool",
+                      "/implementation_type")
+    if tool.implementation_type == "function":
+        name = impl.get("function_name")
+        if not isinstance(name, str) or name not in functions:
+            raise _refuse(Reason.FUNCTION_NOT_ALLOWED, "implementation_config.function_name "
+                          "must name a function of the operator's allow-list",
+                          "/implementation_config/function_name")
