@@ -34,6 +34,7 @@ from toolkeeper.pipeline.runtime import Runtime, Settings
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
+from toolkeeper.secrets.credentials import TenantCredentials, redactable
 from toolkeeper.secrets.embedded import KEY_ENV
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.approvals import ApprovalService
@@ -78,10 +79,11 @@ class Gateway:
 
             shared = RedisCounters(redis_url)
         health = HealthBoard(on_change=self._health_changed)
+        self.credentials = TenantCredentials.over(store.credentials, secrets)
         self._rt = Runtime(
             store=store, catalog=Catalog(mode=self.settings.mode, provider_factory=self.factory),
             sink=sink, secrets=secrets, redactor=self._build_redactor(), metrics=self.metrics,
-            health=health, rates=RateLimiter(shared),
+            health=health, rates=RateLimiter(shared), credentials=self.credentials,
             turns=TurnCounter(), concurrency=ConcurrencyGroups(), settings=self.settings,
         )
         self._rt.upstreams = self.upstreams = LazyPool(lambda: make_pool(self))
@@ -272,7 +274,6 @@ class Gateway:
         for key, value in (reg.get_setting("tenant_policies") or {}).items():
             tenants[key] = tenant_policy(value)
         catalog = Catalog(mode=self.settings.mode, provider_factory=self.factory)
-        catalog.secret_owners = dict(reg.get_setting("credentials:owners") or {})
         catalog.mcp_servers = servers_from(reg.get_setting(SERVERS_SETTING))
         catalog.load(reg.tools(all_tenants=True), reg.versions, reg.profiles(),
                      reg.agents(), tenants)
@@ -332,9 +333,10 @@ class Gateway:
         self._rt.listeners.approval_created.append(fn)
 
     def _build_redactor(self) -> Redactor:
-        """Stored secret values, and the master key when in the environment (never echoed)."""
+        """Stored secret values (platform and every tenant's credentials), and the master key
+        when in the environment (never echoed)."""
         master = os.environ.get(KEY_ENV, "").strip()  # "" is ignored by the redactor
-        return Redactor({*(self._secrets.known_values() if self._secrets else ()), master})
+        return Redactor({*redactable(self._secrets, self.credentials), master})
 
     def redact_logs(self) -> None:
         """Mask this gateway's secrets (and those a running call resolved) in every record
@@ -345,7 +347,8 @@ class Gateway:
 
     def refresh_secrets(self) -> None:
         """Re-read the secret values to redact (after secrets change)."""
-        self._rt.redactor = self._build_redactor()
+        with self._reloading:  # a slower refresh never installs an older set
+            self._rt.redactor = self._build_redactor()
 
     def _health_changed(self, tool: str, old: Any, new: Any, error: str | None) -> None:
         from toolkeeper.services.events import system_event
@@ -365,6 +368,8 @@ class Gateway:
         if tokens_now != self._tokens_seen:  # created or revoked elsewhere
             self._tokens_seen = tokens_now
             self._tokens.drop()
+        if self.credentials is not None and self.credentials.changed():
+            self.refresh_secrets()  # another process wrote a credential: redact it here too
         if time.monotonic() >= self._next_recovery:
             self._next_recovery = time.monotonic() + self.settings.recovery_every_s
             stale = self.calls.recover()

@@ -3,9 +3,11 @@ never the operator's platform secrets, never another tenant's."""
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import json
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,8 @@ import pytest
 from identity_fixtures import IdApi, identity_api
 
 from loopback import serving
-from toolkeeper import Activation, Agent, Autonomy, Profile
+from toolkeeper import Activation, Agent, Autonomy, Profile, Risk, SideEffect, ToolDefinition
+from toolkeeper.secrets.embedded import EmbeddedSecretsStore
 
 PLATFORM_VALUE = "platform-secret-value-9d1e"
 
@@ -79,3 +82,149 @@ def test_an_api_defined_tool_uses_its_tenants_own_credential(api: IdApi) -> None
         result = _run(api, "own")
     assert result["status"] == "succeeded", result
     assert result["output"] == {"auth": "***"}  # it reached the upstream, redacted here
+
+
+# credentials are rows per tenant: names per tenant, no read-modify-write, no cross-over ------
+
+ADMINS = {"default": "admin", "other": "other_admin"}
+
+
+class _Digest(http.server.BaseHTTPRequestHandler):
+    """Answers with a digest of the Authorization header: which value arrived, unredacted."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        auth = (self.headers.get("Authorization") or "").encode()
+        body = json.dumps({"digest": hashlib.sha256(auth).hexdigest()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+@pytest.fixture
+def both(db_url: str) -> Iterator[IdApi]:
+    """The identity app (tenants ``default`` and ``other``) on SQLite and PostgreSQL."""
+    with identity_api(db_url) as a:
+        yield a
+
+
+def _put(api: IdApi, tenant: str, name: str, value: str) -> int:
+    return api.call("PUT", f"/credentials/{name}", ADMINS[tenant],
+                    json={"value": value}).status_code
+
+
+def _names(api: IdApi, tenant: str) -> list[str]:
+    listing = api.call("GET", "/credentials", ADMINS[tenant])
+    assert listing.status_code == 200, listing.text
+    return [f"{c['connector']}/{c['key']}" for c in listing.json()]
+
+
+def _probe(api: IdApi, tenant: str, name: str, ref: str, url: str) -> str:
+    """An API-defined tool of ``tenant`` sending ``ref``; returns an agent token to call it."""
+    created = api.call("POST", "/tools", ADMINS[tenant], json={
+        "name": name, "implementation_type": "http", "side_effect": "idempotent",
+        "risk_default": "low", "input_schema": {"type": "object"},
+        "implementation_config": {"url": url, "method": "POST",
+                                  "headers": {"Authorization": ref},
+                                  "allowed_networks": ["127.0.0.0/8"]}})
+    assert created.status_code == 201, created.text
+    published = api.call("POST", f"/tools/{created.json()['id']}/publish", ADMINS[tenant])
+    assert published.status_code == 200, published.text
+    return _agent(api, tenant, name)
+
+
+def _agent(api: IdApi, tenant: str, tool_name: str) -> str:
+    api.gw.registry.put_profile(Profile(name=f"p-{tool_name}", tenant_id=tenant,
+                                        autonomy=Autonomy(3),
+                                        activations=(Activation(tool=tool_name),)))
+    api.gw.registry.put_agent(Agent(name=f"a-{tool_name}", profile=f"p-{tool_name}",
+                                    tenant_id=tenant))
+    return api.gw.store.tokens.create(tenant_id=tenant, role="agent",
+                                      agent=f"a-{tool_name}")[1]
+
+
+def _sent(api: IdApi, token: str, tool_name: str) -> dict[str, Any]:
+    res = api.call("POST", "/tools/execute", who=token, json={"tool": tool_name,
+                                                              "arguments": {}})
+    assert res.status_code == 200, res.text
+    body: dict[str, Any] = res.json()
+    return body
+
+
+def test_concurrent_puts_of_two_tenants_lose_nothing_and_never_cross(both: IdApi) -> None:
+    names = [f"c{i}/token" for i in range(24)]
+    jobs = [(tenant, name) for name in names for tenant in ADMINS]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(lambda job: _put(both, job[0], job[1], f"{job[0]}:{job[1]}"),
+                                 jobs))
+    assert statuses == [204] * len(jobs)
+    creds = both.gw.credentials
+    assert creds is not None
+    for tenant in ADMINS:
+        assert _names(both, tenant) == sorted(names)
+        for name in names:
+            connector, _, key = name.partition("/")
+            assert creds.get(tenant, connector, key) == f"{tenant}:{name}"
+
+
+def test_a_put_of_another_tenants_name_makes_the_callers_own_credential(both: IdApi) -> None:
+    assert _put(both, "other", "b0/token", "other-tenant-value-1") == 204
+    # no 409, no hint that the name exists elsewhere: the caller's own credential
+    assert _put(both, "default", "b0/token", "default-tenant-value-1") == 204
+    assert _names(both, "default") == ["b0/token"]
+    assert _names(both, "other") == ["b0/token"]
+    with serving(_Digest) as base:
+        mine = _probe(both, "default", "probe", "${secret:b0/token}", base + "/p")
+        theirs = _probe(both, "other", "probe", "${secret:b0/token}", base + "/p")
+        assert _sent(both, mine, "probe")["output"] == {
+            "digest": _digest("default-tenant-value-1")}
+        assert _sent(both, theirs, "probe")["output"] == {
+            "digest": _digest("other-tenant-value-1")}
+
+
+def test_listing_and_deleting_see_only_the_callers_tenant(both: IdApi) -> None:
+    assert _put(both, "other", "theirs/key", "other-only-value-1") == 204
+    assert _put(both, "other", "shared/key", "other-shared-value") == 204
+    assert _put(both, "default", "shared/key", "default-shared-value") == 204
+    assert _names(both, "default") == ["shared/key"]
+    assert _names(both, "other") == ["shared/key", "theirs/key"]
+    gone = both.call("DELETE", "/credentials/theirs/key", "admin")
+    never = both.call("DELETE", "/credentials/nobody/key", "admin")
+    assert (gone.status_code, never.status_code) == (404, 404)
+    assert gone.json()["error"]["message"].replace("theirs", "nobody") == (
+        never.json()["error"]["message"])  # the same answer: nothing tells them apart
+    assert both.call("DELETE", "/credentials/shared/key", "admin").status_code == 204
+    assert _names(both, "default") == []
+    assert _names(both, "other") == ["shared/key", "theirs/key"]
+    assert both.gw.credentials is not None
+    assert both.gw.credentials.get("other", "shared", "key") == "other-shared-value"
+
+
+def test_an_operator_tool_uses_the_tenants_credential_else_the_platform_secret(
+        both: IdApi) -> None:
+    creds = both.gw.runtime.secrets
+    assert isinstance(creds, EmbeddedSecretsStore)
+    creds.set_secret("platform", "key", PLATFORM_VALUE)
+    both.gw.refresh_secrets()
+    with serving(_Digest) as base:
+        both.gw.registry.register(ToolDefinition(
+            name="op_probe", implementation_type="http", side_effect=SideEffect.IDEMPOTENT,
+            risk_default=Risk.LOW, input_schema={"type": "object"},
+            implementation={"url": base + "/p", "method": "POST",
+                            "headers": {"Authorization": "${secret:platform/key}"},
+                            "allowed_networks": ["127.0.0.0/8"]}))
+        assert _put(both, "default", "platform/key", "default-own-platform-key") == 204
+        mine, theirs = _agent(both, "default", "op_probe"), _agent(both, "other", "op_probe")
+        assert _sent(both, mine, "op_probe")["output"] == {
+            "digest": _digest("default-own-platform-key")}
+        assert _sent(both, theirs, "op_probe")["output"] == {"digest": _digest(PLATFORM_VALUE)}
+    assert both.gw.run_sync(creds.get_secret("platform", "key")) == PLATFORM_VALUE

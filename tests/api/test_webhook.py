@@ -145,3 +145,34 @@ def test_the_webhook_setting_is_admin_only_and_never_shows_the_secret(api: IdApi
 ])
 def test_a_bad_webhook_setting_is_refused(api: IdApi, body: dict[str, str]) -> None:
     assert api.call("PUT", "/settings/webhook", json=body).status_code == 422
+
+
+def test_the_webhook_secret_is_the_tenants_own_credential(
+        api: IdApi, notifier: WebhookNotifier) -> None:
+    with Receiver() as rx:
+        set_hook(api, rx.url)
+        assert api.gw.credentials is not None
+        assert api.gw.credentials.get("default", "webhooks", "default/hmac") == SECRET
+        assert api.gw.credentials.get("other", "webhooks", "default/hmac") is None
+        needs_approval(api)
+        assert notifier.wait_idle(10)
+    assert len(rx.got) == 1 and notifier.recent[-1].ok
+
+
+@pytest.mark.parametrize("ref", ["${secret:platform/key}", "${secret:theirs/key}"])
+def test_a_webhook_secret_ref_reaches_only_the_tenants_own_credentials(
+        api: IdApi, notifier: WebhookNotifier, ref: str) -> None:
+    store = api.gw.runtime.secrets
+    assert store is not None and hasattr(store, "set_secret")
+    store.set_secret("platform", "key", "operator-platform-hmac-key")
+    r = api.call("PUT", "/credentials/theirs/key", "other_admin",
+                 json={"value": "other-tenants-hmac-key"})
+    assert r.status_code == 204
+    with Receiver() as rx:
+        r = api.call("PUT", "/settings/webhook", json={
+            "url": rx.url, "secret_ref": ref, "allow_networks": LOOPBACK})
+        assert r.status_code == 200, r.text
+        needs_approval(api)
+        assert notifier.wait_idle(10)
+    assert rx.got == []  # never signed with a key the tenant does not own
+    assert notifier.recent[-1].error == "secret_not_found"

@@ -156,11 +156,12 @@ def test_a_tenants_credential_is_not_there_for_another_tenant(tmp_path: Any) -> 
 
     store = Store.open(f"sqlite:///{tmp_path}/tenants.db")
     secrets = EmbeddedSecretsStore(store.blobs, b"t" * 32)
-    secrets.set_secret("vault", "token", SECRET)
-    store.registry.put_setting("credentials:owners", {"vault/token": "acme"})
     gw = Gateway(store, secrets=secrets,
                  factory=ProviderFactory(natives={"test_secrets_and_audit:leaky": leaky}))
     try:
+        assert gw.credentials is not None
+        gw.credentials.put("acme", "vault", "token", SECRET)
+        gw.refresh_secrets()
         gw.registry.register(leaky)  # a global tool, callable from both tenants
         for tenant in ("acme", "globex"):
             gw.registry.put_profile(Profile(name="p", tenant_id=tenant, autonomy=Autonomy(3),

@@ -40,7 +40,7 @@ from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 from toolkeeper.netguard import NetGuard, Resolver
 from toolkeeper.secrets.base import parse_ref
-from toolkeeper.secrets.embedded import EmbeddedSecretsStore
+from toolkeeper.secrets.credentials import tenant_getter
 from toolkeeper.store.records import ApprovalRecord
 
 log = logging.getLogger("toolkeeper.webhook")
@@ -67,7 +67,8 @@ class WebhookConfig(BaseModel):
 
     url: str = Field(min_length=1, max_length=2000)
     secret_ref: str = Field(max_length=300)
-    """``${secret:connector/key}`` resolved from the gateway's secrets store at send time."""
+    """``${secret:connector/key}``: one of the tenant's own credentials, read at send time
+    (a tenant-written setting, so never an operator's platform secret)."""
     allow_hosts: list[str] = Field(default_factory=list, max_length=100)
     """When non-empty, the only host names the URL may use."""
     allow_networks: list[str] = Field(default_factory=list, max_length=100)
@@ -80,8 +81,8 @@ class WebhookConfig(BaseModel):
 
 
 class WebhookBody(BaseModel):
-    """``PUT /settings/webhook``: a URL and either a ``secret`` (kept in the embedded
-    secrets store) or a ``secret_ref`` to an existing secret."""
+    """``PUT /settings/webhook``: a URL and either a ``secret`` (kept as the tenant's
+    credential ``webhooks/{tenant}/hmac``) or a ``secret_ref`` to one of its credentials."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -103,12 +104,11 @@ class WebhookBody(BaseModel):
 def _store_config(gw: Gateway, tenant: str, body: WebhookBody) -> WebhookConfig:
     ref = body.secret_ref
     if body.secret is not None:
-        store = gw.runtime.secrets
-        if not isinstance(store, EmbeddedSecretsStore):
-            raise ApiError(409, Reason.CONFLICT, "'secret' needs the embedded secrets backend; "
-                           "pass 'secret_ref' to a secret of the configured backend instead")
-        # a key with '/' cannot be reached through /credentials/{connector}/{key}
-        store.set_secret("webhooks", f"{tenant}/hmac", body.secret)
+        if gw.credentials is None:
+            raise ApiError(409, Reason.CONFLICT, "'secret' needs the embedded secrets backend "
+                           "(config 'secrets: {backend: embedded}')")
+        # the tenant's own credential; a key with '/' is not managed through /credentials
+        gw.credentials.put(tenant, "webhooks", f"{tenant}/hmac", body.secret)
         gw.refresh_secrets()
         ref = f"${{secret:webhooks/{tenant}/hmac}}"
     assert ref is not None
@@ -247,7 +247,7 @@ class WebhookNotifier:
             return Delivery(rec.id, rec.tenant_id, ok=True, attempts=0, error="no webhook")
         cfg = WebhookConfig.model_validate(raw)
         try:
-            secret = await self._secret(cfg.secret_ref)
+            secret = await self._secret(cfg.secret_ref, rec.tenant_id)
         except ToolError as exc:
             log.warning("webhook of tenant %s: %s", rec.tenant_id, exc.message)
             return Delivery(rec.id, rec.tenant_id, ok=False, attempts=0, error=exc.reason)
@@ -259,12 +259,13 @@ class WebhookNotifier:
                    "X-Toolkeeper-Delivery": str(uuid.uuid4())}
         return await self._send(rec, cfg, body, headers)
 
-    async def _secret(self, ref: str) -> str:
+    async def _secret(self, ref: str, tenant_id: str) -> str:
         parsed = parse_ref(ref)
-        store = self._gw.runtime.secrets
-        if parsed is None or store is None:
+        get = tenant_getter(self._gw.runtime.secrets, self._gw.credentials, tenant_id,
+                            operator_tool=False)
+        if parsed is None or get is None:
             raise ToolError("secret_not_found", f"webhook secret {ref!r} cannot be resolved")
-        return await store.get_secret(*parsed)
+        return await get(*parsed)
 
     async def _send(self, rec: ApprovalRecord, cfg: WebhookConfig, body: bytes,
                     headers: dict[str, str]) -> Delivery:

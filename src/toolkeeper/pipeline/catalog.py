@@ -233,8 +233,6 @@ class Catalog:
         self._visible: dict[str, list[ToolDefinition]] = {}
         self.mcp_servers: dict[str, Any] = {}
         """Upstream MCP servers by name (``ServerConfig``; config ``servers:``)."""
-        self.secret_owners: dict[str, str] = {}
-        """``connector/key`` → the tenant that wrote the credential (REST ``/credentials``)."""
 
     def load(self, tools: Iterable[tuple[str, ToolDefinition]],
              versions: dict[str, list[ToolDefinition]] | SnapshotLoader,

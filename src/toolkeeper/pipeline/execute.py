@@ -14,8 +14,8 @@ from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState, safe_message
-from toolkeeper.providers.base import SecretGetter, ToolContext
-from toolkeeper.secrets.base import SecretNotFound
+from toolkeeper.providers.base import ToolContext
+from toolkeeper.secrets.credentials import tenant_getter
 from toolkeeper.secrets.redact import CALL_SECRETS
 
 
@@ -42,25 +42,9 @@ def make_context(rt: Runtime, st: CallState) -> ToolContext:
         turn_group_id=req.turn_group_id, trace_id=req.trace_id, task_id=req.task_id,
         step_id=req.step_id, config=tool.implementation,
         timeout_s=tool.execution.timeout_s, upstreams=rt.upstreams,
-        _get_secret=None if rt.secrets is None else _tenant_secrets(
-            rt.secrets.get_secret, rt.catalog.secret_owners, st.tenant_id or "",
-            platform=tool.origin != "api"),
+        _get_secret=tenant_getter(rt.secrets, rt.credentials, st.tenant_id or "",
+                                  operator_tool=tool.origin != "api"),
     )
-
-
-def _tenant_secrets(get: SecretGetter, owners: dict[str, str], tenant: str, *,
-                    platform: bool) -> SecretGetter:
-    """Secret look-ups for a call of ``tenant``: a credential another tenant wrote is not
-    there (``secret_not_found``); unowned (platform) secrets are there only for tools the
-    operator defined (code or config), not for tools a tenant created through the API."""
-
-    async def scoped(connector: str | None, key: str) -> str:
-        owner = owners.get(f"{connector}/{key}" if connector else key)
-        if (owner is not None and owner != tenant) or (owner is None and not platform):
-            raise SecretNotFound(connector, key)
-        return await get(connector, key)
-
-    return scoped
 
 
 async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult | None:

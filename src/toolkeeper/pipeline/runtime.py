@@ -15,6 +15,7 @@ from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.pipeline.health import HealthBoard
 from toolkeeper.pipeline.limiters import ConcurrencyGroups, RateLimiter, TurnCounter
 from toolkeeper.secrets.base import SecretsStore
+from toolkeeper.secrets.credentials import TenantCredentials
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.store import Store
 from toolkeeper.store.records import ApprovalRecord
@@ -105,3 +106,5 @@ class Runtime:
     listeners: Listeners = field(default_factory=Listeners)
     upstreams: Any = None
     """Connections to upstream MCP servers (created on first use by the gateway)."""
+    credentials: TenantCredentials | None = None
+    """Tenants' own credentials (with the embedded secrets store)."""

@@ -11,7 +11,13 @@ from toolkeeper.secrets.base import (
     has_ref,
     parse_ref,
 )
-from toolkeeper.secrets.embedded import EmbeddedSecretsStore, generate_key_file, load_master_key
+from toolkeeper.secrets.credentials import TenantCredentials, tenant_getter
+from toolkeeper.secrets.embedded import (
+    EmbeddedSecretsStore,
+    credential_aad,
+    generate_key_file,
+    load_master_key,
+)
 from toolkeeper.secrets.env import EnvSecretsStore, env_var_name
 from toolkeeper.secrets.redact import MASK, Redactor
 
@@ -40,10 +46,13 @@ __all__ = [
     "Redactor",
     "SecretNotFound",
     "SecretsStore",
+    "TenantCredentials",
+    "credential_aad",
     "env_var_name",
     "generate_key_file",
     "has_ref",
     "load_master_key",
     "open_backend",
     "parse_ref",
+    "tenant_getter",
 ]

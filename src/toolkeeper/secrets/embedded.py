@@ -5,6 +5,12 @@ associated data ``"{connector}/{key}"``, so a ciphertext copied onto another sec
 fails authentication instead of handing out the wrong credential. Blob layout:
 ``b"\\x01" + nonce(12) + ciphertext‖tag(16)``; the leading byte versions the format.
 
+A tenant's credential (a row, :mod:`toolkeeper.secrets.credentials`) is sealed the same way
+as format ``0x02``, whose associated data also names the tenant (:func:`credential_aad`): a
+ciphertext moved to another tenant's row of the same name fails too. Format ``0x01`` in a
+credential row is a value migrated from before credentials were rows (bound to its name
+only); the gateway re-seals those as ``0x02`` when it opens.
+
 The master key comes from ``TOOLKEEPER_SECRETS_KEY`` (base64 of 32 bytes) or from a key file
 holding the same base64 text, which must not be readable by group or others.
 """
@@ -13,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 import stat
 from collections.abc import Mapping
@@ -27,7 +34,14 @@ from toolkeeper.secrets.base import BlobStore, SecretNotFound
 KEY_ENV = "TOOLKEEPER_SECRETS_KEY"
 KEY_BYTES = 32
 _VERSION = b"\x01"
+_TENANT_BOUND = b"\x02"
 _NONCE_BYTES = 12
+
+
+def credential_aad(tenant_id: str, connector: str, key: str) -> bytes:
+    """The associated data of a tenant's credential: unambiguous for any three strings."""
+    return json.dumps(["credential", tenant_id, connector, key], ensure_ascii=False,
+                      separators=(",", ":")).encode("utf-8")
 
 
 def _blob_name(connector_id: str | None, key: str) -> str:
@@ -51,10 +65,29 @@ class EmbeddedSecretsStore:
     def set_secret(self, connector_id: str | None, key: str, value: str) -> None:
         """Encrypt and store ``value`` (replacing any previous one)."""
         name = _blob_name(connector_id, key)
-        nonce = os.urandom(_NONCE_BYTES)
-        sealed = self._aead.encrypt(nonce, value.encode("utf-8"), name.encode("utf-8"))
-        self._blobs.put_blob(name, _VERSION + nonce + sealed)
+        self._blobs.put_blob(name, self._seal(_VERSION, value, name.encode("utf-8")))
         self._known = None
+
+    def seal_credential(self, tenant_id: str, connector: str, key: str, value: str) -> bytes:
+        """``value`` sealed for the tenant's credential row ``connector/key`` (format 0x02)."""
+        return self._seal(_TENANT_BOUND, value, credential_aad(tenant_id, connector, key))
+
+    def open_credential(self, tenant_id: str, connector: str, key: str, blob: bytes) -> str:
+        """The value of a tenant's credential row; ``ToolError`` if it does not authenticate
+        as exactly this tenant's ``connector/key`` (or, format 0x01, as ``connector/key``)."""
+        name = f"{connector}/{key}"
+        if blob[:1] == _TENANT_BOUND:
+            return self._unseal(name, blob, credential_aad(tenant_id, connector, key))
+        return self._open(name, blob)
+
+    @staticmethod
+    def is_tenant_bound(blob: bytes) -> bool:
+        """Whether a credential row is sealed with its tenant (else: migrated, re-seal it)."""
+        return blob[:1] == _TENANT_BOUND
+
+    def _seal(self, version: bytes, value: str, aad: bytes) -> bytes:
+        nonce = os.urandom(_NONCE_BYTES)
+        return version + nonce + self._aead.encrypt(nonce, value.encode("utf-8"), aad)
 
     def delete_secret(self, connector_id: str | None, key: str) -> None:
         """Forget the secret; deleting a missing one is not an error."""
@@ -81,13 +114,18 @@ class EmbeddedSecretsStore:
         return self._known
 
     def _open(self, name: str, blob: bytes) -> str:
-        if blob[:1] != _VERSION or len(blob) < 1 + _NONCE_BYTES + 16:
+        if blob[:1] != _VERSION:
+            raise ToolError("secret_not_found", f"secret {name!r} has an unknown format")
+        return self._unseal(name, blob, name.encode("utf-8"))
+
+    def _unseal(self, name: str, blob: bytes, aad: bytes) -> str:
+        if len(blob) < 1 + _NONCE_BYTES + 16:
             raise ToolError("secret_not_found", f"secret {name!r} has an unknown format")
         nonce, sealed = blob[1 : 1 + _NONCE_BYTES], blob[1 + _NONCE_BYTES :]
         try:
-            plain = self._aead.decrypt(nonce, sealed, name.encode("utf-8"))
+            plain = self._aead.decrypt(nonce, sealed, aad)
         except InvalidTag:
-            # Wrong master key, or a ciphertext moved from another name: never a value.
+            # Wrong master key, or a ciphertext moved from another name or tenant.
             raise ToolError(
                 "secret_not_found", f"secret {name!r} failed authentication"
             ) from None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from toolkeeper.store.approvals import ApprovalRepo
 from toolkeeper.store.audit import AuditRepo
+from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
 from toolkeeper.store.misc import BlobRepo, RateRepo, TokenRepo, TurnRepo
 from toolkeeper.store.outcomes import OutcomeRepo
@@ -22,6 +23,7 @@ class Store:
         self.tokens = TokenRepo(db)
         self.turns = TurnRepo(db)
         self.blobs = BlobRepo(db)
+        self.credentials = CredentialRepo(db)
         self.rates = RateRepo(db)
 
     @classmethod

@@ -240,3 +240,15 @@ rate_counters = Table(
     Column("window_start", Float, nullable=False),
     Column("count", Integer, nullable=False),
 )
+
+credentials = Table(
+    "credentials", metadata,
+    Column("tenant_id", String(ID), primary_key=True),
+    Column("connector", String(NAME), primary_key=True),
+    Column("key", String(NAME), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+"""A tenant's credentials (REST ``/credentials``): one row per (tenant, connector, key), the
+value sealed by the embedded secrets store with the tenant in its associated data. Names
+are per tenant; the operator's platform secrets stay in ``secret_blobs``."""

@@ -1,19 +1,21 @@
 """Access over REST (SPEC §7, §8): tokens, write-only credentials and tenants.
 
-Tokens are shown once, on creation; listings never carry secrets. Credential values go into
-the embedded encrypted secrets store and never come back out. Secret names are gateway-wide,
-so each name is owned by the tenant that first wrote it and only that tenant lists, changes
-or deletes it. ``/tenants`` is for system admins: admin tokens of the system tenant
+Tokens are shown once, on creation; listings never carry secrets. Credential values are
+sealed by the embedded secrets store and never come back out. Credential names are per
+tenant (:mod:`toolkeeper.secrets.credentials`): every route sees only the caller's tenant's
+rows, so two tenants may each have ``crm/api_key`` and no answer hints at another tenant's
+names. ``/tenants`` is for system admins: admin tokens of the system tenant
 (``app.state.system_tenant``, default ``system``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar, TypeVarTuple
+from typing import Annotated, Any, TypeVar, TypeVarTuple
 
 import anyio
 from fastapi import APIRouter, Request, Response
+from fastapi import Path as PathParam
 from pydantic import Field
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
@@ -24,7 +26,7 @@ from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
-from toolkeeper.secrets.embedded import EmbeddedSecretsStore
+from toolkeeper.secrets.credentials import TenantCredentials
 from toolkeeper.store.records import TokenRecord
 
 T = TypeVar("T")
@@ -33,7 +35,6 @@ router = APIRouter(tags=["access"], responses=ERRORS)
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 """Names of agents, tenants (path-safe, no '/')."""
 SYSTEM_TENANT_DEFAULT = "system"
-OWNERS_SETTING = "credentials:owners"
 
 
 def admin(caller: Principal) -> None:
@@ -125,45 +126,26 @@ async def revoke_token(token_id: str, gw: GatewayDep, caller: Caller) -> Respons
 
 # credentials --------------------------------------------------------------------------
 
-def _secrets(gw: Gateway) -> EmbeddedSecretsStore:
-    store = gw.runtime.secrets
-    if not isinstance(store, EmbeddedSecretsStore):
+def _credentials(gw: Gateway) -> TenantCredentials:
+    if gw.credentials is None:
         raise ApiError(409, Reason.CONFLICT, "credentials are managed here only with the "
                        "embedded secrets backend (config 'secrets: {backend: embedded}' and "
                        "TOOLKEEPER_SECRETS_KEY or a key file)")
-    return store
+    return gw.credentials
 
 
-def _owners(gw: Gateway) -> dict[str, str]:
-    return dict(gw.store.registry.get_setting(OWNERS_SETTING) or {})
-
-
-def _owned(gw: Gateway, tenant: str, name: str, *, claim: bool) -> dict[str, str]:
-    """Secret names are gateway-wide: a tenant manages only the names it owns."""
-    owners = _owners(gw)
-    owner = owners.get(name)
-    if owner is not None and owner != tenant:
-        if claim:
-            raise ApiError(409, Reason.CONFLICT, f"credential {name!r} belongs to another "
-                           "tenant; choose another connector name")
-        raise not_found("credential", name)
-    if owner is None and not claim:
-        raise not_found("credential", name)
-    return owners
+ConnectorName = Annotated[str, PathParam(pattern=NAME)]
+KeyName = Annotated[str, PathParam(pattern=NAME)]
 
 
 @router.put("/credentials/{connector}/{key}", status_code=204,
-            summary="Store a credential (write-only, encrypted at rest)")
-async def put_credential(connector: str, key: str, body: CredentialBody, gw: GatewayDep,
-                         caller: Caller) -> Response:
+            summary="Store a credential of the tenant (write-only, encrypted at rest)")
+async def put_credential(connector: ConnectorName, key: KeyName, body: CredentialBody,
+                         gw: GatewayDep, caller: Caller) -> Response:
     admin(caller)
 
     def put() -> None:
-        store, name = _secrets(gw), f"{connector}/{key}"
-        owners = _owned(gw, caller.tenant_id, name, claim=True)
-        store.set_secret(connector, key, body.value)
-        if owners.get(name) != caller.tenant_id:
-            gw.store.registry.put_setting(OWNERS_SETTING, {**owners, name: caller.tenant_id})
+        _credentials(gw).put(caller.tenant_id, connector, key, body.value)
         gw.refresh_secrets()
 
     await blocking(put)
@@ -173,21 +155,20 @@ async def put_credential(connector: str, key: str, body: CredentialBody, gw: Gat
 @router.get("/credentials", summary="Credential names of the tenant (never values)")
 async def list_credentials(gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
     admin(caller)
-    owners = await blocking(_owners, gw)
-    names = sorted(n for n, t in owners.items() if t == caller.tenant_id)
-    return [{"connector": n.partition("/")[0], "key": n.partition("/")[2]} for n in names]
+    names = await blocking(_credentials(gw).names, caller.tenant_id)
+    # a key with '/' (the webhook's HMAC secret) is managed by its own endpoint, not here
+    return [{"connector": c, "key": k} for c, k in names if "/" not in k]
 
 
-@router.delete("/credentials/{connector}/{key}", status_code=204, summary="Delete a credential")
-async def delete_credential(connector: str, key: str, gw: GatewayDep, caller: Caller) -> Response:
+@router.delete("/credentials/{connector}/{key}", status_code=204,
+               summary="Delete a credential of the tenant")
+async def delete_credential(connector: ConnectorName, key: KeyName, gw: GatewayDep,
+                            caller: Caller) -> Response:
     admin(caller)
 
     def delete() -> None:
-        store, name = _secrets(gw), f"{connector}/{key}"
-        owners = _owned(gw, caller.tenant_id, name, claim=False)
-        store.delete_secret(connector, key)
-        owners.pop(name, None)
-        gw.store.registry.put_setting(OWNERS_SETTING, owners)
+        if not _credentials(gw).delete(caller.tenant_id, connector, key):
+            raise not_found("credential", f"{connector}/{key}")
         gw.refresh_secrets()
 
     await blocking(delete)
