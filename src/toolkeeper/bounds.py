@@ -142,6 +142,13 @@ class TenantBounds(BaseModel):
     commands: tuple[str, ...] = ()
     """Commands a tenant may name."""
 
+    @field_validator("paths", "commands")
+    @classmethod
+    def _not_empty(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if any(not v.strip() for v in value):
+            raise ValueError("empty entry: name a directory or a command")
+        return value
+
     @field_validator("networks")
     @classmethod
     def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:

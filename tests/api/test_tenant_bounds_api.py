@@ -305,6 +305,8 @@ def test_the_tenant_bounds_setting_is_validated(tmp_path: Path) -> None:
         Gateway.open(url, tenant_bounds={"networks": ["not-a-net"]})
     with pytest.raises(ValueError, match="unknown"):
         Gateway.open(url, tenant_bounds={"unknown": []})
+    with pytest.raises(ValueError, match="empty entry"):
+        Gateway.open(url, tenant_bounds={"paths": [""]})
 
 
 def test_a_refused_tool_update_leaves_the_stored_tool_as_it_was(db_url: str, host: Host) -> None:
