@@ -182,6 +182,16 @@ def test_operator_bounds_paths_admit_a_tenant_repository_there(
         refused(activate(api, "git", {"repo_root": str(host.secret)}), "/policy/repo_root")
 
 
+def test_a_tenant_tool_of_the_git_built_in_cannot_root_itself_on_the_host(
+        db_url: str, host: Host) -> None:
+    with bounded(db_url, host) as api:
+        r = api.call("POST", "/tools", json={
+            "name": "mygit", "implementation_type": "builtin",
+            "implementation_config": {"builtin_key": "git"},
+            "policy": {"repo_root": str(host.secret)}})
+        refused(r, "/policy/repo_root")
+
+
 def _store_tenant_profile(gw: Gateway, activations: tuple[Activation, ...], *,
                           legacy: bool = False) -> None:
     """What a tenant wrote before the ceiling existed, straight into the store."""
