@@ -19,7 +19,9 @@ from fastapi.testclient import TestClient
 
 from toolkeeper import Activation, Agent, Gateway, Profile, Risk, SideEffect, tool
 from toolkeeper.api import ApiSettings, create_app
+from toolkeeper.bounds import TenantBounds
 from toolkeeper.builtins import BUILTINS
+from toolkeeper.pipeline.runtime import Settings
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.embedded import EmbeddedSecretsStore
 from toolkeeper.store import Store
@@ -59,11 +61,17 @@ class IdApi:
                          json={"tool": "echo", "arguments": {"text": text}})
 
 
-def open_gateway(url: str, *, embedded: bool) -> Gateway:
+LOOPBACK_BOUNDS = TenantBounds(networks=("127.0.0.0/8",))
+"""The operator lets tenants allow-list loopback: the test receivers listen there."""
+
+
+def open_gateway(url: str, *, embedded: bool,
+                 tenant_bounds: TenantBounds = LOOPBACK_BOUNDS) -> Gateway:
     """A gateway on ``url``, with an embedded secrets store when asked."""
     store = Store.open(url)
     secrets = EmbeddedSecretsStore(store.blobs, os.urandom(32)) if embedded else None
-    return Gateway(store, secrets=secrets, factory=ProviderFactory(builtins=BUILTINS))
+    return Gateway(store, secrets=secrets, factory=ProviderFactory(builtins=BUILTINS),
+                   settings=Settings(tenant_bounds=tenant_bounds))
 
 
 def seed(gw: Gateway) -> dict[str, str]:
@@ -89,10 +97,11 @@ def seed(gw: Gateway) -> dict[str, str]:
 
 
 @contextmanager
-def identity_api(where: Path | str, *, embedded: bool = True) -> Iterator[IdApi]:
+def identity_api(where: Path | str, *, embedded: bool = True,
+                 tenant_bounds: TenantBounds = LOOPBACK_BOUNDS) -> Iterator[IdApi]:
     """A seeded app on a fresh database (a URL, or a directory for a SQLite file)."""
     url = where if isinstance(where, str) else f"sqlite:///{where}/identities.db"
-    gw = open_gateway(url, embedded=embedded)
+    gw = open_gateway(url, embedded=embedded, tenant_bounds=tenant_bounds)
     try:
         tokens = seed(gw)
         app = create_app(gw, ApiSettings())

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 from identity_fixtures import IdApi, Receiver, identity_api
 
-from toolkeeper.api.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, WebhookNotifier
+from toolkeeper.api.webhook import (
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WebhookConfig,
+    WebhookNotifier,
+    setting_key,
+)
+from toolkeeper.bounds import TenantBounds
 
 SECRET = "whsec-0123456789abcdef"
 LOOPBACK = ["127.0.0.0/8"]
@@ -176,3 +183,36 @@ def test_a_webhook_secret_ref_reaches_only_the_tenants_own_credentials(
         assert notifier.wait_idle(10)
     assert rx.got == []  # never signed with a key the tenant does not own
     assert notifier.recent[-1].error == "secret_not_found"
+
+
+@pytest.mark.parametrize("operator", [(), ("0.0.0.0/0",), ("10.0.0.0/8",)])
+def test_allow_networks_beyond_the_operators_ceiling_are_refused_when_set(
+        tmp_path: Path, operator: tuple[str, ...]) -> None:
+    with identity_api(tmp_path, tenant_bounds=TenantBounds(networks=operator)) as api:
+        r = api.call("PUT", "/settings/webhook", json={
+            "url": "http://127.0.0.1:9/hook", "secret": SECRET,
+            "allow_networks": ["10.1.0.0/16", "127.0.0.0/8"]})
+        assert r.status_code == 422, r.text
+        err = r.json()["error"]
+        assert err["reason"] == "policy_exceeds_bounds"
+        pointers = [e["pointer"] for e in err["details"]["errors"]]
+        # 10.1.0.0/16 lies in either operator network; loopback in neither, even 0.0.0.0/0
+        assert pointers == (["/allow_networks/1"] if operator
+                            else ["/allow_networks/0", "/allow_networks/1"])
+        assert api.call("GET", "/settings/webhook").status_code == 404
+
+
+def test_a_stored_webhook_beyond_the_ceiling_is_not_delivered(tmp_path: Path) -> None:
+    with identity_api(tmp_path, tenant_bounds=TenantBounds()) as api, Receiver() as rx:
+        notifier = WebhookNotifier(api.gw, timeout_s=2.0, backoff_s=0.01).install()
+        try:
+            api.gw.store.registry.put_setting(setting_key("default"), WebhookConfig(
+                url=rx.url, secret_ref="${secret:webhooks/default/hmac}",
+                allow_networks=LOOPBACK).model_dump())
+            needs_approval(api)
+            assert notifier.wait_idle(10)
+        finally:
+            notifier.close()
+    assert rx.got == []
+    last = notifier.recent[-1]
+    assert (last.ok, last.error, last.attempts) == (False, "policy_exceeds_bounds", 0)

@@ -8,8 +8,10 @@ and a receiver can refuse replays). They are sent by one worker thread from a bo
 queue — a full queue drops the event and counts it — with a 5 s timeout per attempt and
 3 retries with exponential backoff on network errors, 429 and 5xx. The SSRF guard
 (:mod:`toolkeeper.netguard`) applies to every delivery; a tenant reaches a private or
-loopback receiver only by listing its network (``allow_networks``). Nothing here ever
-blocks or fails the call that created the approval.
+loopback receiver only by listing its network (``allow_networks``), and only within the
+operator's ceiling (``tenant_bounds.networks``, see :mod:`toolkeeper.bounds`; checked when
+set and again before each delivery). Nothing here ever blocks or fails the call that
+created the approval.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import time
 import uuid
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import orjson
@@ -34,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.routes.approvals import approval_out
+from toolkeeper.bounds import HostNetworks, excess, refuse
 from toolkeeper.errors import ConfigError, ToolDenied, ToolError
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.enums import Role
@@ -71,8 +74,10 @@ class WebhookConfig(BaseModel):
     (a tenant-written setting, so never an operator's platform secret)."""
     allow_hosts: list[str] = Field(default_factory=list, max_length=100)
     """When non-empty, the only host names the URL may use."""
-    allow_networks: list[str] = Field(default_factory=list, max_length=100)
-    """Private/loopback networks the receiver may resolve to (CIDR)."""
+    allow_networks: Annotated[list[str], HostNetworks()] = Field(default_factory=list,
+                                                                  max_length=100)
+    """Private/loopback networks the receiver may resolve to (CIDR), within the operator's
+    ceiling (``tenant_bounds.networks``)."""
 
     def guard(self, resolver: Resolver | None = None) -> NetGuard:
         """The SSRF guard of this webhook (redirects are not followed)."""
@@ -125,6 +130,7 @@ def _public(cfg: WebhookConfig) -> dict[str, Any]:
 @router.put("/settings/webhook", summary="Set the tenant's approval webhook (admin)")
 async def put_webhook(body: WebhookBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, Role.ADMIN)
+    refuse(excess(WebhookConfig, body.model_dump(), gw.settings.tenant_bounds), "the webhook")
     try:
         WebhookConfig(url=body.url, secret_ref="-", allow_hosts=body.allow_hosts,
                       allow_networks=body.allow_networks).guard().check_url(body.url)
@@ -246,6 +252,12 @@ class WebhookNotifier:
         if not raw:
             return Delivery(rec.id, rec.tenant_id, ok=True, attempts=0, error="no webhook")
         cfg = WebhookConfig.model_validate(raw)
+        if excess(WebhookConfig, raw, self._gw.settings.tenant_bounds):
+            # stored by another path than PUT /settings/webhook, or before the ceiling
+            log.warning("webhook of tenant %s allows networks beyond the operator's ceiling",
+                        rec.tenant_id)
+            return Delivery(rec.id, rec.tenant_id, ok=False, attempts=0,
+                            error=Reason.POLICY_EXCEEDS_BOUNDS)
         try:
             secret = await self._secret(cfg.secret_ref, rec.tenant_id)
         except ToolError as exc:

@@ -14,10 +14,11 @@ import re
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
+from toolkeeper.bounds import HostPath
 from toolkeeper.builtins._git_process import GitOutput, GitRunner
 from toolkeeper.errors import ToolError
 from toolkeeper.model.call import PreviewResult
@@ -52,8 +53,9 @@ class GitPolicy(ToolPolicy):
     """Remote names push may target; never a URL."""
     allow_worktree_dirty: bool = False
     """Allow creating or switching branches with uncommitted changes to tracked files."""
-    repo_root: str | None = None
-    """Top of the work tree the tool operates on; required, and never left."""
+    repo_root: Annotated[str | None, HostPath()] = None
+    """Top of the work tree the tool operates on; required, and never left. A tenant may set
+    it only within the operator's ceiling (``toolkeeper.bounds``)."""
     timeout_s: float = Field(default=30.0, gt=0, le=600)
     """Limit for each git process."""
 

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import httpx
 from pydantic import Field, field_validator
 
+from toolkeeper.bounds import HostNetworks
 from toolkeeper.errors import ConfigError, ToolError, UpstreamError
 from toolkeeper.model.call import PreviewResult
 from toolkeeper.model.enums import Risk, SideEffect
@@ -76,8 +77,9 @@ class HttpRequestPolicy(ToolPolicy):
     """Other methods are refused with ``method_not_allowed``."""
     allowed_hosts: tuple[str, ...] = ()
     """Exact host names or ``*.suffix``; empty admits any public host."""
-    allowed_networks: tuple[str, ...] = ()
-    """CIDRs reachable even though private (``10.0.0.0/8``); empty admits none."""
+    allowed_networks: Annotated[tuple[str, ...], HostNetworks()] = ()
+    """CIDRs reachable even though private (``10.0.0.0/8``); empty admits none. A tenant
+    may list only networks within the operator's ceiling (``toolkeeper.bounds``)."""
     allowed_ports: tuple[int, ...] | None = None
     """``None`` admits any port."""
     max_response_bytes: int = Field(default=1 << 20, ge=1, le=64 << 20)

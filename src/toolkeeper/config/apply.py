@@ -200,7 +200,8 @@ def _sync_tenant(gw: Gateway, report: ApplyReport, tenant: str, wanted: dict[str
 
 
 def _sync_profiles(gw: Gateway, config: ConfigFile, report: ApplyReport) -> None:
-    _sync_named(report, "profile", config.profiles, gw.store.registry.profiles(),
+    wanted = [p.model_copy(update={"origin": "config"}) for p in config.profiles]
+    _sync_named(report, "profile", wanted, gw.store.registry.profiles(),
                 gw.registry.put_profile)
     _sync_named(report, "agent", config.agents, gw.store.registry.agents(),
                 gw.registry.put_agent)
@@ -252,7 +253,7 @@ def config_settings(config: ConfigFile) -> dict[str, Any]:
         if value is not None:
             out[name] = timedelta(seconds=value)
     for name in ("max_payload_bytes", "audit_level", "audit_arguments", "audit_durability",
-                 "mcp_resync_s"):
+                 "mcp_resync_s", "tenant_bounds"):
         if getattr(s, name) is not None:
             out[name] = getattr(s, name)
     return out

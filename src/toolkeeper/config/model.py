@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from toolkeeper.bounds import TenantBounds
 from toolkeeper.builtins import BUILTINS
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Adjuster, Agent, GateOverrides, Limits, Profile
@@ -79,6 +80,9 @@ class SettingsConfig(_Section):
     audit_arguments: bool | None = None
     audit_durability: Literal["transactional", "batched"] | None = None
     """Store (redacted) arguments in audit events, not only their digest."""
+    tenant_bounds: TenantBounds | None = None
+    """The ceiling for host paths, networks and commands a tenant sets through the REST
+    API; by default a tenant may widen none of them."""
 
 
 class TenantConfig(_Section):

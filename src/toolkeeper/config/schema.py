@@ -25,6 +25,7 @@ def json_schema() -> dict[str, Any]:
     entry = defs["DefinitionEntry"]
     for name in MANAGED_FIELDS:
         entry["properties"].pop(name, None)
+    defs["Profile"]["properties"].pop("origin", None)  # a file's profiles are "config"
     # mapping keys are strings in JSON: autonomy levels as keys are "0".."3"
     levels = [str(v) for v in defs["Autonomy"]["enum"]]
     _replace(body, {"$ref": "#/$defs/Autonomy"}, {"enum": levels}, under="propertyNames")

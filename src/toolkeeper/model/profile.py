@@ -82,6 +82,10 @@ class Profile(_Strict):
     gates: GateOverrides = Field(default_factory=dict)
     adjusters: tuple[Adjuster, ...] = ()
     limits: Limits = Field(default_factory=Limits)
+    origin: Literal["code", "config", "api"] = "code"
+    """Who wrote it: library code, a config file, or a tenant through the REST API. A
+    tenant's (``api``) host paths, networks and commands are bounded by the operator's
+    ceiling (``toolkeeper.bounds``); a stored profile without an origin counts as ``api``."""
 
     def activation(self, tool: str) -> Activation | None:
         for act in self.activations:

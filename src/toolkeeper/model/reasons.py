@@ -58,6 +58,8 @@ class Reason(StrEnum):
     SECRET_NOT_FOUND = "secret_not_found"
     INTERNAL_ERROR = "internal_error"
     CONFIG_INVALID = "config_invalid"
+    POLICY_EXCEEDS_BOUNDS = "policy_exceeds_bounds"
+    """A tenant-written host path, network or command beyond the operator's ceiling."""
     # management
     PUBLISH_VIA_ENDPOINT = "publish_via_endpoint"
     INVALID_VERSION = "invalid_version"

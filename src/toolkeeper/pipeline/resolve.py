@@ -1,7 +1,9 @@
-"""Step 2: the tool is visible, active, in an allowed status, activated, action allowed."""
+"""Step 2: the tool is visible, active, in an allowed status, activated, action allowed,
+and what a tenant wrote into its policy stays within the operator's ceiling."""
 
 from __future__ import annotations
 
+from toolkeeper.bounds import call_excess
 from toolkeeper.errors import UserError
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import Mode, ToolStatus
@@ -62,6 +64,11 @@ def resolve(rt: Runtime, st: CallState) -> CallResult | None:
     if activation.actions is not None and action not in activation.actions:
         return st.stop(EventType.POLICY_DENIED, Reason.ACTION_NOT_ALLOWED,
                        f"{name}.{action} is not allowed for this profile")
+    exceeded = call_excess(tool.definition, tool.provider.policy_model, activation.policy,
+                           st.profile.profile.origin == "api", rt.settings.tenant_bounds)
+    if exceeded:
+        return st.stop(EventType.POLICY_DENIED, Reason.POLICY_EXCEEDS_BOUNDS,
+                       f"{name}: {exceeded[0].message}")
     policy = st.profile.policy_for(tool)
     if policy.allowed_actions is not None and action not in policy.allowed_actions:
         return st.stop(EventType.POLICY_DENIED, Reason.ACTION_NOT_ALLOWED,

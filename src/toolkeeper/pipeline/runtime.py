@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from toolkeeper.bounds import TenantBounds
 from toolkeeper.model.enums import Mode
 from toolkeeper.observability.metrics import Metrics
 from toolkeeper.pipeline.audit_sink import AuditSink
@@ -49,9 +50,15 @@ class Settings:
     lose the last events of calls whose outcomes are durable."""
     audit_arguments: bool = False
     """Tenant opt-in: store (redacted) arguments in audit events, not only their digest."""
+    tenant_bounds: TenantBounds = field(default_factory=TenantBounds)
+    """The operator's ceiling for host paths, networks and commands a tenant writes through
+    REST (``toolkeeper.bounds``); a mapping is validated into it. Empty: tenants widen
+    nothing."""
 
     def __post_init__(self) -> None:
         self.mode = Mode(self.mode)
+        if not isinstance(self.tenant_bounds, TenantBounds):
+            self.tenant_bounds = TenantBounds.model_validate(self.tenant_bounds)
         if self.audit_level not in ("decisions", "steps"):
             raise ValueError("audit_level must be 'decisions' or 'steps'")
         if self.audit_durability not in ("transactional", "batched"):

@@ -14,10 +14,12 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from toolkeeper.errors import UserError
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
-from toolkeeper.providers.base import Provider
+from toolkeeper.providers.base import Provider, ToolPolicy
 from toolkeeper.providers.function import FunctionProvider
 from toolkeeper.providers.native import BaseTool, NativeProvider
 
@@ -64,6 +66,16 @@ def _refuse_tenant_code(tool: ToolDefinition) -> None:
                                    "run artifacts")
 
 
+def implementation_model(kind: str) -> type[BaseModel] | None:
+    """The model of an implementation block, when toolkeeper defines one (its host-touching
+    fields are marked there, see ``toolkeeper.bounds``)."""
+    if kind == "http":
+        from toolkeeper.providers.http import HttpEndpointConfig
+
+        return HttpEndpointConfig
+    return None
+
+
 class ProviderFactory:
     """Maps an implementation type to a provider; unknown types are refused, never stubbed."""
 
@@ -77,6 +89,19 @@ class ProviderFactory:
         self.builtins = dict(builtins or {})
         self.extra = dict(extra or {})
         self.allow_imports = allow_imports
+
+    def policy_model(self, tool: ToolDefinition) -> type[ToolPolicy]:
+        """The policy model ``tool`` runs with, found without importing anything: a native
+        entry point not registered here answers the base model (the call-time check, which
+        sees the loaded provider's model, still bounds it)."""
+        obj: Any = None
+        if tool.implementation_type == "builtin":
+            obj = self.builtins.get(tool.builtin_key or str(tool.implementation.get(
+                "builtin_key", "")))
+        elif tool.implementation_type == "native":
+            obj = self.natives.get(str(tool.implementation.get("entry_point", "")))
+        cls = obj if isinstance(obj, type) else type(obj)
+        return cls.policy_model if issubclass(cls, BaseTool) else ToolPolicy
 
     def __call__(self, tool: ToolDefinition) -> Provider:
         kind = tool.implementation_type

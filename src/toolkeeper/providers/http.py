@@ -25,11 +25,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from toolkeeper.bounds import HostNetworks
 from toolkeeper.errors import ConfigError, ToolDenied, ToolError, UpstreamError
 from toolkeeper.model.call import PreviewResult
 from toolkeeper.netguard import NetGuard, Resolver, request_error
@@ -58,7 +59,8 @@ class HttpEndpointConfig(BaseModel):
     """Deadline of the whole exchange, redirects and body included."""
     max_response_bytes: int = Field(default=1 << 20, ge=1)
     allowed_hosts: tuple[str, ...] = ()
-    allowed_networks: tuple[str, ...] = ()
+    allowed_networks: Annotated[tuple[str, ...], HostNetworks()] = ()
+    """On a tenant's tool (origin ``api``): only within the operator's ceiling."""
     allowed_ports: tuple[int, ...] | None = None
     max_redirects: int = Field(default=5, ge=0, le=20)
 

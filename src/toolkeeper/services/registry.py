@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from toolkeeper.bounds import check_tool
 from toolkeeper.canonical import digest
 from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import ToolStatus
@@ -164,6 +165,7 @@ class RegistryService:
         semver_key(tool.version)
         tool = tool.model_copy(update={"origin": "api"})
         check_tenant_code(tool, None, self._gw.factory.functions)
+        check_tool(tool, self._gw.factory, self._gw.settings.tenant_bounds)
         taken = self._gw.store.registry.tool(tool.name, tool.tenant_id)
         if taken is not None:
             where = "this tenant" if taken[1].tenant_id else "a global tool"
@@ -175,6 +177,7 @@ class RegistryService:
         _tool_id, current = self._own(tool.name, tool.tenant_id)
         tool = tool.model_copy(update={"origin": "api"})  # now the tenant's definition
         check_tenant_code(tool, current, self._gw.factory.functions)
+        check_tool(tool, self._gw.factory, self._gw.settings.tenant_bounds)
         if tool.status is ToolStatus.DRAFT and current.published_at is not None:
             raise OperationRefused(Reason.INVALID_STATE, f"{tool.name} was published: it can "
                                    "be deprecated or disabled, not returned to draft")

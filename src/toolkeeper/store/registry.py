@@ -146,7 +146,7 @@ class RegistryRepo:
     def profiles(self) -> list[Profile]:
         with self._db.read() as conn:
             rows = conn.execute(select(cast(profiles.c.definition, Text))).all()
-        return [Profile.model_validate_json(r[0]) for r in rows]
+        return [_profile(r[0]) for r in rows]
 
     def agents(self) -> list[Agent]:
         with self._db.read() as conn:
@@ -220,6 +220,15 @@ class ToolRow:
     definition: ToolDefinition
     created_at: datetime
     updated_at: datetime
+
+
+def _profile(text: str) -> Profile:
+    profile = Profile.model_validate_json(text)
+    if "origin" not in profile.model_fields_set:
+        # stored before profiles recorded who wrote them: trusted no more than a tenant's
+        # (config apply and ``put_profile`` write the operator's own again, with an origin)
+        profile = profile.model_copy(update={"origin": "api"})
+    return profile
 
 
 def _tool_row(row: Any) -> ToolRow:

@@ -22,6 +22,7 @@ from toolkeeper.api.routes import access
 from toolkeeper.api.routes.access import NAME, admin, blocking, invalid, not_found
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import Body
+from toolkeeper.bounds import Excess, activation_excess, refuse
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
@@ -173,15 +174,28 @@ def _check_activations(gw: Gateway, profile: Profile) -> None:
                        {"errors": errors})
 
 
+def _beyond_bounds(gw: Gateway, tenant: str, act: Activation, at: str) -> list[Excess]:
+    """The activation's host-touching values beyond the operator's ceiling."""
+    rec = gw.catalog.record(tenant, act.tool)
+    if rec is None:
+        return []
+    return activation_excess(act.policy, rec[1], gw.factory.policy_model(rec[1]),
+                             gw.settings.tenant_bounds, at=at)
+
+
 def _save_profile(gw: Gateway, profile: Profile) -> None:
+    """Store a profile a tenant wrote (origin ``api``) after checking it."""
     _check_activations(gw, profile)
-    gw.registry.put_profile(profile)
+    refuse([e for i, act in enumerate(profile.activations)
+            for e in _beyond_bounds(gw, profile.tenant_id, act, f"/activations/{i}/policy")],
+           f"profile {profile.name!r}")
+    gw.registry.put_profile(profile.model_copy(update={"origin": "api"}))
 
 
 def _own_tenant(profile: Profile, caller: Principal) -> Profile:
     if "tenant_id" in profile.model_fields_set and profile.tenant_id != caller.tenant_id:
         raise invalid("tenant_id must be the token's tenant (or left out)", "/tenant_id")
-    return profile.model_copy(update={"tenant_id": caller.tenant_id})
+    return profile.model_copy(update={"tenant_id": caller.tenant_id, "origin": "api"})
 
 
 @router.get("/profiles", summary="Profiles of the tenant")
@@ -263,6 +277,7 @@ async def put_activation(body: ActivationBody, gw: GatewayDep, caller: Caller) -
         current = _profile(gw, caller.tenant_id, body.profile)
         if current is None:
             raise not_found("profile", body.profile)
+        refuse(_beyond_bounds(gw, caller.tenant_id, act, "/policy"), f"activation {act.tool!r}")
         others = tuple(a for a in current.activations if a.tool != body.tool)
         _save_profile(gw, current.model_copy(update={"activations": (*others, act)}))
 
