@@ -274,6 +274,7 @@ class Gateway:
         for key, value in (reg.get_setting("tenant_policies") or {}).items():
             tenants[key] = tenant_policy(value)
         catalog = Catalog(mode=self.settings.mode, provider_factory=self.factory)
+        catalog.tenant_bounds = self.settings.tenant_bounds
         catalog.mcp_servers = servers_from(reg.get_setting(SERVERS_SETTING))
         catalog.load(reg.tools(all_tenants=True), reg.versions, reg.profiles(),
                      reg.agents(), tenants)

@@ -216,6 +216,13 @@ def test_a_stored_tenant_repo_root_on_the_host_cannot_be_read(
         result = api.execute("git", {}, "log")
         denied_bounds(api, result)
         assert "SECRET" not in str(result)
+        # listed as the call is decided: never shown to the agent as callable
+        enabled = api.call("GET", "/discovery/agents/bot/enabled", "bot").json()["tools"]
+        assert "git" not in [t["name"] for t in enabled]
+        unavailable = api.call("GET", "/discovery/agents/bot/unavailable", "bot").json()
+        why = {t["name"]: t for t in unavailable["tools"]}
+        assert why["git"]["why_unavailable"] == "disabled_for_agent"
+        assert "repo_root" in why["git"]["message"]
 
 
 def test_an_operator_profile_is_not_bounded(db_url: str, host: Host) -> None:

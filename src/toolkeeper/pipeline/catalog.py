@@ -17,6 +17,7 @@ from typing import Any, overload
 import jsonschema_rs
 from pydantic import ValidationError
 
+from toolkeeper.bounds import TenantBounds
 from toolkeeper.canonical import digest
 from toolkeeper.errors import ConfigError, UserError
 from toolkeeper.model.enums import Mode, Risk, ToolStatus
@@ -233,6 +234,9 @@ class Catalog:
         self._visible: dict[str, list[ToolDefinition]] = {}
         self.mcp_servers: dict[str, Any] = {}
         """Upstream MCP servers by name (``ServerConfig``; config ``servers:``)."""
+        self.tenant_bounds = TenantBounds()
+        """The operator's ceiling on host-touching policy (``Settings.tenant_bounds``), so
+        discovery lists as callable only what the resolve step lets run."""
 
     def load(self, tools: Iterable[tuple[str, ToolDefinition]],
              versions: dict[str, list[ToolDefinition]] | SnapshotLoader,

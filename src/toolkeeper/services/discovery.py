@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from toolkeeper.bounds import call_excess
 from toolkeeper.errors import ConfigError, UserError
 from toolkeeper.model.enums import Health, ToolStatus
 from toolkeeper.model.tool import ToolDefinition
@@ -154,6 +155,11 @@ def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
     if compiled is None:
         pin = f" {activation.version}" if activation.version else ""
         return UnavailableTool(tool, Why.NOT_PUBLISHED, f"{name}: no published version{pin}")
+    exceeded = call_excess(compiled.definition, compiled.provider.policy_model,
+                           activation.policy, profile.profile.origin == "api",
+                           catalog.tenant_bounds)
+    if exceeded:  # the resolve step refuses it (policy_exceeds_bounds): never listed
+        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, f"{name}: {exceeded[0].message}")
     try:
         policy = profile.policy_for(compiled)
     except ConfigError as exc:
