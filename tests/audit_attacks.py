@@ -8,12 +8,44 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, delete, func, select, update
 
+from toolkeeper import Activation, Agent, Gateway, Profile, Risk, SideEffect, tool
 from toolkeeper.store.audit import GENESIS, chain_hash, event_body
 from toolkeeper.store.schema import audit_events, audit_heads
 
 KEY = bytes(range(32))
 """The audit key the tests configure (the attacker never sees it)."""
 OTHER_KEY = bytes(range(1, 33))
+
+
+@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW)
+def pay(invoice: str) -> dict[str, Any]:
+    """Pay an invoice (recorded: its audit events commit with the outcome)."""
+    return {"paid": invoice}
+
+
+@tool(side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)
+def echo(text: str) -> str:
+    """Echo (not recorded: its events go through the background writer)."""
+    return text
+
+
+def open_gateway(url: str, **kw: Any) -> Gateway:
+    """A gateway (``Gateway.open`` options ``kw``) with ``pay`` and ``echo`` for ``bot``."""
+    gw = Gateway.open(url, **kw)
+    for t in (pay, echo):
+        gw.registry.register(t)
+    gw.registry.put_profile(Profile(name="p", autonomy=3, activations=(
+        Activation(tool="pay"), Activation(tool="echo"))))
+    gw.registry.put_agent(Agent(name="bot", profile="p"))
+    return gw
+
+
+def calls(gw: Gateway, n: int, tag: str = "") -> None:
+    """``n`` recorded and ``n`` unrecorded calls, their events written."""
+    for i in range(n):
+        assert gw.call_sync("pay", arguments={"invoice": f"{tag}{i}"}, agent="bot").ok
+        assert gw.call_sync("echo", arguments={"text": f"{tag}{i}"}, agent="bot").ok
+    gw.flush()
 
 
 def _engine(url: str) -> Engine:

@@ -252,8 +252,9 @@ def build(settings: ServerSettings) -> Server:
     from toolkeeper.mcp.state import state_key
 
     backend, key_file = secrets_choice(settings)
+    # signed audit checkpoints next to a SQLite file by default (when the chain is keyed)
     gw = Gateway.open(settings.database_url, config=settings.config, mode=settings.mode,
-                      secrets=backend, secrets_key_file=key_file)
+                      secrets=backend, secrets_key_file=key_file, audit_checkpoint_path="auto")
     try:
         tokens = bootstrap_tokens(gw, settings)
         if settings.demo:

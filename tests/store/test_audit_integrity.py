@@ -15,41 +15,15 @@ import pytest
 from sqlalchemy import create_engine, text
 
 import audit_attacks as attack
-from toolkeeper import Activation, Agent, Gateway, Profile, Risk, SideEffect, tool
+from toolkeeper import Gateway
 from toolkeeper.errors import ConfigError
 from toolkeeper.secrets import generate_key_file
 from toolkeeper.store import Store
 from toolkeeper.store.audit_checkpoints import Checkpoints
 from toolkeeper.store.audit_key import AuditKey, derive, load_master_key
 
-
-@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW)
-def pay(invoice: str) -> dict[str, Any]:
-    """Pay an invoice (recorded: its audit events commit with the outcome)."""
-    return {"paid": invoice}
-
-
-@tool(side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)
-def echo(text: str) -> str:
-    """Echo (not recorded: its events go through the background writer)."""
-    return text
-
-
-def _open(url: str, **kw: Any) -> Gateway:
-    gw = Gateway.open(url, **kw)
-    for t in (pay, echo):
-        gw.registry.register(t)
-    gw.registry.put_profile(Profile(name="p", autonomy=3, activations=(
-        Activation(tool="pay"), Activation(tool="echo"))))
-    gw.registry.put_agent(Agent(name="bot", profile="p"))
-    return gw
-
-
-def _calls(gw: Gateway, n: int, tag: str = "") -> None:
-    for i in range(n):
-        assert gw.call_sync("pay", arguments={"invoice": f"{tag}{i}"}, agent="bot").ok
-        assert gw.call_sync("echo", arguments={"text": f"{tag}{i}"}, agent="bot").ok
-    gw.flush()
+_open = attack.open_gateway
+_calls = attack.calls
 
 
 def _written(url: str, n: int = 3, **kw: Any) -> None:
