@@ -117,10 +117,7 @@ class Gateway:
         to the store. Stale ``in_progress`` outcomes are then marked ``unknown``.
         ``secrets`` may name a backend (``env`` or ``embedded``, whose master key is
         ``TOOLKEEPER_SECRETS_KEY`` or ``secrets_key_file``) instead of being one.
-        The audit chain is keyed with ``audit_key`` (32 bytes) or ``audit_key_file``, else
-        as ``toolkeeper.store.audit_key`` says (e.g. derived from the secrets master key);
-        ``audit_checkpoint_path`` (every ``audit_checkpoint_every_s``) keeps signed
-        checkpoints of the chain heads outside the database. See docs/audit-integrity.md.
+        ``audit_key``/``audit_key_file``/``audit_checkpoint_path``: docs/audit-integrity.md.
         """
         from toolkeeper.opening import open_gateway
 
@@ -383,8 +380,8 @@ class Gateway:
         if callable(closer):
             closer()
         self._rt.sink.close()
-        try:
-            self.store.audit.checkpoint(force=True)  # the heads as this gateway leaves them
+        try:  # the heads as this gateway leaves them
+            self.store.audit.checkpoint(force=True)
         except Exception:  # a full disk must not keep the store open
             log.warning("audit checkpoint at close failed", exc_info=True)
         loop = getattr(self._loops, "loop", None)

@@ -204,3 +204,22 @@ def test_the_key_comes_from_the_environment_or_derives_from_the_secrets_master_k
     with _open(db_url) as gw:  # the same key, given directly
         _calls(gw, 1, tag="env-")
         assert gw.store.audit.verify("default").ok
+
+
+def test_deleting_a_whole_chain_is_caught_by_the_checkpoint_file(
+        db_url: str, tmp_path: Path) -> None:
+    cps = tmp_path / "audit.checkpoints"
+    _written(db_url, audit_checkpoint_path=cps)
+    engine = create_engine(db_url)
+    with engine.begin() as conn:
+        conn.execute(text("DELETE FROM audit_events WHERE tenant_key = 'default'"))
+        conn.execute(text("DELETE FROM audit_heads WHERE tenant_key = 'default'"))
+    engine.dispose()
+    key = AuditKey(attack.KEY)
+    store = Store.open(db_url, audit_key=key, checkpoints=Checkpoints(cps, key))
+    try:
+        reports = {r.tenant_id: r for r in store.audit.verify_all()}
+    finally:
+        store.close()
+    assert "default" in reports and not reports["default"].ok
+    assert any("rolled back" in p for p in reports["default"].problems)
