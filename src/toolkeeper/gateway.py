@@ -126,6 +126,7 @@ class Gateway:
         ``TOOLKEEPER_SECRETS_KEY`` or ``secrets_key_file``) instead of being one.
         Secrets are masked in the records of the logging handlers configured by then
         (see :meth:`redact_logs`).
+        ``audit_key``/``audit_key_file``/``audit_checkpoint_path``: docs/audit-integrity.md.
         """
         from toolkeeper.opening import open_gateway
 
@@ -405,6 +406,10 @@ class Gateway:
         if callable(closer):
             closer()
         self._rt.sink.close()
+        try:  # the heads as this gateway leaves them
+            self.store.audit.checkpoint(force=True)
+        except Exception:  # a full disk must not keep the store open
+            log.warning("audit checkpoint at close failed", exc_info=True)
         loop = getattr(self._loops, "loop", None)
         if loop is not None and not loop.is_running():
             loop.close()

@@ -15,6 +15,12 @@ from toolkeeper.pipeline.runtime import Settings
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
 from toolkeeper.store import Store
+from toolkeeper.store.audit import KEY_NEEDED
+from toolkeeper.store.audit_checkpoints import Checkpoints
+from toolkeeper.store.audit_key import AuditKey, load_audit_key
+
+AUTO = "auto"
+CHECKPOINTS_ENV = "TOOLKEEPER_AUDIT_CHECKPOINTS"
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
@@ -42,11 +48,23 @@ def open_gateway(cls: type[Gateway], url: str | None, *, config: str | Path | No
     if mode is not None:
         settings["mode"] = Mode(mode)
     redis_url = settings.pop("redis_url", None) or os.environ.get("TOOLKEEPER_REDIS_URL")
-    store = Store.open(url)
+    master_key_file = secrets_key_file
+    if master_key_file is None and cfg is not None and cfg.secrets is not None \
+            and cfg.secrets.key_file is not None:
+        master_key_file = base_dir / cfg.secrets.key_file
+    audit_key, checkpoints = audit_options(
+        url, key=settings.pop("audit_key", None), key_file=settings.pop("audit_key_file", None),
+        secrets_key_file=master_key_file,
+        checkpoint_path=settings.pop("audit_checkpoint_path", None),
+        every_s=settings.pop("audit_checkpoint_every_s", 10.0))
+    store = Store.open(url, audit_key=audit_key, checkpoints=checkpoints)
     # replicas on one PostgreSQL must agree on rate limits: count in the database
     # unless Redis does it (SQLite is one machine's embedded store: count in process)
     shared_limits = settings.pop("shared_rate_limits", not store.is_local)
     try:
+        if audit_key is None and store.audit.keyed():
+            raise ConfigError(KEY_NEEDED)
+        store.audit.seal()
         if isinstance(secrets, str):
             from toolkeeper.secrets import open_backend
 
@@ -72,6 +90,40 @@ def open_gateway(cls: type[Gateway], url: str | None, *, config: str | Path | No
         gw.close()
         raise
     return gw
+
+
+def audit_options(url: str, *, key: bytes | None = None, key_file: str | Path | None = None,
+                  secrets_key_file: str | Path | None = None,
+                  checkpoint_path: str | Path | None = None, every_s: float = 10.0,
+                  ) -> tuple[AuditKey | None, Checkpoints | None]:
+    """The audit key (``store/audit_key.py`` lists its sources) and checkpoint file.
+
+    ``checkpoint_path``: a path, else ``TOOLKEEPER_AUDIT_CHECKPOINTS``; ``"auto"`` (what
+    ``toolkeeper serve`` and ``audit verify`` pass) is ``<sqlite file>.audit-checkpoints``
+    when a key is configured, else none. Checkpoints need the key that signs them.
+    """
+    audit_key = load_audit_key(key=key, key_file=key_file, secrets_key_file=secrets_key_file)
+    path: str | Path | None = checkpoint_path
+    if path in (None, AUTO):
+        path = os.environ.get(CHECKPOINTS_ENV) or path
+    if path == AUTO:
+        path = default_checkpoint_path(url) if audit_key is not None else None
+    if path is None:
+        return audit_key, None
+    if audit_key is None:
+        raise ConfigError("audit checkpoints are signed with the audit key: configure one "
+                          "(TOOLKEEPER_AUDIT_KEY, an audit key file, or a secrets master key)")
+    return audit_key, Checkpoints(path, audit_key, every_s)
+
+
+def default_checkpoint_path(url: str) -> Path | None:
+    """``<database file>.audit-checkpoints`` for a SQLite file; none for other stores."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(os.path.abspath(parsed.database + ".audit-checkpoints"))
 
 
 def tenant_policy(value: dict[str, Any]) -> TenantPolicy:

@@ -43,6 +43,8 @@ ENV = {
     "log_format": "TOOLKEEPER_LOG_FORMAT",
     "workers": "TOOLKEEPER_WORKERS", "secrets_backend": "TOOLKEEPER_SECRETS_BACKEND",
     "secrets_key_file": "TOOLKEEPER_SECRETS_KEY_FILE",
+    "audit_key_file": "TOOLKEEPER_AUDIT_KEY_FILE",
+    "audit_checkpoints": "TOOLKEEPER_AUDIT_CHECKPOINTS",
 }
 WORKER_SETTINGS = "TOOLKEEPER_WORKER_SETTINGS"
 """How the parent hands its validated settings to uvicorn's worker processes."""
@@ -81,6 +83,11 @@ class ServerSettings(BaseModel):
     /credentials`` usable. ``--demo`` defaults to ``embedded`` with a generated key file."""
     secrets_key_file: Path | None = None
     """The embedded backend's master key (``TOOLKEEPER_SECRETS_KEY`` wins when set)."""
+    audit_key_file: Path | None = None
+    """The audit key (``TOOLKEEPER_AUDIT_KEY`` wins); else derived from the secrets master
+    key when there is one (docs/audit-integrity.md)."""
+    audit_checkpoints: Path | None = None
+    """Signed audit checkpoints; default ``<sqlite file>.audit-checkpoints`` when keyed."""
 
     @field_validator("host")
     @classmethod
@@ -254,7 +261,9 @@ def build(settings: ServerSettings) -> Server:
 
     backend, key_file = secrets_choice(settings)
     gw = Gateway.open(settings.database_url, config=settings.config, mode=settings.mode,
-                      secrets=backend, secrets_key_file=key_file)
+                      secrets=backend, secrets_key_file=key_file,
+                      audit_key_file=settings.audit_key_file,
+                      audit_checkpoint_path=settings.audit_checkpoints or "auto")
     try:
         tokens = bootstrap_tokens(gw, settings)
         if settings.demo:

@@ -204,3 +204,13 @@ def test_serve_demo_prints_demo_tokens_once_and_the_agent_can_call(tmp_path: Pat
         listed = httpx.get(f"{base}/credentials", headers=admin_auth, timeout=5).json()
         assert "s3cr3t" not in str(listed) and "api_key" in str(listed)
     assert key.read_bytes() == first_key  # reused, not regenerated
+    # the audit chain is keyed with a key derived from that master key, and the server left
+    # signed checkpoints next to the database; verify loads the key the same way
+    assert (tmp_path / "serve.db.audit-checkpoints").stat().st_size > 0
+    env = {"TOOLKEEPER_SECRETS_KEY_FILE": str(key), "TOOLKEEPER_SECRETS_KEY": None,
+           "TOOLKEEPER_AUDIT_KEY": None, "TOOLKEEPER_AUDIT_KEY_FILE": None,
+           "TOOLKEEPER_AUDIT_CHECKPOINTS": None}
+    verified = CliRunner().invoke(app, ["--db", f"sqlite:///{tmp_path}/serve.db", "audit",
+                                        "verify"], env=env)
+    assert verified.exit_code == 0, verified.output
+    assert "warning:" not in verified.stderr, verified.output

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -11,16 +13,18 @@ import typer
 from toolkeeper.cli._common import (
     EXIT_REFUSED,
     JsonFlag,
-    audit_tenants,
     err,
     gateway,
     out,
     plain,
     print_json,
+    refusals,
     state,
     table,
 )
 from toolkeeper.gateway import Gateway
+from toolkeeper.opening import AUTO, CHECKPOINTS_ENV, audit_options
+from toolkeeper.store import Store
 from toolkeeper.store.records import AuditEvent, VerifyReport
 
 app = typer.Typer(help="Tail and verify the audit log.", no_args_is_help=True)
@@ -110,16 +114,43 @@ def _follow(gw: Gateway, tenant: str | None, last: int, filters: dict[str, Any],
 
 
 @app.command("verify")
-def verify(ctx: typer.Context, json_out: JsonFlag = False) -> None:
-    """Recompute every tenant's hash chain; exit 1 if any event was edited or deleted."""
-    with gateway(ctx) as gw:
-        gw.flush()
-        reports = [gw.store.audit.verify(t) for t in audit_tenants(gw)]
+def verify(
+    ctx: typer.Context,
+    audit_key_file: Annotated[Path | None, typer.Option(
+        "--audit-key-file", help="Audit key file [env TOOLKEEPER_AUDIT_KEY_FILE; "
+        "TOOLKEEPER_AUDIT_KEY wins].")] = None,
+    secrets_key_file: Annotated[Path | None, typer.Option(
+        "--secrets-key-file", help="Secrets master key file the audit key is derived from "
+        "[env TOOLKEEPER_SECRETS_KEY_FILE; TOOLKEEPER_SECRETS_KEY wins].")] = None,
+    checkpoints: Annotated[str | None, typer.Option(
+        "--checkpoints", help="Audit checkpoint file [env TOOLKEEPER_AUDIT_CHECKPOINTS; "
+        "default <sqlite file>.audit-checkpoints when it exists].")] = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Recompute every tenant's hash chain; exit 1 if any event was edited or deleted,
+    a head moved, or a checkpoint is no longer in the chain. Only reads the store."""
+    url = state(ctx).db
+    with refusals():
+        key, cps = audit_options(url, key_file=audit_key_file,
+                                 secrets_key_file=secrets_key_file,
+                                 checkpoint_path=checkpoints or AUTO)
+        if checkpoints is None and cps is not None and not cps.path.exists() \
+                and not os.environ.get(CHECKPOINTS_ENV):
+            cps = None  # the default file: only when a server has written one
+        store = Store.open(url, audit_key=key, checkpoints=cps)
+    try:
+        reports = store.audit.verify_all()
+    finally:
+        store.close()
     broken = [r for r in reports if not r.ok]
     if json_out:
         print_json({"ok": not broken, "chains": [plain(r) for r in reports]})
     else:
         _verify_table(reports)
+    for rep in reports:
+        for warning in rep.warnings:
+            err().print(f"[yellow]tenant {rep.tenant_id or 'global'}[/]: warning: {warning}",
+                        highlight=False)
     if broken:
         for rep in broken:
             for problem in rep.problems:
@@ -129,8 +160,9 @@ def verify(ctx: typer.Context, json_out: JsonFlag = False) -> None:
 
 
 def _verify_table(reports: list[VerifyReport]) -> None:
-    table("audit chains", ["tenant", "events", "ok", "problems"],
-          [[r.tenant_id or "global", r.events, "yes" if r.ok else "NO", len(r.problems)]
+    table("audit chains", ["tenant", "events", "ok", "problems", "warnings"],
+          [[r.tenant_id or "global", r.events, "yes" if r.ok else "NO", len(r.problems),
+            len(r.warnings)]
            for r in reports], empty="no audit events yet")
     if reports and all(r.ok for r in reports):
         out().print("[green]audit chains verified[/]")

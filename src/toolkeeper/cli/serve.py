@@ -50,6 +50,13 @@ def serve(
     secrets_key_file: Annotated[Path | None, typer.Option(
         "--secrets-key-file", help="Master key file of the embedded backend "
         "[env TOOLKEEPER_SECRETS_KEY_FILE; TOOLKEEPER_SECRETS_KEY wins].")] = None,
+    audit_key_file: Annotated[Path | None, typer.Option(
+        "--audit-key-file", help="Audit chain key file [env TOOLKEEPER_AUDIT_KEY_FILE; "
+        "TOOLKEEPER_AUDIT_KEY wins; default: derived from the secrets master key].")] = None,
+    audit_checkpoints: Annotated[Path | None, typer.Option(
+        "--audit-checkpoints", help="Signed audit checkpoint file [env "
+        "TOOLKEEPER_AUDIT_CHECKPOINTS; default <sqlite file>.audit-checkpoints when keyed].")
+    ] = None,
 ) -> None:
     """Serve the REST API; on a store without admin token, create one and print it once."""
     from toolkeeper.server import ServerSettings, run
@@ -62,5 +69,6 @@ def serve(
             system_tenant=system_tenant, log_level=log_level, log_format=log_format,
             demo=demo or None,
             workers=workers, secrets_backend=secrets, secrets_key_file=secrets_key_file,
+            audit_key_file=audit_key_file, audit_checkpoints=audit_checkpoints,
             database_url=st.db if st.db_explicit else None, tenant=st.tenant)
         run(settings)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from toolkeeper.store.approvals import ApprovalRepo
 from toolkeeper.store.audit import AuditRepo
+from toolkeeper.store.audit_checkpoints import Checkpoints
+from toolkeeper.store.audit_key import AuditKey
 from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
 from toolkeeper.store.misc import BlobRepo, RateRepo, TokenRepo, TurnRepo
@@ -14,9 +16,10 @@ from toolkeeper.store.registry import RegistryRepo
 class Store:
     """Every repository over one database. Construct with :meth:`open`."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, audit_key: AuditKey | None = None,
+                 checkpoints: Checkpoints | None = None) -> None:
         self.db = db
-        self.audit = AuditRepo(db)
+        self.audit = AuditRepo(db, audit_key, checkpoints)
         self.outcomes = OutcomeRepo(db, self.audit)
         self.approvals = ApprovalRepo(db, self.audit)
         self.registry = RegistryRepo(db)
@@ -27,13 +30,15 @@ class Store:
         self.rates = RateRepo(db)
 
     @classmethod
-    def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True) -> Store:
-        """Open (and by default migrate to the latest schema) the database at ``url``."""
+    def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,
+             audit_key: AuditKey | None = None, checkpoints: Checkpoints | None = None) -> Store:
+        """Open (and by default migrate to the latest schema) the database at ``url``;
+        the audit chain is keyed with ``audit_key`` and checkpointed to ``checkpoints``."""
         if migrate:
             from toolkeeper.store.migrate import upgrade
 
             upgrade(url)
-        return cls(Database(url))
+        return cls(Database(url), audit_key=audit_key, checkpoints=checkpoints)
 
     @property
     def is_local(self) -> bool:

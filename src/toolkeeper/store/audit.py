@@ -3,7 +3,8 @@
 Each event's hash covers its fields and the previous event's hash in the same tenant's
 chain. The chain head (last seq and hash) lives in ``audit_heads`` and is locked while a
 batch is appended, so replicas never fork a chain; ``(tenant_key, seq)`` is unique as a
-second line of defence.
+second line of defence. With an audit key (``store/audit_key.py``) the hashes are HMACs and
+the head carries a MAC, so a database writer without the key cannot rewrite the chain.
 """
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ import orjson
 from sqlalchemy import Connection, and_, select
 
 from toolkeeper.canonical import canonical_bytes
-from toolkeeper.store.db import Database, as_utc
+from toolkeeper.errors import ConfigError
+from toolkeeper.store.audit_checkpoints import Checkpoints
+from toolkeeper.store.audit_key import AuditKey
+from toolkeeper.store.audit_verify import ChainWalk
+from toolkeeper.store.db import Database, as_utc, utcnow
 from toolkeeper.store.raw import RawTxn, raw_of, raw_write
 from toolkeeper.store.records import AuditDraft, AuditEvent, VerifyReport
 from toolkeeper.store.schema import GLOBAL_TENANT, audit_events, audit_heads
@@ -63,6 +68,9 @@ def event_hash(row: dict[str, Any]) -> str:
 
 
 Prepared = list[tuple[str, dict[str, Any], bytes]]
+KEY_NEEDED = ("this store's audit chains are keyed: configure the audit key "
+              "(TOOLKEEPER_AUDIT_KEY, an audit key file, or the secrets master key it is "
+              "derived from)")
 
 
 def prepare(drafts: Sequence[AuditDraft]) -> Prepared:
@@ -78,8 +86,11 @@ def prepare(drafts: Sequence[AuditDraft]) -> Prepared:
     return out
 
 
-def append_chained(txn: RawTxn, prepared: Prepared) -> None:
-    """Lock each tenant's chain head, link the events onto it, insert them, move the head."""
+def append_chained(txn: RawTxn, prepared: Prepared, key: AuditKey | None = None) -> None:
+    """Lock each tenant's chain head, link the events onto it, insert them, move the head.
+
+    With ``key``: one HMAC per event and one for the head. Without it, a keyed chain is
+    refused rather than continued unkeyed (that would read as a downgrade forever)."""
     by_tenant: dict[str, list[tuple[dict[str, Any], bytes]]] = {}
     for tenant_key, row, body in prepared:
         by_tenant.setdefault(tenant_key, []).append((row, body))
@@ -90,18 +101,26 @@ def append_chained(txn: RawTxn, prepared: Prepared) -> None:
             txn.execute("head_new", {"k": tenant_key, "h": GENESIS})
             head = txn.fetchone("head", {"k": tenant_key})
         seq, prev = int(head[0]), str(head[1])
+        if key is None and head[2] is not None:
+            raise ConfigError(KEY_NEEDED)
         for row, body in by_tenant[tenant_key]:
             seq += 1
             row["seq"], row["prev_hash"] = seq, prev
-            row["hash"] = prev = chain_hash(seq, prev, body)
+            row["hash"] = prev = (chain_hash(seq, prev, body) if key is None
+                                  else key.event(seq, prev, body))
             rows.append(row)
-        txn.execute("head_set", {"k": tenant_key, "seq": seq, "hash": prev})
+        mac = None if key is None else key.head(tenant_key, seq, prev)
+        txn.execute("head_set", {"k": tenant_key, "seq": seq, "hash": prev, "mac": mac})
     txn.executemany("event", rows)
 
 
 class AuditRepo:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, key: AuditKey | None = None,
+                 checkpoints: Checkpoints | None = None) -> None:
         self._db = db
+        self.key = key
+        """The audit key (``None``: the chain is written and checked as plain SHA-256)."""
+        self.checkpoints = checkpoints
 
     def append(self, drafts: Sequence[AuditDraft], conn: Connection | RawTxn | None = None) -> None:
         """Chain and insert events, in order, inside ``conn``'s transaction (or a new one)."""
@@ -110,9 +129,10 @@ class AuditRepo:
         prepared = prepare(drafts)
         if conn is None:
             with raw_write(self._db) as txn:
-                append_chained(txn, prepared)
+                append_chained(txn, prepared, self.key)
         else:
-            append_chained(conn if isinstance(conn, RawTxn) else raw_of(conn), prepared)
+            append_chained(conn if isinstance(conn, RawTxn) else raw_of(conn), prepared,
+                           self.key)
 
     def list(
         self, tenant_id: str | None, *, call_id: str | None = None, agent: str | None = None,
@@ -144,10 +164,13 @@ class AuditRepo:
             return [_event(r._mapping) for r in conn.execute(q)]
 
     def verify(self, tenant_id: str | None, batch: int = 5000) -> VerifyReport:
-        """Recompute the chain: finds edited, deleted, reordered or truncated events."""
+        """Recompute the chain: finds edited, deleted, reordered or truncated events, a
+        moved head, a downgrade to unkeyed hashes, and a rollback behind a checkpoint."""
         tenant_key = tenant_id or GLOBAL_TENANT
-        report = VerifyReport(tenant_id=tenant_id, ok=True, events=0)
-        prev, expected_seq, last = GENESIS, 1, 0
+        walk = ChainWalk(tenant_key=tenant_key, key=self.key, genesis=GENESIS,
+                         report=VerifyReport(tenant_id=tenant_id, ok=True, events=0))
+        walk.load_checkpoints(self.checkpoints)
+        last = 0
         with self._db.read() as conn:
             while True:
                 rows = conn.execute(
@@ -156,23 +179,59 @@ class AuditRepo:
                     .order_by(audit_events.c.seq).limit(batch)
                 ).all()
                 for r in rows:
-                    m = dict(r._mapping)
-                    report.events += 1
-                    if m["seq"] != expected_seq:
-                        report.problems.append(f"seq {expected_seq} missing (found {m['seq']})")
-                    if m["prev_hash"] != prev:
-                        report.problems.append(f"seq {m['seq']}: prev_hash does not match")
-                    if event_hash(m) != m["hash"]:
-                        report.problems.append(f"seq {m['seq']}: event was altered")
-                    prev, expected_seq, last = m["hash"], m["seq"] + 1, m["seq"]
+                    walk.event(dict(r._mapping), event_hash, event_body)
+                    last = r.seq
                 if len(rows) < batch:
                     break
             head = conn.execute(
                 select(audit_heads).where(audit_heads.c.tenant_key == tenant_key)).first()
-        if head is not None and (head.seq != last or head.hash != prev):
-            report.problems.append(f"chain ends at seq {last} but head records seq {head.seq}")
-        report.ok = not report.problems
-        return report
+        return walk.finish(head)
+
+    def verify_all(self) -> builtins.list[VerifyReport]:
+        """Every chain: those with a head, with events, or named by a checkpoint."""
+        keys = {GLOBAL_TENANT if t is None else t for t in self.tenants()}
+        with self._db.read() as conn:
+            keys.update(conn.execute(select(audit_events.c.tenant_key).distinct()).scalars())
+        if self.checkpoints is not None:
+            keys.update(self.checkpoints.tenants())
+        return [self.verify(None if k == GLOBAL_TENANT else k) for k in sorted(keys)]
+
+    def keyed(self) -> bool:
+        """Whether any chain head carries a MAC (the store was written with a key)."""
+        with self._db.read() as conn:
+            return conn.execute(select(audit_heads.c.tenant_key)
+                                .where(audit_heads.c.mac.is_not(None)).limit(1)).first() \
+                is not None
+
+    def seal(self) -> int:
+        """MAC the heads of chains written before the key was configured (trust on first
+        use: their unkeyed events are then covered by the head). Verify never seals."""
+        key = self.key
+        if key is None:
+            return 0
+        sealed = 0
+        with self._db.write() as conn:
+            for k, seq, hash_ in conn.execute(select(
+                    audit_heads.c.tenant_key, audit_heads.c.seq, audit_heads.c.hash)
+                    .where(audit_heads.c.mac.is_(None), audit_heads.c.seq > 0)
+                    .with_for_update()).all():
+                sealed += conn.execute(audit_heads.update().where(
+                    audit_heads.c.tenant_key == k, audit_heads.c.seq == seq,
+                    audit_heads.c.mac.is_(None)).values(mac=key.head(k, seq, hash_))).rowcount
+        return sealed
+
+    def checkpoint(self, force: bool = False) -> int:
+        """Append the heads that moved to the checkpoint file (when configured and due).
+        A head whose MAC does not verify is not checkpointed: verify will report it."""
+        cps, key = self.checkpoints, self.key
+        if cps is None or key is None or not (force or cps.due()):
+            return 0
+        with self._db.read() as conn:
+            heads = conn.execute(select(audit_heads.c.tenant_key, audit_heads.c.seq,
+                                        audit_heads.c.hash, audit_heads.c.mac)).all()
+        good = [(k, seq, h) for k, seq, h, mac in heads
+                if seq and AuditKey.matches(key.head(k, seq, h), mac)]
+        return cps.write(good, utcnow())
 
     def tenants(self) -> builtins.list[str | None]:
         with self._db.read() as conn:

@@ -62,7 +62,7 @@ class OutcomeRepo:
         with raw_write(self._db) as txn:  # the hot path: prepared SQL, one transaction
             if txn.execute("claim", row) == 1:
                 if prepared:
-                    append_chained(txn, prepared)
+                    append_chained(txn, prepared, self._audit.key)
                 return None
         return self._claim_contended(rec, row, events)
 
@@ -101,7 +101,7 @@ class OutcomeRepo:
             if effect is not None and done:
                 txn.execute("effect", effect)
             if prepared:
-                append_chained(txn, prepared)
+                append_chained(txn, prepared, self._audit.key)
             return done
 
     def _finish_any(self, params: dict[str, Any], events: Sequence[AuditDraft]) -> bool:

@@ -53,10 +53,11 @@ STATEMENTS = {
         ":created_at)"),
     "superseded": ("SELECT 1 FROM superseded_turns WHERE tenant_id = :t AND "
                    "turn_group_id = :g"),
-    "head": "SELECT seq, hash FROM audit_heads WHERE tenant_key = :k",
+    "head": "SELECT seq, hash, mac FROM audit_heads WHERE tenant_key = :k",
     "head_new": ("INSERT INTO audit_heads (tenant_key, seq, hash) VALUES (:k, 0, :h) "
                  "ON CONFLICT (tenant_key) DO NOTHING"),
-    "head_set": "UPDATE audit_heads SET seq = :seq, hash = :hash WHERE tenant_key = :k",
+    "head_set": ("UPDATE audit_heads SET seq = :seq, hash = :hash, mac = :mac "
+                 "WHERE tenant_key = :k"),
     "event": (
         "INSERT INTO audit_events (tenant_key, seq, event_id, ts, type, agent_id, call_id, "
         "trace_id, task_id, step_id, turn_group_id, tool, action, tool_version, risk, gate, "

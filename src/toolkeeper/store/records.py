@@ -170,3 +170,5 @@ class VerifyReport:
     ok: bool
     events: int
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    """What verify could not rule out (e.g. an unkeyed chain); they do not make it fail."""

@@ -218,6 +218,8 @@ audit_heads = Table(
     Column("tenant_key", String(ID), primary_key=True),
     Column("seq", BigInteger, nullable=False),
     Column("hash", String(80), nullable=False),
+    Column("mac", String(80)),
+    # HMAC of (tenant_key, seq, hash) under the audit key; NULL when written unkeyed
 )
 
 secret_blobs = Table(

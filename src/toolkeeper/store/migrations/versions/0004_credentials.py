@@ -1,7 +1,7 @@
 """tenant credentials as rows
 
 Revision ID: 0004
-Revises: 0002
+Revises: 0003
 Create Date: 2026-11-28
 
 Credentials written through REST were platform blobs named ``connector/key`` with their
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0004'
-down_revision = '0002'
+down_revision = '0003'
 branch_labels = None
 depends_on = None
 

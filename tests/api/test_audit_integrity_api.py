@@ -1,0 +1,99 @@
+"""``GET /audit/verify`` on a keyed store (docs/audit-integrity.md): a database writer
+without the audit key cannot rewrite the chain behind the running server's back."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from exec_fixtures import Api, api_for
+
+import audit_attacks as attack
+
+INVOICE = {"invoice": "inv-1", "amount": 5}
+
+
+@pytest.fixture
+def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's audit key comes from the environment, as an operator would set it."""
+    monkeypatch.setenv("TOOLKEEPER_AUDIT_KEY", base64.b64encode(attack.KEY).decode())
+
+
+def _calls(api: Api, n: int = 3) -> None:
+    for i in range(n):
+        paid = api.execute("bot", "charge", {**INVOICE, "invoice": f"inv-{i}"}).json()
+        assert paid["status"] == "succeeded", paid
+        added = api.execute("bot", "add", {"a": i, "b": 1}).json()
+        assert added["status"] == "succeeded", added
+    api.gw.flush()
+
+
+def _verify(api: Api) -> dict[str, Any]:
+    resp = api.client.get("/audit/verify", headers=api.auth("operator"))
+    assert resp.status_code == 200, resp.text
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+@pytest.fixture
+def api(db_url: str, keyed: None) -> Iterator[Api]:
+    with api_for(db_url) as a:
+        yield a
+
+
+def test_deleting_the_last_event_and_moving_the_head_back_fails_verify(
+        api: Api, db_url: str) -> None:
+    _calls(api)
+    assert _verify(api)["ok"] is True
+    attack.delete_last_event(db_url)
+    body = _verify(api)
+    assert body["ok"] is False
+    assert any("chain head" in p for p in body["problems"]), body
+
+
+def test_editing_a_middle_event_and_rechaining_fails_verify(api: Api, db_url: str) -> None:
+    _calls(api)
+    attack.edit_and_rechain(db_url, len(attack.events(db_url)) // 2, keep_mac=True)
+    body = _verify(api)
+    assert body["ok"] is False and body["problems"]
+
+
+def test_a_downgrade_to_plain_sha256_fails_verify(api: Api, db_url: str) -> None:
+    _calls(api)
+    attack.downgrade(db_url)
+    body = _verify(api)
+    assert body["ok"] is False
+    assert any("not sealed" in p for p in body["problems"]), body
+
+
+def test_a_replayed_head_fails_verify_through_the_checkpoint_file(
+        db_url: str, keyed: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLKEEPER_AUDIT_CHECKPOINTS", str(tmp_path / "audit.checkpoints"))
+    with api_for(db_url) as api:
+        _calls(api, 2)
+        saved = attack.head(db_url)
+        _calls(api, 2)
+    # between restarts, with the server's checkpoint (written at close) on another disk
+    attack.replay_head(db_url, saved)
+    with api_for(db_url) as api:
+        body = _verify(api)
+    assert body["ok"] is False
+    assert any("rolled back" in p for p in body["problems"]), body
+
+
+def test_an_untouched_keyed_chain_verifies_clean(api: Api) -> None:
+    _calls(api)
+    body = _verify(api)
+    assert body["ok"] is True and body["problems"] == []
+    assert body["events"] > 0
+
+
+def test_an_unkeyed_chain_verifies_with_a_warning(db_url: str) -> None:
+    with api_for(db_url) as api:
+        _calls(api, 1)
+        body = _verify(api)
+    assert body["ok"] is True
+    assert any("unkeyed chain" in w for w in body["warnings"]), body
