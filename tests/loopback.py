@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,3 +30,18 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet handler base: ``reply(body)`` answers 200 with ``body`` as JSON."""
+
+    def reply(self, body: object, status: int = 200) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass

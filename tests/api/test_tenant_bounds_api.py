@@ -9,7 +9,6 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
-from loopback import serving
+from loopback import JsonHandler, serving
 from toolkeeper import Activation, Agent, Gateway, Profile
 from toolkeeper.api import create_app
 from toolkeeper.builtins import definition
@@ -45,22 +44,14 @@ def make_repo(root: Path, file: str) -> Path:
     return root
 
 
-class Hits(BaseHTTPRequestHandler):
+class Hits(JsonHandler):
     """Answers every GET with 200 ``ok`` and counts the requests it got."""
 
     count: list[int] = []  # noqa: RUF012 - reset per test by ``hits``
 
     def do_GET(self) -> None:
         Hits.count.append(1)
-        body = b'{"ok": true}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply({"ok": True})
 
 
 @dataclass

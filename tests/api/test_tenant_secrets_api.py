@@ -4,7 +4,6 @@ never the operator's platform secrets, never another tenant's."""
 from __future__ import annotations
 
 import hashlib
-import http.server
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -14,25 +13,17 @@ from typing import Any
 import pytest
 from identity_fixtures import IdApi, identity_api
 
-from loopback import serving
+from loopback import JsonHandler, serving
 from toolkeeper import Activation, Agent, Autonomy, Profile, Risk, SideEffect, ToolDefinition
 from toolkeeper.secrets.embedded import EmbeddedSecretsStore
 
 PLATFORM_VALUE = "platform-secret-value-9d1e"
 
 
-class _Echo(http.server.BaseHTTPRequestHandler):
+class _Echo(JsonHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        body = json.dumps({"auth": self.headers.get("Authorization")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply({"auth": self.headers.get("Authorization")})
 
 
 @pytest.fixture
@@ -89,21 +80,13 @@ def test_an_api_defined_tool_uses_its_tenants_own_credential(api: IdApi) -> None
 ADMINS = {"default": "admin", "other": "other_admin"}
 
 
-class _Digest(http.server.BaseHTTPRequestHandler):
+class _Digest(JsonHandler):
     """Answers with a digest of the Authorization header: which value arrived, unredacted."""
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         auth = (self.headers.get("Authorization") or "").encode()
-        body = json.dumps({"digest": hashlib.sha256(auth).hexdigest()}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+        self.reply({"digest": hashlib.sha256(auth).hexdigest()})
 
 
 def _digest(value: str) -> str:

@@ -17,6 +17,7 @@ from toolkeeper.secrets.embedded import (
     credential_aad,
     generate_key_file,
     load_master_key,
+    read_key_file,
 )
 from toolkeeper.secrets.env import EnvSecretsStore, env_var_name
 from toolkeeper.secrets.redact import MASK, Redactor
@@ -54,5 +55,6 @@ __all__ = [
     "load_master_key",
     "open_backend",
     "parse_ref",
+    "read_key_file",
     "tenant_getter",
 ]

@@ -161,19 +161,22 @@ def load_master_key(
         return _decode_key(env[KEY_ENV], KEY_ENV)
     if key_file is None:
         raise ConfigError(f"no secrets key: set {KEY_ENV} or configure a key file")
+    return read_key_file(key_file, "secrets key file")
+
+
+def read_key_file(key_file: str | Path, what: str) -> bytes:
+    """The base64 key in ``key_file``, refused when group or others can access the file
+    (``what`` names the file in errors: ``"secrets key file"``, ``"audit key file"``)."""
     path = Path(key_file)
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise ConfigError("secrets key file not found", path=str(path)) from None
+        raise ConfigError(f"{what} not found", path=str(path)) from None
     if os.name == "posix" and info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         mode = stat.S_IMODE(info.st_mode)
-        raise ConfigError(
-            f"secrets key file is accessible by group/others (mode {mode:04o}); "
-            f"run: chmod 600 {path}",
-            path=str(path),
-        )
-    return _decode_key(path.read_text(encoding="ascii"), f"secrets key file {path}")
+        raise ConfigError(f"{what} is accessible by group/others (mode {mode:04o}); "
+                          f"run: chmod 600 {path}", path=str(path))
+    return _decode_key(path.read_text(encoding="ascii"), f"{what} {path}")
 
 
 def generate_key_file(path: str | Path) -> bytes:

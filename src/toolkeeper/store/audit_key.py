@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from toolkeeper.errors import ConfigError
 from toolkeeper.secrets.embedded import KEY_BYTES, _decode_key, load_master_key
+from toolkeeper.secrets.embedded import read_key_file as read_private_key
 
 KEY_ENV = "TOOLKEEPER_AUDIT_KEY"
 KEY_FILE_ENV = "TOOLKEEPER_AUDIT_KEY_FILE"
@@ -84,17 +84,8 @@ def derive(master_key: bytes) -> bytes:
 
 
 def read_key_file(path: str | Path) -> bytes:
-    """A base64 key file that group and others cannot access."""
-    p = Path(path)
-    try:
-        info = p.stat()
-    except FileNotFoundError:
-        raise ConfigError("audit key file not found", path=str(p)) from None
-    if os.name == "posix" and info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        mode = stat.S_IMODE(info.st_mode)
-        raise ConfigError(f"audit key file is accessible by group/others (mode {mode:04o}); "
-                          f"run: chmod 600 {p}", path=str(p))
-    return _decode_key(p.read_text(encoding="ascii"), f"audit key file {p}")
+    """A base64 audit key file that group and others cannot access."""
+    return read_private_key(path, "audit key file")
 
 
 def load_audit_key(*, key: bytes | None = None, key_file: str | Path | None = None,
