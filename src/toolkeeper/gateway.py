@@ -14,12 +14,14 @@ from typing import Any
 
 import anyio
 
-from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed, UserError
-from toolkeeper.identities import TokenCache
+from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed
+from toolkeeper.identities import AgentPrincipals, TokenCache
+from toolkeeper.loops import ThreadLoops
 from toolkeeper.model.call import CallRequest, CallResult, Principal
-from toolkeeper.model.enums import CallStatus, Mode, Role
+from toolkeeper.model.enums import CallStatus, Mode
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.observability.calls import observe_call
 from toolkeeper.observability.logs import redact_handlers
 from toolkeeper.observability.metrics import Metrics
 from toolkeeper.observability.tracing import record_span, tracer_from_global
@@ -87,8 +89,8 @@ class Gateway:
             turns=TurnCounter(), concurrency=ConcurrencyGroups(), settings=self.settings,
         )
         self._rt.upstreams = self.upstreams = LazyPool(lambda: make_pool(self))
-        self._loops = threading.local()
-        self._agent_principals: dict[tuple[str, str], Principal] = {}
+        self._loops = ThreadLoops()
+        self._agent_principals = AgentPrincipals()
         self._definitions_seen = -1
         self._batch = threading.local()  # per thread: {depth, dirty}
         self._reloading = threading.RLock()
@@ -174,24 +176,8 @@ class Gateway:
                 release()
         if st.events:
             rt.sink.submit_later(st)  # drafts are built by the writer thread
-        self._observe(st, res)
+        observe_call(self.metrics, res, st.tenant_id, st.agent)
         return res
-
-    def _observe(self, st: CallState, res: CallResult) -> None:
-        if log.isEnabledFor(logging.INFO):
-            log.info("call %s", res.status.value, extra={
-                "call_id": res.call_id, "tenant_id": st.tenant_id, "agent": st.agent,
-                "tool": res.tool, "action": res.action, "status": res.status.value,
-                "reason": None if res.reason is None else str(res.reason),
-                "risk": None if res.risk is None else res.risk.value,
-                "gate": None if res.gate is None else res.gate.value,
-                "deduped": res.deduped, "duration_ms": round(res.duration_ms, 3)})
-        m, tenant = self.metrics, st.tenant_id or ""
-        m.call(tenant, res.tool, res.status.value, res.duration_ms / 1000.0)
-        if res.gate is not None:
-            m.gate(tenant, res.gate.value)
-        if res.reason is not None and res.status is not CallStatus.SUCCEEDED:
-            m.denial(tenant, str(res.reason))
 
     async def call_or_raise(self, *args: Any, **kwargs: Any) -> CallResult:
         """Like :meth:`call`, but a call that did not succeed raises with its ``reason``."""
@@ -212,16 +198,7 @@ class Gateway:
         return self._loop().run_until_complete(coro)
 
     def _loop(self) -> asyncio.AbstractEventLoop:
-        loop = getattr(self._loops, "loop", None)
-        if loop is None or loop.is_closed():
-            try:
-                asyncio.get_running_loop()
-            except RuntimeError:
-                pass
-            else:
-                raise UserError("call_sync() inside a running event loop: await call() instead")
-            loop = self._loops.loop = asyncio.new_event_loop()
-        return loop
+        return self._loops.get()
 
     async def batch(self, requests: Sequence[CallRequest], *, mode: str = "sequential",
                     agent: str | None = None, tenant_id: str = "default",
@@ -242,14 +219,7 @@ class Gateway:
             return self.authenticate(token)
         if agent is None:
             return None
-        key = (agent, tenant_id)
-        p = self._agent_principals.get(key)
-        if p is None:
-            p = Principal(name=agent, tenant_id=tenant_id, roles=frozenset({Role.AGENT}),
-                          agent=agent)
-            if len(self._agent_principals) < 10_000:
-                self._agent_principals[key] = p
-        return p
+        return self._agent_principals.get(agent, tenant_id)
 
     def authenticate(self, token: str) -> Principal | None:
         """The principal of a token; ``None`` for unknown or revoked tokens (cached: see
@@ -410,9 +380,7 @@ class Gateway:
             self.store.audit.checkpoint(force=True)
         except Exception:  # a full disk must not keep the store open
             log.warning("audit checkpoint at close failed", exc_info=True)
-        loop = getattr(self._loops, "loop", None)
-        if loop is not None and not loop.is_running():
-            loop.close()
+        self._loops.close_current()
         self.store.close()
 
     def __enter__(self) -> Gateway:
