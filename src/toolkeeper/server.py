@@ -219,17 +219,13 @@ def demo_tokens(gw: Gateway, settings: ServerSettings,
     return out
 
 
-DEMO_KEY_FILE = Path("toolkeeper-secrets.key")
-"""Where ``--demo`` keeps a generated master key for credentials (working directory)."""
-
-
 def secrets_choice(settings: ServerSettings) -> tuple[str | None, Path | None]:
     """The secrets backend and key file to open (``None``: the config file decides).
 
     The demo, with no backend chosen, uses the embedded store so ``PUT /credentials`` works;
     its key is generated once (mode 0600) unless ``TOOLKEEPER_SECRETS_KEY`` is set.
     """
-    from toolkeeper.secrets.embedded import KEY_ENV, generate_key_file
+    from toolkeeper.secrets.embedded import DEMO_KEY_FILE, KEY_ENV, generate_key_file
 
     backend, key_file = settings.secrets_backend, settings.secrets_key_file
     if backend is None and settings.demo and settings.config is None:

@@ -99,3 +99,21 @@ def test_an_unkeyed_store_verifies_with_a_warning(
     assert "warning: unkeyed chain" in res.stderr
     report = as_json(cli("audit", "verify", "--json"))
     assert any(c["warnings"] for c in report["chains"])
+
+
+def test_the_cli_next_to_a_demo_store_uses_the_demo_key(
+        cli: Invoke, db_url: str, tmp_path: Path, cli_env: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # what `make run` leaves in its directory: the store keyed from toolkeeper-secrets.key
+    monkeypatch.chdir(tmp_path)
+    generate_key_file(tmp_path / "toolkeeper-secrets.key")
+    with attack.open_gateway(db_url, secrets="embedded",
+                             secrets_key_file=tmp_path / "toolkeeper-secrets.key") as gw:
+        attack.calls(gw, 1)
+    listed = cli("approvals", "list", "--json")
+    assert listed.exit_code != 2 and "audit key" not in listed.output, listed.output
+    ok = cli("audit", "verify")
+    assert ok.exit_code == 0 and "not checked" not in ok.output, ok.output
+    (tmp_path / "toolkeeper-secrets.key").rename(tmp_path / "elsewhere.key")
+    lost = cli("audit", "verify")
+    assert lost.exit_code == 1  # no key: the keyed chain is not silently accepted

@@ -27,6 +27,7 @@ from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
+from toolkeeper.secrets.embedded import demo_key_file
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_STOPPED = 0, 1, 2, 3
 DEFAULT_DB = "sqlite:///./toolkeeper.db"
@@ -92,19 +93,14 @@ def refusals() -> Iterator[None]:
 
 @contextmanager
 def gateway(ctx: typer.Context, url: str | None = None, **kwargs: Any) -> Iterator[Gateway]:
-    """Open the gateway on the ``--db`` store (or ``url``) and always close it."""
+    """Open the gateway on the ``--db`` store (or ``url``) and always close it. Next to a
+    ``serve --demo`` store (its key file here, no key configured) the demo's key is used."""
+    if kwargs.get("secrets_key_file") is None and kwargs.get("config") is None:
+        kwargs["secrets_key_file"] = demo_key_file()
     with refusals():
         gw = Gateway.open(url or state(ctx).db, **kwargs)
     with gw, refusals():
         yield gw
-
-
-def audit_tenants(gw: Gateway) -> list[str | None]:
-    """Every tenant with an audit chain (``None``: the global chain)."""
-    # Checked alone, this package sees AuditRepo.tenants() as "list?" (its class body
-    # shadows the builtin ``list``); typed here so both mypy runs agree.
-    tenants: Any = gw.store.audit.tenants()
-    return [t if t is None else str(t) for t in tenants]
 
 
 def person(gw: Gateway, token: str | None, *roles: Role) -> Principal:

@@ -24,6 +24,7 @@ from toolkeeper.cli._common import (
 )
 from toolkeeper.gateway import Gateway
 from toolkeeper.opening import AUTO, CHECKPOINTS_ENV, audit_options
+from toolkeeper.secrets.embedded import demo_key_file
 from toolkeeper.store import Store
 from toolkeeper.store.records import AuditEvent, VerifyReport
 
@@ -132,7 +133,7 @@ def verify(
     url = state(ctx).db
     with refusals():
         key, cps = audit_options(url, key_file=audit_key_file,
-                                 secrets_key_file=secrets_key_file,
+                                 secrets_key_file=secrets_key_file or demo_key_file(),
                                  checkpoint_path=checkpoints or AUTO)
         if checkpoints is None and cps is not None and not cps.path.exists() \
                 and not os.environ.get(CHECKPOINTS_ENV):

@@ -179,6 +179,23 @@ def read_key_file(key_file: str | Path, what: str) -> bytes:
     return _decode_key(path.read_text(encoding="ascii"), f"{what} {path}")
 
 
+DEMO_KEY_FILE = Path("toolkeeper-secrets.key")
+"""Where ``serve --demo`` keeps a generated master key (working directory)."""
+
+_KEY_SOURCES = (KEY_ENV, "TOOLKEEPER_SECRETS_KEY_FILE", "TOOLKEEPER_AUDIT_KEY",
+                "TOOLKEEPER_AUDIT_KEY_FILE")
+
+
+def demo_key_file(environ: Mapping[str, str] | None = None) -> Path | None:
+    """The demo's key file in the working directory, when it exists and no key is
+    configured otherwise — so the CLI next to a ``serve --demo`` store opens it as the
+    server does (its audit chains are keyed with a key derived from this one)."""
+    env = os.environ if environ is None else environ
+    if any(env.get(name) for name in _KEY_SOURCES) or not DEMO_KEY_FILE.is_file():
+        return None
+    return DEMO_KEY_FILE.resolve()
+
+
 def generate_key_file(path: str | Path) -> bytes:
     """Write a new random key (base64 text, mode 0600); refuses to overwrite a file."""
     key = os.urandom(KEY_BYTES)
