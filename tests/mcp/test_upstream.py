@@ -134,8 +134,12 @@ def test_an_upstream_list_changed_triggers_the_drift_check(fx: Setup) -> None:
     while fx.gw.store.registry.tool("fx_echo", None)[1].status is not ToolStatus.QUARANTINED:
         assert time.monotonic() < deadline, "the upstream's list_changed was not acted on"
         time.sleep(0.05)
-    assert fx.gw.call_sync("fx_echo", agent="a", arguments={"text": "x"}).reason == \
-        "tool_quarantined"
+    # the store is written first; this gateway's snapshot follows once the sync's batch of
+    # writes (the quarantine and its audit event) ends
+    while (res := fx.gw.call_sync("fx_echo", agent="a", arguments={"text": "x"})).ok:
+        assert time.monotonic() < deadline, "the quarantine never reached the catalog"
+        time.sleep(0.05)
+    assert res.reason == "tool_quarantined"
 
 
 def test_a_running_gateway_lists_its_upstreams_again_periodically(tmp_path: Path) -> None:
