@@ -15,6 +15,7 @@ from toolkeeper.secrets.credentials import TenantCredentials, tenant_getter
 from toolkeeper.secrets.embedded import (
     EmbeddedSecretsStore,
     credential_aad,
+    demo_key_file,
     generate_key_file,
     load_master_key,
     read_key_file,
@@ -49,6 +50,7 @@ __all__ = [
     "SecretsStore",
     "TenantCredentials",
     "credential_aad",
+    "demo_key_file",
     "env_var_name",
     "generate_key_file",
     "has_ref",
