@@ -121,6 +121,13 @@ def text_fields(st: CallState) -> CallResult | None:
     a lone surrogate is ``invalid_arguments`` with the field's pointer. The request is
     replaced by a copy with such characters escaped, so the audit event can be written."""
     req = st.request
+    for value in (req.tool, req.action, req.idempotency_key, req.turn_group_id, req.task_id,
+                  req.step_id, req.trace_id, req.approval_id, req.preview_token):
+        if value is not None and not (value.__class__ is str and value.isascii()):
+            break  # look closer (the common case, ASCII or nothing, costs this loop only)
+    else:
+        if not req.scopes:
+            return None
     bad = [f for f in _TEXT_FIELDS if invalid_unicode(getattr(req, f)) is not None]
     if req.scopes is not None and invalid_unicode(list(req.scopes)) is not None:
         bad.append("scopes")
