@@ -34,15 +34,16 @@ def api(tmp_path: Path) -> Iterator[IdApi]:
         yield a
 
 
-def _tool(api: IdApi, name: str, ref: str, url: str) -> None:
-    created = api.call("POST", "/tools", json={
+def _tool(api: IdApi, name: str, ref: str, url: str, admin: str = "admin") -> None:
+    """A published API-defined http tool of ``admin``'s tenant sending ``ref``."""
+    created = api.call("POST", "/tools", admin, json={
         "name": name, "implementation_type": "http", "side_effect": "idempotent",
         "risk_default": "low", "input_schema": {"type": "object"},
         "implementation_config": {"url": url, "method": "POST",
                                   "headers": {"Authorization": ref},
                                   "allowed_networks": ["127.0.0.0/8"]}})
     assert created.status_code == 201, created.text
-    published = api.call("POST", f"/tools/{created.json()['id']}/publish")
+    published = api.call("POST", f"/tools/{created.json()['id']}/publish", admin)
     assert published.status_code == 200, published.text
 
 
@@ -113,15 +114,7 @@ def _names(api: IdApi, tenant: str) -> list[str]:
 
 def _probe(api: IdApi, tenant: str, name: str, ref: str, url: str) -> str:
     """An API-defined tool of ``tenant`` sending ``ref``; returns an agent token to call it."""
-    created = api.call("POST", "/tools", ADMINS[tenant], json={
-        "name": name, "implementation_type": "http", "side_effect": "idempotent",
-        "risk_default": "low", "input_schema": {"type": "object"},
-        "implementation_config": {"url": url, "method": "POST",
-                                  "headers": {"Authorization": ref},
-                                  "allowed_networks": ["127.0.0.0/8"]}})
-    assert created.status_code == 201, created.text
-    published = api.call("POST", f"/tools/{created.json()['id']}/publish", ADMINS[tenant])
-    assert published.status_code == 200, published.text
+    _tool(api, name, ref, url, ADMINS[tenant])
     return _agent(api, tenant, name)
 
 

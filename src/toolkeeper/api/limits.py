@@ -17,6 +17,12 @@ from toolkeeper.canonical import invalid_unicode
 _BODY_METHODS = {b"POST", b"PUT", b"PATCH"}
 
 
+def _no_body(scope: Scope, skip: tuple[str, ...]) -> bool:
+    """Not a request whose body these guards look at (or a path that checks for itself)."""
+    return scope["type"] != "http" or scope["method"].encode() not in _BODY_METHODS \
+        or scope["path"] in skip
+
+
 class BodyGuard:
     """413 ``payload_too_large`` past ``max_bytes`` (declared or streamed); 415
     ``unsupported_media_type`` for a non-JSON body on a JSON endpoint."""
@@ -28,8 +34,7 @@ class BodyGuard:
         """Paths that answer in their own protocol (``/mcp``: JSON-RPC errors)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"].encode() not in _BODY_METHODS \
-                or scope["path"] in self.skip:
+        if _no_body(scope, self.skip):
             await self.app(scope, receive, send)
             return
         headers = dict(scope["headers"])
@@ -84,8 +89,7 @@ class UnicodeGuard:
         self.skip = skip
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"].encode() not in _BODY_METHODS \
-                or scope["path"] in self.skip:
+        if _no_body(scope, self.skip):
             await self.app(scope, receive, send)
             return
         messages: list[Message] = []
