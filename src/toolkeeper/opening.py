@@ -52,12 +52,7 @@ def open_gateway(cls: type[Gateway], url: str | None, *, config: str | Path | No
     if master_key_file is None and cfg is not None and cfg.secrets is not None \
             and cfg.secrets.key_file is not None:
         master_key_file = base_dir / cfg.secrets.key_file
-    audit_key, checkpoints = audit_options(
-        url, key=settings.pop("audit_key", None), key_file=settings.pop("audit_key_file", None),
-        secrets_key_file=master_key_file,
-        checkpoint_path=settings.pop("audit_checkpoint_path", None),
-        every_s=settings.pop("audit_checkpoint_every_s", 10.0))
-    store = Store.open(url, audit_key=audit_key, checkpoints=checkpoints)
+    audit_key, store = _open_store(url, settings, master_key_file)
     # replicas on one PostgreSQL must agree on rate limits: count in the database
     # unless Redis does it (SQLite is one machine's embedded store: count in process)
     shared_limits = settings.pop("shared_rate_limits", not store.is_local)
@@ -90,6 +85,18 @@ def open_gateway(cls: type[Gateway], url: str | None, *, config: str | Path | No
         gw.close()
         raise
     return gw
+
+
+def _open_store(url: str, settings: dict[str, Any],
+                master_key_file: str | Path | None) -> tuple[AuditKey | None, Store]:
+    """The store, keyed and checkpointed by the ``audit_*`` options taken from
+    ``settings`` (they belong to the store, not to the gateway's settings)."""
+    audit_key, checkpoints = audit_options(
+        url, key=settings.pop("audit_key", None), key_file=settings.pop("audit_key_file", None),
+        secrets_key_file=master_key_file,
+        checkpoint_path=settings.pop("audit_checkpoint_path", None),
+        every_s=settings.pop("audit_checkpoint_every_s", 10.0))
+    return audit_key, Store.open(url, audit_key=audit_key, checkpoints=checkpoints)
 
 
 def audit_options(url: str, *, key: bytes | None = None, key_file: str | Path | None = None,
