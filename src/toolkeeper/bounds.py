@@ -217,7 +217,9 @@ def definition_excess(tool: ToolDefinition, policy_model: type[BaseModel],
     found = excess(policy_model, tool.policy, bounds, at="/policy")
     config_model = implementation_model(tool.implementation_type)
     if config_model is not None:
-        found += excess(config_model, tool.implementation, bounds, at="/implementation")
+        # pointed at as REST names the field (the entry-point checks do the same)
+        found += excess(config_model, tool.implementation, bounds,
+                        at="/implementation_config")
     return found
 
 

@@ -246,12 +246,13 @@ def test_an_api_http_tool_allowing_every_network_is_refused(
         db_url: str, host: Host, hits: str) -> None:
     with bounded(db_url, host) as api:
         refused(api.call("POST", "/tools", json=_http_tool(hits, ["0.0.0.0/0"])),
-                "/implementation/allowed_networks/0")
+                "/implementation_config/allowed_networks/0")
         created = api.call("POST", "/tools", json=_http_tool(hits, []))
         assert created.status_code == 201, created.text
         r = api.call("PUT", f"/tools/{created.json()['id']}", json={"implementation_config": {
             "url": hits + "/healthz", "allowed_networks": ["10.0.0.0/8", "127.0.0.1/32"]}})
-        refused(r, "/implementation/allowed_networks/0", "/implementation/allowed_networks/1")
+        refused(r, "/implementation_config/allowed_networks/0",
+                "/implementation_config/allowed_networks/1")
     assert Hits.count == []
 
 
@@ -323,7 +324,7 @@ def test_a_refused_tool_update_leaves_the_stored_tool_as_it_was(db_url: str, hos
         tool_id = created.json()["id"]
         r = api.call("PUT", f"/tools/{tool_id}", json={"implementation_config": {
             "url": "http://example.com", "allowed_networks": ["192.168.0.0/16"]}})
-        refused(r, "/implementation/allowed_networks/0")
+        refused(r, "/implementation_config/allowed_networks/0")
         row = api.gw.store.registry.tool_by_id(tool_id)
         assert row is not None and row.definition.status is ToolStatus.DRAFT
         assert row.definition.implementation["allowed_networks"] == []
