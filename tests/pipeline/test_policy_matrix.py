@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from gw_helpers import update_profile
-from sample_tools import LEDGER, charge
+from sample_tools import LEDGER, Payments, charge
 
 from toolkeeper import (
     Adjuster,
@@ -20,6 +20,7 @@ from toolkeeper import (
     Condition,
     Gate,
     GateMatrix,
+    Reason,
     Risk,
     SideEffect,
     ToolDefinition,
@@ -161,3 +162,55 @@ def test_encrypted_secrets_live_in_the_store(db_url: str) -> None:
         assert "ghp_value_123" in again.known_values()
     finally:
         store.close()
+
+
+# listing follows the gate (SPEC §2: a tool the agent cannot call is never listed) --------
+
+def _listed(gw: Any) -> dict[str, tuple[str, ...]]:
+    from toolkeeper.services.discovery import agent_enabled
+
+    view = agent_enabled(gw.catalog, gw.runtime.health, "default", "bot")
+    assert view is not None
+    return {t.definition.name: t.actions for t in view[1]}
+
+
+def _why(gw: Any, tool: str) -> str:
+    from toolkeeper.services.discovery import agent_tools
+
+    view = agent_tools(gw.catalog, gw.runtime.health, "default", "bot")
+    assert view is not None
+    return {u.definition.name: u.why.value for u in view.unavailable}[tool]
+
+
+PAY_ARGS = {"invoice": "inv-g", "amount": 5}
+
+
+def test_an_action_whose_gate_is_deny_is_not_listed_and_is_denied(make_gateway: Any) -> None:
+    from toolkeeper import Activation
+
+    gw = make_gateway(tools=[Payments], autonomy=3, scopes=("payments",), activations=(
+        Activation(tool="payments", gates={"pay": Gate.DENY}),))
+    assert _listed(gw) == {"payments": ("refund",)}
+    assert gw.call_sync("payments", "pay", PAY_ARGS, agent="bot").reason == Reason.GATE_DENIED
+    assert gw.call_sync("payments", "refund", PAY_ARGS, agent="bot").ok
+
+
+def test_a_tool_whose_every_action_is_denied_is_unavailable_with_gate_denied(
+        make_gateway: Any) -> None:
+    from toolkeeper import Activation
+
+    gw = make_gateway(tools=[Payments], autonomy=3, scopes=("payments",), activations=(
+        Activation(tool="payments", gates={"pay": Gate.DENY, "refund": Gate.DENY}),))
+    assert _listed(gw) == {}
+    assert _why(gw, "payments") == "gate_denied"
+    for action in ("pay", "refund"):
+        assert gw.call_sync("payments", action, PAY_ARGS, agent="bot").reason == \
+            Reason.GATE_DENIED
+
+
+def test_a_profile_matrix_deny_hides_the_action_at_that_autonomy(make_gateway: Any) -> None:
+    gw = make_gateway(tools=[Payments], autonomy=0, scopes=("payments",))
+    assert _listed(gw) == {"payments": ("pay", "refund")}  # approve and confirm: callable
+    update_profile(gw, gates={Risk.HIGH: {0: Gate.DENY}})
+    assert _listed(gw) == {"payments": ("refund",)}
+    assert gw.call_sync("payments", "pay", PAY_ARGS, agent="bot").reason == Reason.GATE_DENIED

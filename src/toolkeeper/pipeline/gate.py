@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from toolkeeper.model.call import CallResult
-from toolkeeper.model.enums import ApprovalStatus, CallStatus, Gate
+from toolkeeper.model.enums import ApprovalStatus, CallStatus, Gate, Risk
 from toolkeeper.model.events import EventType
 from toolkeeper.model.gates import stricter
 from toolkeeper.model.reasons import Reason
@@ -18,26 +19,36 @@ from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.store.records import ApprovalRecord
 
+if TYPE_CHECKING:
+    from toolkeeper.pipeline.catalog import CompiledProfile, CompiledTool
+
 _NEEDS = {Gate.CONFIRM: (CallStatus.CONFIRMATION_REQUIRED, Reason.CONFIRMATION_REQUIRED),
           Gate.APPROVE: (CallStatus.APPROVAL_REQUIRED, Reason.APPROVAL_REQUIRED)}
+
+
+def gate_for(profile: CompiledProfile, tool: CompiledTool, action: str, risk: Risk) -> Gate:
+    """The gate of ``tool.action`` at ``risk`` for ``profile``, before approvals are looked
+    at. One rule for the gate step and for every listing (with the action's static risk:
+    adjusters only raise it, so a ``deny`` there is a ``deny`` for every call)."""
+    definition = tool.definition
+    gate = profile.matrix.gate(risk, profile.profile.autonomy)
+    act = profile.activations.get(definition.name)
+    confirm = definition.requires_confirmation
+    if act is not None and act.requires_confirmation is not None:
+        confirm = confirm or act.requires_confirmation  # overrides may only tighten
+    if confirm and gate in (Gate.ALLOW, Gate.PREVIEW):
+        gate = Gate.CONFIRM
+    if act is not None and action in act.gates:
+        gate = stricter(gate, act.gates[action])
+    if gate is Gate.PREVIEW and not tool.provider.supports_preview(action):
+        gate = Gate.CONFIRM
+    return gate
 
 
 def decide_gate(st: CallState) -> Gate:
     """The gate for this call, before approvals are looked at."""
     assert st.profile is not None and st.tool is not None and st.risk is not None
-    tool = st.tool.definition
-    gate = st.profile.matrix.gate(st.risk, st.profile.profile.autonomy)
-    act = st.profile.activations.get(tool.name)
-    confirm = tool.requires_confirmation
-    if act is not None and act.requires_confirmation is not None:
-        confirm = confirm or act.requires_confirmation  # overrides may only tighten
-    if confirm and gate in (Gate.ALLOW, Gate.PREVIEW):
-        gate = Gate.CONFIRM
-    if act is not None and st.action in act.gates:
-        gate = stricter(gate, act.gates[st.action])
-    if gate is Gate.PREVIEW and not st.tool.provider.supports_preview(st.action or ""):
-        gate = Gate.CONFIRM
-    return gate
+    return gate_for(st.profile, st.tool, st.action or "", st.risk)
 
 
 async def gate(rt: Runtime, st: CallState) -> CallResult | None:

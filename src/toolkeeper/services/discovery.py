@@ -13,9 +13,10 @@ from enum import StrEnum
 
 from toolkeeper.bounds import call_excess
 from toolkeeper.errors import ConfigError, UserError
-from toolkeeper.model.enums import Health, ToolStatus
+from toolkeeper.model.enums import Gate, Health, ToolStatus
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog, CompiledProfile
+from toolkeeper.pipeline.gate import gate_for
 from toolkeeper.pipeline.health import HealthBoard
 from toolkeeper.pipeline.resolve import _RUNNABLE as RUNNABLE  # the one status rule
 
@@ -28,6 +29,7 @@ class Why(StrEnum):
     NOT_PUBLISHED = "not_published"
     SCOPE_MISSING = "scope_missing"
     UNHEALTHY = "unhealthy"
+    GATE_DENIED = "gate_denied"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +182,13 @@ def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
                                tuple(sorted(missing)))
     if health.get(f"{tenant_id}:{name}").status is Health.UNAVAILABLE:
         return UnavailableTool(tool, Why.UNHEALTHY, f"{name} is unavailable (circuit open)")
+    # the gate step's rule at each action's own risk (adjusters only raise it: a deny
+    # there is a deny for every call)
+    callable_ = tuple(a for a in callable_
+                      if gate_for(profile, compiled, a, runs.action_risk(a)) is not Gate.DENY)
+    if not callable_:
+        return UnavailableTool(tool, Why.GATE_DENIED,
+                               f"every allowed action of {name} is denied at this autonomy")
     return EnabledTool(runs, callable_)
 
 
