@@ -183,3 +183,14 @@ def test_an_invalid_profile_is_refused_and_never_poisons_the_store(make_gateway:
     gw.reload()  # …loading fails closed for that profile only
     assert ("default", "bad") not in gw.catalog.profiles
     assert gw.call_sync("add", arguments={"a": 1, "b": 1}, agent="bot").ok
+
+
+def test_with_audit_level_steps_the_resolve_step_is_recorded_in_order(
+        make_gateway: Any) -> None:
+    gw = make_gateway(tools=[add], audit_level="steps")
+    res = gw.call_sync("add", arguments={"a": 1, "b": 2}, agent="bot")
+    assert res.ok
+    gw.flush()
+    types = [e.type for e in gw.store.audit.list("default", call_id=res.call_id)]
+    steps = ["call.requested", "call.resolved", "gate.allowed", "call.succeeded"]
+    assert [t for t in types if t in steps] == steps

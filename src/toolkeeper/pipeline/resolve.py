@@ -75,4 +75,6 @@ def resolve(rt: Runtime, st: CallState) -> CallResult | None:
                        f"{name}.{action} is not in the policy's allowed_actions")
     st.policy = policy
     st.side_effect = tool.definition.action_side_effect(action)
+    if rt.settings.audit_level == "steps":
+        st.emit(EventType.CALL_RESOLVED)
     return None
