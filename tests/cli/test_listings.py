@@ -12,6 +12,7 @@ COMMANDS = [
     ("init",), ("check",), ("apply",), ("call",), ("demo",), ("approvals", "list"),
     ("approvals", "approve"), ("approvals", "deny"), ("calls", "list"), ("calls", "resolve"),
     ("audit", "tail"), ("audit", "verify"), ("tools", "list"), ("tools", "show"),
+    ("tools", "publish"), ("tools", "version"),
     ("tokens", "create"), ("tokens", "revoke"), ("tokens", "list"), ("db", "upgrade"),
 ]
 
@@ -64,3 +65,25 @@ def test_other_tenants_see_nothing(cli: Invoke, demo_store: str) -> None:
     called = cli("--tenant", "acme", "call", "lookup_invoice", "--agent", "billing-bot",
                  "--arg", "invoice_id=INV-1001", "--json")
     assert as_json(called)["status"] == "denied"
+
+
+def test_tools_publish_and_version_follow_the_lifecycle(
+        cli: Invoke, db_url: str, admin_token: str) -> None:
+    from toolkeeper import Gateway, ToolDefinition
+
+    with Gateway.open(db_url) as gw:  # a draft of the default tenant
+        gw.registry.create(ToolDefinition(name="memo", tenant_id="default",
+                                          implementation_type="http",
+                                          implementation={"url": "https://example.com/m"}))
+    assert cli("tools", "publish", "memo").exit_code == 1  # no token: unauthenticated
+    done = cli("tools", "publish", "memo", "--token", admin_token, "--json")
+    assert done.exit_code == 0, done.output
+    assert (as_json(done)["status"], as_json(done)["version"]) == ("published", "1.0.0")
+    lower = cli("tools", "version", "memo", "0.9.0", "--token", admin_token)
+    assert lower.exit_code == 1 and "invalid_version" in lower.stderr
+    bumped = as_json(cli("tools", "version", "memo", "1.1.0", "--token", admin_token, "--json"))
+    assert (bumped["status"], bumped["version"]) == ("published", "1.1.0")
+    shown = as_json(cli("tools", "show", "memo", "--json"))
+    assert [v["version"] for v in shown["versions"]] == ["1.0.0", "1.1.0"]
+    missing = cli("tools", "publish", "nope", "--token", admin_token)
+    assert missing.exit_code == 1 and "not_found" in missing.stderr

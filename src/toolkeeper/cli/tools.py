@@ -1,4 +1,8 @@
-"""``toolkeeper tools list|show``: what the tenant can see in the registry (SPEC §6)."""
+"""``toolkeeper tools list|show|publish|version``: the tenant's registry (SPEC §6, §7).
+
+Publishing follows the registry's lifecycle rules (``RegistryService``), as
+``POST /tools/{id}/publish`` and ``POST /tools/{id}/version`` do: an admin token of the
+tenant publishes that tenant's tools; global tools come from configuration."""
 
 from __future__ import annotations
 
@@ -8,18 +12,21 @@ import typer
 
 from toolkeeper.cli._common import (
     JsonFlag,
+    TokenOption,
     fail,
     fields_table,
     gateway,
+    person,
     print_json,
     state,
     table,
 )
+from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.secrets.redact import MASK
 
-app = typer.Typer(help="List and inspect tools.", no_args_is_help=True)
+app = typer.Typer(help="List, inspect and publish tools.", no_args_is_help=True)
 
 _SENSITIVE = ("api_key", "apikey", "token", "secret", "password", "authorization")
 
@@ -103,6 +110,42 @@ def show(
           [list(_version(v).values()) for v in versions], empty="no published versions")
     acts = _actions(tool)
     table("actions", list(acts[0]), [list(a.values()) for a in acts])
+
+
+@app.command("publish")
+def publish(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Tool name (a tool of your tenant).")],
+    token: TokenOption = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Publish the working copy as an immutable version snapshot (admin)."""
+    with gateway(ctx) as gw:
+        by = person(gw, token, Role.ADMIN)
+        _published(gw.registry.publish(name, by.tenant_id), json_out)
+
+
+@app.command("version")
+def version(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="Tool name (a tool of your tenant).")],
+    new_version: Annotated[str, typer.Argument(help="The new semver, greater than the "
+                                               "current one (X.Y.Z).")],
+    token: TokenOption = None,
+    json_out: JsonFlag = False,
+) -> None:
+    """Move the tool to a greater version and publish that snapshot (admin)."""
+    with gateway(ctx) as gw:
+        by = person(gw, token, Role.ADMIN)
+        _published(gw.registry.new_version(name, new_version, by.tenant_id), json_out)
+
+
+def _published(tool: ToolDefinition, json_out: bool) -> None:
+    if json_out:
+        print_json(_brief(tool) | {"published_at": tool.published_at})
+        return
+    fields_table(f"tool {tool.name}", [("version", tool.version), ("status", tool.status.value),
+                                       ("published_at", tool.published_at)])
 
 
 def _version(v: ToolDefinition) -> dict[str, Any]:
