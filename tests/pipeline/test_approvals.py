@@ -260,3 +260,14 @@ def test_exact_repeat_under_a_deny_gate_returns_the_outcome_and_runs_nothing(
     assert repeat.ok and repeat.deduped and LEDGER["payments"] == ["inv-1"]
     fresh = _ask(gw, idempotency_key="k2")
     assert fresh.reason == Reason.GATE_DENIED
+
+
+def test_an_approval_given_under_another_policy_does_not_bind(gw: Any, approver: Any) -> None:
+    ask = _ask(gw)
+    gw.approvals.approve(ask.approval_id, approver)
+    update_profile(gw, description="changed after the approval")  # a new policy version
+    stale = _ask(gw, approval_id=ask.approval_id)
+    assert stale.reason == Reason.APPROVAL_MISMATCH and LEDGER["payments"] == []
+    again = _ask(gw)  # the approved one is not found for this policy: a new decision
+    assert again.status is CallStatus.APPROVAL_REQUIRED
+    assert again.approval_id != ask.approval_id

@@ -32,6 +32,10 @@ def approval_problem(rt: Runtime, st: CallState, rec: ApprovalRecord | None,
             or rec.bound_digest != st.args_digest):
         return denied, Reason.APPROVAL_MISMATCH, (
             "the approval was given for another call (arguments, action or tool version differ)")
+    assert st.profile is not None
+    if rec.policy_version != st.profile.version:
+        return denied, Reason.APPROVAL_MISMATCH, (
+            "the approval was given under another policy (the agent's profile changed since)")
     if rec.kind not in SATISFIES[gate]:
         return denied, Reason.APPROVAL_MISMATCH, f"a {rec.kind} does not satisfy a {gate} gate"
     now = datetime.now(UTC)
@@ -68,9 +72,11 @@ def find_open_approval(rt: Runtime, st: CallState, gate: Gate) -> ApprovalRecord
     now = datetime.now(UTC)
     found = rt.store.approvals.for_call(st.tenant_id, st.agent, st.tool.definition.name,
                                         st.action or "", st.args_digest or "")
+    assert st.profile is not None
     usable = [r for r in found if r.kind in SATISFIES[gate] and r.expires_at > now
               and r.tool_version == st.tool.definition.version
-              and r.bound_digest == st.args_digest]
+              and r.bound_digest == st.args_digest
+              and r.policy_version == st.profile.version]
     for rec in usable:  # an approved one wins over a pending one
         if rec.status is ApprovalStatus.APPROVED:
             return rec
