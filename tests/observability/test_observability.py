@@ -61,6 +61,53 @@ def test_metrics_use_the_spec_names(tmp_path: Path) -> None:
     assert 'tool_execution_total{status="succeeded",tenant="default",tool="echo"} 1.0' in text
 
 
+@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW)
+async def ship(order: str) -> str:
+    """Ship an order (irreversible)."""
+    return order
+
+
+@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.HIGH)
+async def wire(amount: int) -> int:
+    """Wire money (high: at autonomy 2 a confirmation)."""
+    return amount
+
+
+def _samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def test_metrics_count_what_happened(tmp_path: Path) -> None:
+    with _gateway(tmp_path) as gw:
+        for t in (ship, wire):
+            gw.registry.register(t)
+        gw.registry.put_profile(Profile(name="p", autonomy=Autonomy(2), activations=(
+            Activation(tool="echo"), Activation(tool="ship"), Activation(tool="wire"))))
+        for text in ("a", "b"):
+            assert gw.call_sync("echo", arguments={"text": text}, agent="bot").ok
+        for _ in range(2):  # the second is a dedupe: one side effect, one cache hit
+            assert gw.call_sync("ship", arguments={"order": "o1"}, agent="bot",
+                                idempotency_key="ship-o1").ok
+        assert gw.call_sync("wire", arguments={"amount": 5}, agent="bot").approval_id
+        got = _samples(gw.metrics.render().decode())
+    t = ("tenant", "default")
+
+    def value(name: str, **labels: str) -> float:
+        return got[(name, frozenset({t, *labels.items()}))]
+
+    assert value("tool_execution_total", tool="echo", status="succeeded") == 2
+    assert value("tool_execution_total", tool="ship", status="succeeded") == 2
+    assert value("tool_execution_duration_seconds_count", tool="echo", status="succeeded") == 2
+    assert value("tool_side_effect_total", policy="irreversible") == 1
+    assert value("tool_idempotency_cache_hits_total", tool="ship") == 1
+    assert value("tool_gate_decisions_total", gate="confirm") == 1
+    assert value("tool_denials_total", reason="confirmation_required") == 1
+    assert value("approvals_pending") == 1
+
+
 def test_call_logs_are_json_lines(tmp_path: Path, caplog: Any) -> None:
     caplog.set_level(logging.INFO, logger="toolkeeper")
     with _gateway(tmp_path) as gw:
