@@ -299,14 +299,40 @@ def test_health_reports_each_visible_tool(api: Api) -> None:
 
 # redaction -------------------------------------------------------------------------------
 
+_LITERALS = {"url": "https://crm.example", "headers": {
+                 "Authorization": "Bearer abc123", "X-Api-Key": "k-1", "X-Trace": "t"},
+             "auth": {"password": "hunter2", "ref": "${secret:crm/password}"},
+             "api_key": "${secret:crm/key}", "bearer": {"token": "Bearer ${secret:crm/t}"},
+             "steps": [{"client_secret": "s-1", "name": "a"}]}
+
+
+def test_literal_credentials_in_tool_config_are_refused(api: Api) -> None:
+    r = create(api, implementation_config=_LITERALS,
+               policy={"accessToken": "tok", "max_tokens": 5})
+    err = error_of(r, 422, "secret_literal_refused")
+    assert [e["pointer"] for e in err["details"]["errors"]] == [
+        "/implementation_config/headers/Authorization",
+        "/implementation_config/headers/X-Api-Key", "/implementation_config/auth/password",
+        "/implementation_config/steps/0/client_secret", "/policy/accessToken"]
+    assert "${secret:" in err["message"] and "PUT /credentials" in err["message"]
+    assert "abc123" not in r.text and "hunter2" not in r.text
+    ok = create(api, implementation_config={"url": "https://crm.example", "headers": {
+        "Authorization": "Bearer ${secret:crm/token}"}})
+    assert ok.status_code == 201, ok.text
+    edit = api.put("admin", f"/tools/{ok.json()['id']}", {"implementation_config": {
+        "url": "https://crm.example", "headers": {"Authorization": "Bearer abc"}}})
+    error_of(edit, 422, "secret_literal_refused")
+
+
 def test_config_credentials_are_redacted_in_every_response(api: Api) -> None:
-    impl = {"url": "https://crm.example", "headers": {
-                "Authorization": "Bearer abc123", "X-Api-Key": "k-1", "X-Trace": "t"},
-            "auth": {"password": "hunter2", "ref": "${secret:crm/password}"},
-            "api_key": "${secret:crm/key}", "bearer": {"token": "Bearer ${secret:crm/t}"},
-            "steps": [{"client_secret": "s-1", "name": "a"}]}
-    body = create(api, implementation_config=impl,
-                  policy={"accessToken": "tok", "max_tokens": 5}).json()
+    # a row stored before literals were refused (or by the operator's code) still never
+    # shows its credentials
+    from toolkeeper import ToolDefinition
+
+    api.gw.registry.save(ToolDefinition(
+        name="legacy", tenant_id="acme", implementation_type="http",
+        implementation=_LITERALS, policy={"accessToken": "tok", "max_tokens": 5}))
+    body = api.get("admin", f"/tools/{api.tool_id('legacy')}").json()
     shown = body["config_schema"]["implementation"]
     assert shown["headers"] == {"Authorization": "***", "X-Api-Key": "***", "X-Trace": "t"}
     assert shown["auth"] == {"password": "***", "ref": "${secret:crm/password}"}

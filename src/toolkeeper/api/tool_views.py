@@ -11,7 +11,6 @@ and operators need it to see how a tool is wired.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -30,27 +29,11 @@ from toolkeeper.model.tool import (
     ToolDefinition,
 )
 from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.secrets.base import only_references, sensitive
 from toolkeeper.services.discovery import AgentTools, EnabledTool, UnavailableTool
 from toolkeeper.store.registry import definition_hash
 
 REDACTED = "***"
-_SENSITIVE_WORDS = frozenset({"token", "secret", "secrets", "password", "passwd",
-                              "authorization", "apikey", "credential", "credentials", "cookie"})
-_REF = re.compile(r"\$\{secret:[^}]+\}")
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
-
-
-def sensitive(key: str) -> bool:
-    """Does this config key name a credential?"""
-    words = re.split(r"[^a-z0-9]+", _CAMEL.sub(r"\1_\2", key).lower())
-    joined = "".join(words)
-    return bool(_SENSITIVE_WORDS.intersection(words)) or "apikey" in joined \
-        or "privatekey" in joined
-
-
-def _only_references(value: str) -> bool:
-    rest = _REF.sub("", value).strip().lower()
-    return _REF.search(value) is not None and rest in ("", "bearer", "basic", "token")
 
 
 def redact(value: Any) -> Any:
@@ -59,7 +42,7 @@ def redact(value: Any) -> Any:
         out: dict[str, Any] = {}
         for k, v in value.items():
             hide = sensitive(str(k)) and v is not None and not (
-                isinstance(v, str) and _only_references(v))
+                isinstance(v, str) and only_references(v))
             out[k] = REDACTED if hide else redact(v)
         return out
     if isinstance(value, list):

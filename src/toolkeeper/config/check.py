@@ -8,7 +8,7 @@ load errors into ``config_invalid`` violations.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,14 +31,11 @@ from toolkeeper.model.gates import GateMatrix, stricter
 from toolkeeper.model.profile import Activation, Profile
 from toolkeeper.model.tool import NAME_RE, ToolDefinition
 from toolkeeper.providers.base import ToolPolicy
-from toolkeeper.secrets.base import has_ref
+from toolkeeper.secrets.base import literal_secrets
 
 __all__ = ["Rule", "Violation", "check", "check_file"]
 
 
-_SECRET_KEY = re.compile(
-    r"(^|[_\-.])(api[_-]?key|access[_-]?key|private[_-]?key|token|secret|password|passwd|"
-    r"authorization)$", re.IGNORECASE)
 _HIGH = Risk.HIGH.rank
 
 
@@ -88,7 +85,7 @@ def check(config: ConfigFile, *, base_dir: Path, tests_dir: Path | None = None,
     _check_adjusters(ctx)
     for i, server in enumerate(config.servers):
         for where in ("headers", "env"):
-            for path in _literal_secrets(getattr(server, where), ("servers", i, where)):
+            for path in literal_secrets(getattr(server, where), ("servers", i, where)):
                 ctx.add(Rule.LITERAL_SECRET, path, "a literal secret in config; store it in "
                         "the secrets backend and write ${secret:connector/key}")
     for i, profile in enumerate(config.profiles):
@@ -114,7 +111,7 @@ def _check_tools(ctx: _Ctx, resolved: list[ResolvedTool]) -> None:
     for rt in resolved:
         if rt.problem is not None:
             ctx.add(Rule(rt.problem[0]), rt.path, rt.problem[1])
-        for path in _literal_secrets(rt.entry.model_dump(mode="json"), rt.path):
+        for path in literal_secrets(rt.entry.model_dump(mode="json"), rt.path):
             ctx.add(Rule.LITERAL_SECRET, path, "a literal secret in config; store it in the "
                     "secrets backend and write ${secret:connector/key}")
         if rt.definition is None:
@@ -200,7 +197,7 @@ def _check_activation(ctx: _Ctx, profile: Profile, act: Activation, path: NodePa
         if name not in d.actions:
             ctx.add(Rule.UNKNOWN_ACTION, (*path, "gates", name), f"{d.name} has no action "
                     f"{name!r}")
-    for secret_path in _literal_secrets(act.policy, (*path, "policy")):
+    for secret_path in literal_secrets(act.policy, (*path, "policy")):
         ctx.add(Rule.LITERAL_SECRET, secret_path, "a literal secret in a policy; use "
                 "${secret:connector/key}")
     policy = _validated_policy(ctx, tool, act, (*path, "policy"))
@@ -293,18 +290,3 @@ def _check_exposed(ctx: _Ctx) -> None:
                 if problem is not None and (exposed, problem) not in reported:
                     reported.add((exposed, problem))
                     ctx.add(Rule.NAME_COLLISION, culprit.resolved.path, problem)
-
-
-def _literal_secrets(value: Any, path: NodePath) -> Iterator[NodePath]:
-    """Paths of string values under secret-looking keys that hold no secret reference."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            child = (*path, str(key))
-            if isinstance(item, str) and item.strip() and _SECRET_KEY.search(str(key)) \
-                    and not has_ref(item):
-                yield child
-            else:
-                yield from _literal_secrets(item, child)
-    elif isinstance(value, list | tuple):
-        for i, item in enumerate(value):
-            yield from _literal_secrets(item, (*path, i))

@@ -70,6 +70,7 @@ class Reason(StrEnum):
     ALREADY_COMPENSATED = "already_compensated"
     BATCH_ABORTED = "batch_aborted"
     # Python code comes only from the operator (tools written through the API)
+    SECRET_LITERAL_REFUSED = "secret_literal_refused"
     ENTRY_POINT_NOT_ALLOWED = "entry_point_not_allowed"
     FUNCTION_NOT_ALLOWED = "function_not_allowed"
     # SSRF guard (http providers and built-ins)

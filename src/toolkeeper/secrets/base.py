@@ -8,7 +8,8 @@ at the moment of use and redacted from everything the call returns.
 from __future__ import annotations
 
 import re
-from typing import Protocol, runtime_checkable
+from collections.abc import Iterator
+from typing import Any, Protocol, runtime_checkable
 
 from toolkeeper.errors import ToolError
 
@@ -91,6 +92,47 @@ def parse_ref(text: str) -> tuple[str | None, str] | None:
     if match is None:
         return None
     return match.group(1), match.group(2)
+
+
+_SENSITIVE_WORDS = frozenset({"token", "secret", "secrets", "password", "passwd",
+                              "authorization", "apikey", "credential", "credentials", "cookie"})
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+
+
+def sensitive(key: str) -> bool:
+    """Does this config key name a credential? (``api_key``, ``X-Api-Key``, ``apiKey``,
+    ``accessToken``, ``Authorization``, ``client_secret``, ``db_password``…; in snake,
+    kebab or camel case, any letter case)."""
+    words = re.split(r"[^a-z0-9]+", _CAMEL.sub(r"\1_\2", key).lower())
+    joined = "".join(words)
+    return bool(_SENSITIVE_WORDS.intersection(words)) or "apikey" in joined \
+        or "privatekey" in joined
+
+
+def literal_secrets(value: Any, path: tuple[str | int, ...] = ()
+                    ) -> Iterator[tuple[str | int, ...]]:
+    """Paths of non-empty strings under credential-named keys that hold no secret reference:
+    a credential written into config, where only ``${secret:…}`` references belong (SPEC §6).
+    One rule for config files (``toolkeeper check``/``apply``) and the REST registry."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            child = (*path, str(key))
+            if isinstance(item, str) and item.strip() and sensitive(str(key)) \
+                    and not only_references(item):
+                yield child
+            else:
+                yield from literal_secrets(item, child)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from literal_secrets(item, (*path, i))
+
+
+def only_references(value: str) -> bool:
+    """``value`` is nothing but secret references, optionally after an auth scheme
+    (``${secret:crm/key}``, ``Bearer ${secret:crm/token}``): it names where a credential
+    lives, never the credential."""
+    rest = SECRET_REF_RE.sub("", value).strip().lower()
+    return SECRET_REF_RE.search(value) is not None and rest in ("", "bearer", "basic", "token")
 
 
 def has_ref(text: str) -> bool:

@@ -18,7 +18,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.native import BaseTool
 from toolkeeper.services.events import system_event
-from toolkeeper.services.tool_code import check_tenant_code
+from toolkeeper.services.tool_code import check_tenant_code, refuse_literal_secrets
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.registry import definition_hash
 
@@ -165,6 +165,7 @@ class RegistryService:
         semver_key(tool.version)
         tool = tool.model_copy(update={"origin": "api"})
         check_tenant_code(tool, None, self._gw.factory.functions)
+        refuse_literal_secrets(tool)
         check_tool(tool, self._gw.factory, self._gw.settings.tenant_bounds)
         taken = self._gw.store.registry.tool(tool.name, tool.tenant_id)
         if taken is not None:
@@ -177,6 +178,7 @@ class RegistryService:
         _tool_id, current = self._own(tool.name, tool.tenant_id)
         tool = tool.model_copy(update={"origin": "api"})  # now the tenant's definition
         check_tenant_code(tool, current, self._gw.factory.functions)
+        refuse_literal_secrets(tool)
         check_tool(tool, self._gw.factory, self._gw.settings.tenant_bounds)
         if tool.status is ToolStatus.DRAFT and current.published_at is not None:
             raise OperationRefused(Reason.INVALID_STATE, f"{tool.name} was published: it can "

@@ -21,6 +21,7 @@ from collections.abc import Container
 from toolkeeper.errors import OperationRefused
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.secrets.base import literal_secrets
 
 _OPERATOR_ONLY = "Python code comes only from the operator"
 
@@ -62,3 +63,21 @@ def check_tenant_code(tool: ToolDefinition, current: ToolDefinition | None,
             raise _refuse(Reason.FUNCTION_NOT_ALLOWED, "implementation_config.function_name "
                           "must name a function of the operator's allow-list",
                           "/implementation_config/function_name")
+
+
+def refuse_literal_secrets(tool: ToolDefinition) -> None:
+    """SPEC §6: a tool's config holds ``${secret:…}`` references, never a credential. A
+    tenant-written value under a credential-named key (``api_key``, ``Authorization``,
+    ``client_secret``…) that is not only references is ``secret_literal_refused``, each
+    with its JSON pointer (the same rule ``toolkeeper check`` applies to config files)."""
+    found = [*literal_secrets(tool.implementation, ("implementation_config",)),
+             *literal_secrets(tool.policy, ("policy",))]
+    if not found:
+        return
+    pointers = ["/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
+                for path in found]
+    advice = ("store the value with PUT /credentials/{connector}/{key} and write "
+              "${secret:connector/key} in its place")
+    raise OperationRefused(
+        Reason.SECRET_LITERAL_REFUSED, f"{pointers[0]} holds a literal credential: {advice}",
+        errors=[{"pointer": p, "message": f"a literal credential: {advice}"} for p in pointers])
