@@ -9,7 +9,10 @@ from toolkeeper.secrets.base import (
     SecretNotFound,
     SecretsStore,
     has_ref,
+    literal_secrets,
+    only_references,
     parse_ref,
+    sensitive,
 )
 from toolkeeper.secrets.credentials import TenantCredentials, tenant_getter
 from toolkeeper.secrets.embedded import (
@@ -54,9 +57,12 @@ __all__ = [
     "env_var_name",
     "generate_key_file",
     "has_ref",
+    "literal_secrets",
     "load_master_key",
+    "only_references",
     "open_backend",
     "parse_ref",
     "read_key_file",
+    "sensitive",
     "tenant_getter",
 ]
