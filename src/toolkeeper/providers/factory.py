@@ -56,14 +56,22 @@ class EntryPointNotAllowed(UserError):
     reason = Reason.ENTRY_POINT_NOT_ALLOWED
 
 
-def _refuse_tenant_code(tool: ToolDefinition) -> None:
-    """An API-defined tool gets no constructor arguments and no artifact."""
+def tenant_code_problem(tool: ToolDefinition) -> tuple[str, str] | None:
+    """Why an API-defined ``tool`` would run code the operator did not offer, whatever its
+    entry point: ``(message, pointer into the REST body)``, or ``None``. One rule for the
+    registry's write-time check and this factory's build."""
     if "init" in tool.implementation:
-        raise EntryPointNotAllowed(f"{tool.name}: constructor arguments (`init`) come only "
-                                   "from the operator")
+        return ("a tool defined here takes no constructor arguments",
+                "/implementation_config/init")
     if tool.implementation_type == "artifact":
-        raise EntryPointNotAllowed(f"{tool.name}: tools defined through the API cannot "
-                                   "run artifacts")
+        return "a tool defined here cannot run an artifact", "/implementation_type"
+    return None
+
+
+def _refuse_tenant_code(tool: ToolDefinition) -> None:
+    problem = tenant_code_problem(tool)
+    if problem is not None:
+        raise EntryPointNotAllowed(f"{tool.name}: {problem[0]}")
 
 
 def implementation_model(kind: str) -> type[BaseModel] | None:

@@ -21,6 +21,7 @@ from collections.abc import Container
 from toolkeeper.errors import OperationRefused
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.providers.factory import tenant_code_problem
 from toolkeeper.secrets.base import literal_secrets
 
 _OPERATOR_ONLY = "Python code comes only from the operator"
@@ -41,12 +42,10 @@ def check_tenant_code(tool: ToolDefinition, current: ToolDefinition | None,
     """Refuse a tenant-written ``tool`` that names code the operator did not offer;
     ``current`` is the working copy it replaces (``None`` on creation)."""
     impl = tool.implementation
-    if "init" in impl:
-        raise _refuse(Reason.ENTRY_POINT_NOT_ALLOWED, f"{_OPERATOR_ONLY}: a tool defined "
-                      "here takes no constructor arguments", "/implementation_config/init")
-    if tool.implementation_type == "artifact":
-        raise _refuse(Reason.ENTRY_POINT_NOT_ALLOWED, f"{_OPERATOR_ONLY}: a tool defined "
-                      "here cannot run an artifact", "/implementation_type")
+    problem = tenant_code_problem(tool)
+    if problem is not None:
+        raise _refuse(Reason.ENTRY_POINT_NOT_ALLOWED, f"{_OPERATOR_ONLY}: {problem[0]}",
+                      problem[1])
     if _same_native(tool, current):
         return
     if "entry_point" in impl:
