@@ -57,5 +57,11 @@ def require(p: Principal, *roles: Role) -> Principal:
     return p
 
 
+def seen_as_agent(p: Principal) -> str | None:
+    """The agent whose view of the registry ``p`` gets (an agent token: only what that agent
+    may call), or ``None`` for people, who read the tenant's registry."""
+    return p.agent if not p.has_role(Role.OPERATOR, Role.APPROVER) else None
+
+
 Caller = Annotated[Principal, Depends(principal)]
 GatewayDep = Annotated[Gateway, Depends(gateway)]

@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 from fastapi import APIRouter
 
-from toolkeeper.api.auth import Caller, GatewayDep, require
+from toolkeeper.api.auth import Caller, GatewayDep, require, seen_as_agent
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.tool_views import enabled_body, listing_body, unavailable_body
@@ -52,10 +52,9 @@ def _agent_view(gw: Gateway, caller: Principal, agent: str) -> tuple[Catalog, Ag
 def _listing(gw: Gateway, caller: Principal, tools: Callable[[Catalog, str],
              list[ToolDefinition]]) -> dict[str, Any]:
     snap, tenant = gw.catalog, caller.tenant_id  # one snapshot for the whole answer
-    if caller.agent is not None and not caller.has_role(Role.OPERATOR, Role.APPROVER):
-        picked = agent_listing(snap, gw.runtime.health, tenant, caller.agent)
-    else:
-        picked = tools(snap, tenant)
+    agent = seen_as_agent(caller)
+    picked = tools(snap, tenant) if agent is None else agent_listing(
+        snap, gw.runtime.health, tenant, agent)
     return listing_body(snap, tenant, picked)
 
 

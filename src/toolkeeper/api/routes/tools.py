@@ -16,7 +16,7 @@ from typing import Any, Literal
 import anyio
 from fastapi import APIRouter, Query
 
-from toolkeeper.api.auth import Caller, GatewayDep, require
+from toolkeeper.api.auth import Caller, GatewayDep, require, seen_as_agent
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.tool_views import (
@@ -39,11 +39,6 @@ from toolkeeper.store.registry import ToolRow
 router = APIRouter(tags=["tools"])
 _READERS = (Role.OPERATOR, Role.APPROVER, Role.AGENT)
 _PEOPLE = (Role.OPERATOR, Role.APPROVER)
-
-
-def _as_agent(caller: Principal) -> str | None:
-    """The agent whose view the caller gets, or ``None`` for people (who see the registry)."""
-    return caller.agent if not caller.has_role(*_PEOPLE) else None
 
 
 def _enabled(gw: Gateway, caller: Principal, agent: str) -> dict[str, EnabledTool]:
@@ -100,7 +95,7 @@ async def execute_wrong_method() -> None:
 async def tools_health(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, *_READERS)
     catalog, board, tenant = gw.catalog, gw.runtime.health, caller.tenant_id
-    agent = _as_agent(caller)
+    agent = seen_as_agent(caller)
     tools = catalog.visible(tenant) if agent is None else [
         e.definition for e in _enabled(gw, caller, agent).values()]
     out = []
@@ -145,7 +140,7 @@ async def list_tools(gw: GatewayDep, caller: Caller, status: ToolStatus | None =
             implementation_type is None or tool.implementation_type == implementation_type
         ) and (tool_type is None or tool.tool_type == tool_type)
 
-    agent = _as_agent(caller)
+    agent = seen_as_agent(caller)
     if agent is not None:
         enabled = _enabled(gw, caller, agent)
         return [agent_tool_out(e.definition, tool_id, e.actions)
@@ -174,7 +169,7 @@ async def create_tool(body: ToolCreate, gw: GatewayDep, caller: Caller) -> dict[
 @router.get("/tools/{tool_id}", responses=ERRORS, summary="One tool (working copy)")
 async def get_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, *_READERS)
-    agent = _as_agent(caller)
+    agent = seen_as_agent(caller)
     if agent is not None:
         item = _enabled(gw, caller, agent).get(tool_id)
         if item is None:
@@ -231,7 +226,7 @@ async def version_tool(tool_id: str, gw: GatewayDep, caller: Caller,
             summary="The published snapshots, oldest first")
 async def tool_versions(tool_id: str, gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, *_READERS)
-    agent = _as_agent(caller)
+    agent = seen_as_agent(caller)
     if agent is not None and tool_id not in _enabled(gw, caller, agent):
         raise ApiError(404, Reason.NOT_FOUND, f"no tool {tool_id!r}")
     show = tool_out if agent is None else agent_tool_out
