@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Any
 
 from toolkeeper.canonical import (
@@ -114,6 +115,7 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
 
 _TEXT_FIELDS = ("tool", "action", "idempotency_key", "turn_group_id", "task_id", "step_id",
                 "trace_id", "approval_id", "preview_token")
+_text_of = attrgetter(*_TEXT_FIELDS)
 
 
 def text_fields(st: CallState) -> CallResult | None:
@@ -121,8 +123,7 @@ def text_fields(st: CallState) -> CallResult | None:
     a lone surrogate is ``invalid_arguments`` with the field's pointer. The request is
     replaced by a copy with such characters escaped, so the audit event can be written."""
     req = st.request
-    for value in (req.tool, req.action, req.idempotency_key, req.turn_group_id, req.task_id,
-                  req.step_id, req.trace_id, req.approval_id, req.preview_token):
+    for value in _text_of(req):
         if value is not None and not (value.__class__ is str and value.isascii()):
             break  # look closer (the common case, ASCII or nothing, costs this loop only)
     else:
