@@ -129,10 +129,11 @@ async def _preview_gate(rt: Runtime, st: CallState) -> CallResult | None:
     st.emit(EventType.GATE_REQUIRED, reason=Reason.PREVIEW_REQUIRED.value)
     st.emit(EventType.PREVIEW_CREATED, summary=preview.summary)
     rt.store.approvals.create(rec, st.take_drafts())
-    return st.result(CallStatus.PREVIEW_REQUIRED, Reason.PREVIEW_REQUIRED,
-                     message=preview.summary, preview={"summary": preview.summary,
-                                                       "data": preview.data},
-                     preview_token=rec.id)
+    # the summary was made safe by run_preview, with the secrets the preview resolved too
+    return st.result_as_is(CallStatus.PREVIEW_REQUIRED, Reason.PREVIEW_REQUIRED,
+                           preview.summary, preview={"summary": preview.summary,
+                                                     "data": preview.data},
+                           preview_token=rec.id)
 
 
 def _new_approval(rt: Runtime, st: CallState, kind: str, *, preview: object = None,

@@ -99,8 +99,8 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
             tool_version=tool.version, policy=str(st.side_effect),
             arguments=redactor.redact(st.arguments), result=output,
             turn_group_id=st.request.turn_group_id, created_at=datetime.now(UTC))
-    res = st.result(status, reason, message=message, output=output, details=details,
-                    side_effect_id=effect.id if effect else None)
+    res = st.result_as_is(status, reason, message, output=output, details=details,
+                          side_effect_id=effect.id if effect else None)
     _health(rt, st, run, status, redactor)
     st.emit(event, reason=reason, duration_ms=res.duration_ms, attempts=run.attempts,
             **({"message": message} if message and status is not CallStatus.SUCCEEDED else {}))

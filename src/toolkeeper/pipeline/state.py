@@ -133,10 +133,12 @@ class CallState:
         safe: redacted and bounded)."""
         if message is not None:
             message = safe_message(message, self.redactor)
-        return self._result(status, reason, message, **extra)
+        return self.result_as_is(status, reason, message, **extra)
 
-    def _result(self, status: CallStatus, reason: Reason | str | None, message: str | None,
-                **extra: Any) -> CallResult:
+    def result_as_is(self, status: CallStatus, reason: Reason | str | None,
+                     message: str | None, **extra: Any) -> CallResult:
+        """Like :meth:`result`, for a message the caller already made safe (with
+        :func:`safe_message` and a redactor that knows more, e.g. the call's own secrets)."""
         return CallResult(
             call_id=self.call_id, status=status, tool=self.tool_name, action=self.action,
             reason=reason, message=message, tool_version=self.tool_version, risk=self.risk,
@@ -151,4 +153,4 @@ class CallState:
         message = safe_message(message, self.redactor) if message else None
         self.emit(event, reason=str(reason), duration_ms=self.elapsed_ms(),
                   **({"message": message} if message else {}))
-        return self._result(status, reason, message or str(reason), **extra)
+        return self.result_as_is(status, reason, message or str(reason), **extra)
