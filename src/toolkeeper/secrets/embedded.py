@@ -32,6 +32,7 @@ from toolkeeper.errors import ConfigError, ToolError
 from toolkeeper.secrets.base import BlobStore, SecretNotFound
 
 KEY_ENV = "TOOLKEEPER_SECRETS_KEY"
+KEY_FILE_ENV = "TOOLKEEPER_SECRETS_KEY_FILE"
 KEY_BYTES = 32
 _VERSION = b"\x01"
 _TENANT_BOUND = b"\x02"
@@ -182,7 +183,7 @@ def read_key_file(key_file: str | Path, what: str) -> bytes:
 DEMO_KEY_FILE = Path("toolkeeper-secrets.key")
 """Where ``serve --demo`` keeps a generated master key (working directory)."""
 
-_KEY_SOURCES = (KEY_ENV, "TOOLKEEPER_SECRETS_KEY_FILE", "TOOLKEEPER_AUDIT_KEY",
+_KEY_SOURCES = (KEY_ENV, KEY_FILE_ENV, "TOOLKEEPER_AUDIT_KEY",
                 "TOOLKEEPER_AUDIT_KEY_FILE")
 
 

@@ -30,12 +30,12 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from toolkeeper.errors import ConfigError
-from toolkeeper.secrets.embedded import KEY_BYTES, _decode_key, load_master_key
-from toolkeeper.secrets.embedded import read_key_file as read_private_key
+from toolkeeper.secrets.embedded import KEY_BYTES, _decode_key, load_master_key, read_key_file
+from toolkeeper.secrets.embedded import KEY_ENV as SECRETS_KEY_ENV
+from toolkeeper.secrets.embedded import KEY_FILE_ENV as SECRETS_KEY_FILE_ENV
 
 KEY_ENV = "TOOLKEEPER_AUDIT_KEY"
 KEY_FILE_ENV = "TOOLKEEPER_AUDIT_KEY_FILE"
-SECRETS_KEY_FILE_ENV = "TOOLKEEPER_SECRETS_KEY_FILE"
 PLAIN = "sha256:"
 KEYED = "hmac-sha256:"
 _HKDF_INFO = b"toolkeeper audit chain v1"
@@ -83,11 +83,6 @@ def derive(master_key: bytes) -> bytes:
                 info=_HKDF_INFO).derive(master_key)
 
 
-def read_key_file(path: str | Path) -> bytes:
-    """A base64 audit key file that group and others cannot access."""
-    return read_private_key(path, "audit key file")
-
-
 def load_audit_key(*, key: bytes | None = None, key_file: str | Path | None = None,
                    secrets_key_file: str | Path | None = None,
                    environ: Mapping[str, str] | None = None) -> AuditKey | None:
@@ -100,8 +95,8 @@ def load_audit_key(*, key: bytes | None = None, key_file: str | Path | None = No
         return AuditKey(_decode_key(env[KEY_ENV], KEY_ENV))
     key_file = key_file or env.get(KEY_FILE_ENV) or None
     if key_file is not None:
-        return AuditKey(read_key_file(key_file))
+        return AuditKey(read_key_file(key_file, "audit key file"))
     secrets_key_file = secrets_key_file or env.get(SECRETS_KEY_FILE_ENV) or None
-    if env.get("TOOLKEEPER_SECRETS_KEY") or secrets_key_file is not None:
+    if env.get(SECRETS_KEY_ENV) or secrets_key_file is not None:
         return AuditKey(derive(load_master_key(env, secrets_key_file)))
     return None
