@@ -15,7 +15,6 @@ from typing import Any
 import anyio
 
 from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed
-from toolkeeper.identities import AgentPrincipals, TokenCache
 from toolkeeper.loops import ThreadLoops
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode
@@ -44,6 +43,7 @@ from toolkeeper.services.calls import CallService
 from toolkeeper.services.registry import RegistryService
 from toolkeeper.store import Store, changes
 from toolkeeper.store.records import ApprovalRecord
+from toolkeeper.token_cache import AgentPrincipals, TokenCache
 from toolkeeper.upstream.link import SERVERS_SETTING, Resync, make_pool, servers_from
 from toolkeeper.upstream.servers import LazyPool
 
@@ -223,7 +223,7 @@ class Gateway:
 
     def authenticate(self, token: str) -> Principal | None:
         """The principal of a token; ``None`` for unknown or revoked tokens (cached: see
-        :class:`toolkeeper.identities.TokenCache`)."""
+        :class:`toolkeeper.token_cache.TokenCache`)."""
         return self._tokens.authenticate(token)
 
     def cached_principal(self, token: str) -> Principal | None:

@@ -15,9 +15,9 @@ from toolkeeper import Gateway
 from toolkeeper.errors import ToolError
 from toolkeeper.secrets.embedded import EmbeddedSecretsStore
 from toolkeeper.store import Store
+from toolkeeper.store.blobs import BlobRepo
 from toolkeeper.store.db import Database
 from toolkeeper.store.migrate import current, upgrade
-from toolkeeper.store.misc import BlobRepo
 
 KEY = os.urandom(32)
 

@@ -13,7 +13,7 @@ from toolkeeper.model.enums import ApprovalStatus, CallStatus, Gate, Risk
 from toolkeeper.model.events import EventType
 from toolkeeper.model.gates import stricter
 from toolkeeper.model.reasons import Reason
-from toolkeeper.pipeline.bindings import approval_problem, find_open_approval
+from toolkeeper.pipeline.approval_binding import approval_problem, find_open_approval
 from toolkeeper.pipeline.idempotency import recorded_repeat
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState

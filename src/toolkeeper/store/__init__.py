@@ -6,11 +6,14 @@ from toolkeeper.store.approvals import ApprovalRepo
 from toolkeeper.store.audit import AuditRepo
 from toolkeeper.store.audit_checkpoints import Checkpoints
 from toolkeeper.store.audit_key import AuditKey
+from toolkeeper.store.blobs import BlobRepo
 from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
-from toolkeeper.store.misc import BlobRepo, RateRepo, TokenRepo, TurnRepo
 from toolkeeper.store.outcomes import OutcomeRepo
+from toolkeeper.store.rates import RateRepo
 from toolkeeper.store.registry import RegistryRepo
+from toolkeeper.store.tokens import TokenRepo
+from toolkeeper.store.turns import TurnRepo
 
 
 class Store:

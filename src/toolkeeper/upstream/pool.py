@@ -92,7 +92,7 @@ class UpstreamPool:
 
     async def _local(self, cfg: ServerConfig) -> Any:
         """This loop's lean client of ``cfg`` (``None``: the server needs the SDK's)."""
-        from toolkeeper.upstream.lean import HandshakeRefused, LeanHttpClient
+        from toolkeeper.upstream.http_client import HandshakeRefused, LeanHttpClient
 
         key = (cfg.name, id(asyncio.get_running_loop()))
         found = self._lean.get(key)
@@ -209,7 +209,7 @@ class UpstreamPool:
         """Holds one client open until told to stop or until it breaks: the lean client for
         HTTP servers that handshake in the 2025 era, else the SDK's."""
         from mcp import Client
-        from toolkeeper.upstream.lean import HandshakeRefused, LeanHttpClient
+        from toolkeeper.upstream.http_client import HandshakeRefused, LeanHttpClient
 
         try:
             async with contextlib.AsyncExitStack() as stack:

@@ -7,7 +7,7 @@ from typing import Any
 
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
-from toolkeeper.store.misc import hash_token
+from toolkeeper.store.tokens import hash_token
 
 
 class TokenCache:
