@@ -165,3 +165,16 @@ def test_check_file_turns_load_errors_into_violations(tmp_path: Path) -> None:
 
 def test_example_config_passes_check() -> None:
     assert check_file(EXAMPLE) == []
+
+
+def test_a_literal_credential_is_refused_with_the_rest_code_and_advice() -> None:
+    """Config and REST refuse a credential written into a tool the same way: the code
+    ``secret_literal_refused`` and the advice to store it under ``PUT /credentials`` and
+    write a ``${secret:…}`` reference in its place."""
+    text = ("version: 1\ntools:\n  - name: w\n    implementation_type: http\n"
+            "    implementation:\n      headers: {Authorization: Bearer hunter2}\n")
+    [violation] = check(load_text(text, "tk.yaml"), base_dir=HERE)
+    assert violation.rule == "secret_literal_refused"
+    assert "PUT /credentials/" in violation.message
+    assert "${secret:connector/key}" in violation.message
+    assert "hunter2" not in str(violation)

@@ -224,4 +224,4 @@ def test_a_literal_token_in_a_server_header_is_a_check_violation(tmp_path: Path)
     cfg = _config(tmp_path, [server], ["api_search"])  # imported at apply: unknown offline
     found = check_file(cfg)
     assert [(v.rule, v.path) for v in found] == [
-        ("literal_secret", "servers[0].headers.Authorization")]
+        ("secret_literal_refused", "servers[0].headers.Authorization")]

@@ -31,7 +31,7 @@ from toolkeeper.model.gates import GateMatrix, stricter
 from toolkeeper.model.profile import Activation, Profile
 from toolkeeper.model.tool import NAME_RE, ToolDefinition
 from toolkeeper.providers.base import ToolPolicy
-from toolkeeper.secrets.base import literal_secrets
+from toolkeeper.secrets.base import LITERAL_SECRET_ADVICE, literal_secrets
 
 __all__ = ["Rule", "Violation", "check", "check_file"]
 
@@ -86,8 +86,8 @@ def check(config: ConfigFile, *, base_dir: Path, tests_dir: Path | None = None,
     for i, server in enumerate(config.servers):
         for where in ("headers", "env"):
             for path in literal_secrets(getattr(server, where), ("servers", i, where)):
-                ctx.add(Rule.LITERAL_SECRET, path, "a literal secret in config; store it in "
-                        "the secrets backend and write ${secret:connector/key}")
+                ctx.add(Rule.LITERAL_SECRET, path,
+                        f"a literal credential in config: {LITERAL_SECRET_ADVICE}")
     for i, profile in enumerate(config.profiles):
         for j, act in enumerate(profile.activations):
             _check_activation(ctx, profile, act, ("profiles", i, "activations", j))
@@ -112,8 +112,8 @@ def _check_tools(ctx: _Ctx, resolved: list[ResolvedTool]) -> None:
         if rt.problem is not None:
             ctx.add(Rule(rt.problem[0]), rt.path, rt.problem[1])
         for path in literal_secrets(rt.entry.model_dump(mode="json"), rt.path):
-            ctx.add(Rule.LITERAL_SECRET, path, "a literal secret in config; store it in the "
-                    "secrets backend and write ${secret:connector/key}")
+            ctx.add(Rule.LITERAL_SECRET, path,
+                    f"a literal credential in config: {LITERAL_SECRET_ADVICE}")
         if rt.definition is None:
             continue
         key = (rt.tenant or "*", rt.definition.name)
@@ -198,8 +198,8 @@ def _check_activation(ctx: _Ctx, profile: Profile, act: Activation, path: NodePa
             ctx.add(Rule.UNKNOWN_ACTION, (*path, "gates", name), f"{d.name} has no action "
                     f"{name!r}")
     for secret_path in literal_secrets(act.policy, (*path, "policy")):
-        ctx.add(Rule.LITERAL_SECRET, secret_path, "a literal secret in a policy; use "
-                "${secret:connector/key}")
+        ctx.add(Rule.LITERAL_SECRET, secret_path,
+                f"a literal credential in a policy: {LITERAL_SECRET_ADVICE}")
     policy = _validated_policy(ctx, tool, act, (*path, "policy"))
     if not act.enabled:
         return

@@ -22,7 +22,7 @@ class Rule(StrEnum):
     FUNCTION_INVALID = "function_invalid"
     FUNCTION_NOT_ALLOWED = "function_not_allowed"
     NAME_COLLISION = "name_collision"
-    LITERAL_SECRET = "literal_secret"
+    LITERAL_SECRET = "secret_literal_refused"  # the REST reason code too
     DUPLICATE_TOOL = "duplicate_tool"
     DUPLICATE_PROFILE = "duplicate_profile"
     DUPLICATE_AGENT = "duplicate_agent"

@@ -99,6 +99,11 @@ _SENSITIVE_WORDS = frozenset({"token", "secret", "secrets", "password", "passwd"
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 
 
+LITERAL_SECRET_ADVICE = ("store the value with PUT /credentials/{connector}/{key} and write "
+                         "${secret:connector/key} in its place")
+"""What to do instead of writing a credential into config (REST and config say the same)."""
+
+
 def sensitive(key: str) -> bool:
     """Does this config key name a credential? (``api_key``, ``X-Api-Key``, ``apiKey``,
     ``accessToken``, ``Authorization``, ``client_secret``, ``db_password``…; in snake,

@@ -22,7 +22,7 @@ from toolkeeper.errors import OperationRefused
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.factory import tenant_code_problem
-from toolkeeper.secrets.base import literal_secrets
+from toolkeeper.secrets.base import LITERAL_SECRET_ADVICE, literal_secrets
 
 _OPERATOR_ONLY = "Python code comes only from the operator"
 
@@ -75,8 +75,7 @@ def refuse_literal_secrets(tool: ToolDefinition) -> None:
         return
     pointers = ["/" + "/".join(str(p).replace("~", "~0").replace("/", "~1") for p in path)
                 for path in found]
-    advice = ("store the value with PUT /credentials/{connector}/{key} and write "
-              "${secret:connector/key} in its place")
+    advice = LITERAL_SECRET_ADVICE
     raise OperationRefused(
         Reason.SECRET_LITERAL_REFUSED, f"{pointers[0]} holds a literal credential: {advice}",
         errors=[{"pointer": p, "message": f"a literal credential: {advice}"} for p in pointers])
