@@ -44,8 +44,8 @@ from toolkeeper.services.registry import RegistryService
 from toolkeeper.store import Store, changes
 from toolkeeper.store.records import ApprovalRecord
 from toolkeeper.token_cache import AgentPrincipals, TokenCache
+from toolkeeper.upstream.lazy import LazyPool
 from toolkeeper.upstream.link import SERVERS_SETTING, Resync, make_pool, servers_from
-from toolkeeper.upstream.servers import LazyPool
 
 log = logging.getLogger("toolkeeper")
 
