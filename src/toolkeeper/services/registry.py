@@ -7,7 +7,6 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from toolkeeper.bounds import check_tool
 from toolkeeper.canonical import digest
 from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import ToolStatus
@@ -16,6 +15,7 @@ from toolkeeper.model.mcp_names import check_names, mcp_names
 from toolkeeper.model.profile import Agent, Profile
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.providers.ceiling import check_tool
 from toolkeeper.providers.native import BaseTool
 from toolkeeper.services.events import system_event
 from toolkeeper.services.tool_code import check_tenant_code, refuse_literal_secrets
