@@ -32,9 +32,11 @@ $(PEERS_STAMP): $(STAMP) $(PEERS)/package.json $(PEERS)/package-lock.json
 test: venv peers
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
+# lint-imports: the layering contracts of pyproject.toml (docs/architecture.md)
 lint: venv
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: venv
 	$(BIN)/python -m toolkeeper.bench
