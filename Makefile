@@ -49,5 +49,5 @@ run: venv
 
 # Leaves .venv alone: rebuilding it is slow and other checkouts' tools may be running in it.
 clean:
-	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache src/*.egg-info
 	find src tests -name __pycache__ -type d -prune -exec rm -rf {} +
