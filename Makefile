@@ -32,9 +32,11 @@ $(PEERS_STAMP): $(STAMP) $(PEERS)/package.json $(PEERS)/package-lock.json
 test: venv peers
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
+# lint-imports: the layering contracts of pyproject.toml (docs/architecture.md)
 lint: venv
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: venv
 	$(BIN)/python -m toolkeeper.bench
@@ -47,5 +49,5 @@ run: venv
 
 # Leaves .venv alone: rebuilding it is slow and other checkouts' tools may be running in it.
 clean:
-	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis src/*.egg-info
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache .hypothesis .import_linter_cache src/*.egg-info
 	find src tests -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -62,8 +62,7 @@ from toolkeeper.pipeline.runtime import Settings
 from toolkeeper.providers.base import ToolContext, ToolPolicy
 from toolkeeper.providers.native import BaseTool, tool
 from toolkeeper.store import Store
-
-__version__ = "0.1.0"
+from toolkeeper.version import __version__
 
 __all__ = [
     "ActionSpec",

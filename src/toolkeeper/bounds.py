@@ -3,7 +3,8 @@
 Some policy values reach outside the gateway's process: a repository or filesystem root, a
 command, a network allow-list. Such a field is declared once, on its model, with a marker
 (``repo_root: Annotated[str | None, HostPath()]``); the write-time checks of every face and
-the call-time check of the pipeline find it here.
+the call-time check of the pipeline find it here (whole tool definitions are checked by
+``toolkeeper.providers.ceiling``, which knows each implementation's model).
 
 Who wrote a value decides whether it is bounded. The operator (config files and library
 code: tools and profiles of origin ``code``/``config``) sets anything. A tenant (whatever was
@@ -39,7 +40,6 @@ from toolkeeper.netguard import METADATA_NETWORKS, IPNetwork
 
 if TYPE_CHECKING:
     from toolkeeper.model.tool import ToolDefinition
-    from toolkeeper.providers.factory import ProviderFactory
 
 Kind = Literal["paths", "networks", "commands"]
 _net = ipaddress.ip_network
@@ -206,23 +206,6 @@ def _strings(value: Any) -> tuple[str, ...]:
     return ()
 
 
-def definition_excess(tool: ToolDefinition, policy_model: type[BaseModel],
-                      bounds: TenantBounds) -> list[Excess]:
-    """What a tenant's own tool (origin ``api``) sets beyond the ceiling: tool-level policy
-    and implementation config. An operator's tool is its own ceiling: nothing."""
-    if tool.origin != "api":
-        return []
-    from toolkeeper.providers.factory import implementation_model
-
-    found = excess(policy_model, tool.policy, bounds, at="/policy")
-    config_model = implementation_model(tool.implementation_type)
-    if config_model is not None:
-        # pointed at as REST names the field (the entry-point checks do the same)
-        found += excess(config_model, tool.implementation, bounds,
-                        at="/implementation_config")
-    return found
-
-
 def activation_excess(policy: Mapping[str, Any], tool: ToolDefinition,
                       policy_model: type[BaseModel], bounds: TenantBounds, *,
                       at: str = "/policy") -> list[Excess]:
@@ -230,17 +213,6 @@ def activation_excess(policy: Mapping[str, Any], tool: ToolDefinition,
     its own values to the ceiling)."""
     operator = {} if tool.origin == "api" else tool.policy
     return excess(policy_model, policy, bounds, operator=operator, at=at)
-
-
-def call_excess(tool: ToolDefinition, policy_model: type[BaseModel],
-                activation_policy: Mapping[str, Any] | None, tenant_profile: bool,
-                bounds: TenantBounds) -> list[Excess]:
-    """At call time: what the tenant wrote into the tool or the profile's activation that
-    lies beyond the ceiling (a value stored by any path is checked, not only REST's)."""
-    found = definition_excess(tool, policy_model, bounds)
-    if tenant_profile and activation_policy:
-        found += activation_excess(activation_policy, tool, policy_model, bounds)
-    return found
 
 
 def refuse(found: Sequence[Excess], what: str = "the policy") -> None:
@@ -251,8 +223,3 @@ def refuse(found: Sequence[Excess], what: str = "the policy") -> None:
             Reason.POLICY_EXCEEDS_BOUNDS, f"{what} exceeds what the operator allows: "
             f"{found[0].message}{more}",
             errors=[{"pointer": e.pointer, "message": e.message} for e in found])
-
-
-def check_tool(tool: ToolDefinition, factory: ProviderFactory, bounds: TenantBounds) -> None:
-    """Refuse a tenant's tool definition that reaches beyond the ceiling (REST writes)."""
-    refuse(definition_excess(tool, factory.policy_model(tool), bounds), f"tool {tool.name!r}")

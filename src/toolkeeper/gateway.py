@@ -7,8 +7,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from toolkeeper.observability.calls import observe_call
 from toolkeeper.observability.logs import redact_handlers
 from toolkeeper.observability.metrics import Metrics
 from toolkeeper.observability.tracing import record_span, tracer_from_global
-from toolkeeper.opening import tenant_policy
+from toolkeeper.opening import open_gateway, tenant_policy
 from toolkeeper.pipeline import steps
 from toolkeeper.pipeline.audit_sink import AuditSink
 from toolkeeper.pipeline.catalog import Catalog, TenantPolicy
@@ -39,13 +39,17 @@ from toolkeeper.secrets.credentials import TenantCredentials, redactable
 from toolkeeper.secrets.embedded import KEY_ENV
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.approvals import ApprovalService
+from toolkeeper.services.batch import Batches
 from toolkeeper.services.calls import CallService
+from toolkeeper.services.changes import DefinitionChanges
+from toolkeeper.services.events import system_event
 from toolkeeper.services.registry import RegistryService
+from toolkeeper.services.upstreams import UpstreamSync
 from toolkeeper.store import Store, changes
+from toolkeeper.store.db import utcnow
 from toolkeeper.store.records import ApprovalRecord
 from toolkeeper.token_cache import AgentPrincipals, TokenCache
-from toolkeeper.upstream.link import SERVERS_SETTING, Resync, make_pool, servers_from
-from toolkeeper.upstream.servers import LazyPool
+from toolkeeper.upstream.link import SERVERS_SETTING, servers_from
 
 log = logging.getLogger("toolkeeper")
 
@@ -72,7 +76,6 @@ class Gateway:
         self._secrets = secrets
         self._tracer = tracer if tracer is not None else tracer_from_global()
         self._next_recovery = time.monotonic() + self.settings.recovery_every_s
-        self._resync = Resync(self)
         sink = AuditSink(store.audit)
         shared: Any = store.rates if shared_rate_limits else None
         self._notifier: Any = None
@@ -88,21 +91,18 @@ class Gateway:
             health=health, rates=RateLimiter(shared), credentials=self.credentials,
             turns=TurnCounter(), concurrency=ConcurrencyGroups(), settings=self.settings,
         )
-        self._rt.upstreams = self.upstreams = LazyPool(lambda: make_pool(self))
         self._loops = ThreadLoops()
         self._agent_principals = AgentPrincipals()
         self._definitions_seen = -1
-        self._batch = threading.local()  # per thread: {depth, dirty}
+        self._changes = DefinitionChanges(self.reload, self._publish_change)
         self._reloading = threading.RLock()
         self._tokens = TokenCache(store.tokens)
         self._tokens_seen = changes.version(store.db, "tokens")
         self._closed = False
         self._unredact_logs: Callable[[], None] = lambda: None
-        self.registry = RegistryService(self)
-        self.approvals = ApprovalService(self)
-        self.calls = CallService(self)
+        self._wire_services()
         self.metrics.pending_from(
-            lambda tenant: self.store.approvals.pending_by_tenant(_now(), tenant))
+            lambda tenant: self.store.approvals.pending_by_tenant(utcnow(), tenant))
         self.reload()
         # background work starts only now that the gateway is complete
         sink.set_housekeeping(self._housekeeping)
@@ -110,6 +110,27 @@ class Gateway:
             from toolkeeper.store.redis import ChangeNotifier
 
             self._notifier = ChangeNotifier(redis_url, self.reload)
+
+    def _wire_services(self) -> None:
+        """The services get what they use, never the gateway (``services/``)."""
+        store, rt = self.store, self._rt
+
+        def catalog() -> Catalog:
+            return rt.catalog
+
+        def redactor() -> Redactor:
+            return rt.redactor
+
+        self.registry = RegistryService(store, factory=self.factory, settings=self.settings,
+                                        catalog=catalog, changed=self.definitions_changed)
+        self.approvals = ApprovalService(store, redactor=redactor)
+        self.calls = CallService(store, call=self.call, catalog=catalog, redactor=redactor)
+        self._batches = Batches(store, call=self.call, calls=self.calls, catalog=catalog)
+        self._upstream = UpstreamSync(self.registry, store, catalog=catalog,
+                                      secrets=self._secrets, batch=self.changes_batch,
+                                      resync_s=self.settings.mcp_resync_s,
+                                      closed=lambda: self._closed)
+        rt.upstreams = self.upstreams = self._upstream.pool
 
     @classmethod
     def open(cls, url: str | None = None, *, config: str | Path | None = None,
@@ -130,8 +151,6 @@ class Gateway:
         (see :meth:`redact_logs`).
         ``audit_key``/``audit_key_file``/``audit_checkpoint_path``: docs/audit-integrity.md.
         """
-        from toolkeeper.opening import open_gateway
-
         gw = open_gateway(cls, url, config=config, mode=mode, secrets=secrets,
                           secrets_key_file=secrets_key_file, natives=natives,
                           functions=functions, recover=recover, settings=settings)
@@ -205,10 +224,8 @@ class Gateway:
                     principal: Principal | None = None,
                     token: str | None = None) -> list[CallResult]:
         """Run several calls (SPEC §5); results come back in request order."""
-        from toolkeeper.services.batch import run_batch
-
         principal = principal or self.principal(agent=agent, tenant_id=tenant_id, token=token)
-        return await run_batch(self, list(requests), mode=mode, principal=principal)
+        return await self._batches.run(list(requests), mode=mode, principal=principal)
 
     # -- identities ----------------------------------------------------------------------
 
@@ -256,27 +273,17 @@ class Gateway:
         """After a definition write: reload here and tell the other processes now (Redis);
         without Redis they notice the database's change counter within about a second.
         Inside :meth:`changes_batch` this happens once, when the batch ends."""
-        if getattr(self._batch, "depth", 0):
-            self._batch.dirty = True
-            return
-        self.reload()
-        if self._notifier is not None:
-            self._notifier.publish()
+        self._changes.changed()
 
-    @contextmanager
-    def changes_batch(self) -> Iterator[None]:
+    def changes_batch(self) -> AbstractContextManager[None]:
         """Many definition writes (a config apply), one reload at the end instead of one
         per write (each reload re-reads the whole catalog). Per thread: another thread's
         writes (an upstream server's re-listing) reload as usual."""
-        batch = self._batch
-        batch.depth = getattr(batch, "depth", 0) + 1
-        try:
-            yield
-        finally:
-            batch.depth -= 1
-            if not batch.depth and getattr(batch, "dirty", False):
-                batch.dirty = False
-                self.definitions_changed()
+        return self._changes.batch()
+
+    def _publish_change(self) -> None:
+        if self._notifier is not None:
+            self._notifier.publish()
 
     @property
     def catalog(self) -> Catalog:
@@ -323,8 +330,6 @@ class Gateway:
             self._rt.redactor = self._build_redactor()
 
     def _health_changed(self, tool: str, old: Any, new: Any, error: str | None) -> None:
-        from toolkeeper.services.events import system_event
-
         tenant, _, name = tool.partition(":")
         self._rt.sink.submit([system_event(EventType.TOOL_HEALTH_CHANGED, tenant, tool=name,
                                            old=str(old), new=str(new), error=error)])
@@ -347,7 +352,7 @@ class Gateway:
             stale = self.calls.recover()
             if stale:
                 log.warning("marked %d stale in_progress outcomes unknown", len(stale))
-        self._resync.tick()
+        self._upstream.tick()
 
     def flush(self) -> None:
         """Write queued audit events now."""
@@ -355,10 +360,8 @@ class Gateway:
 
     def sync_servers(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """List the configured upstream MCP servers (or ``names``): import new tools,
-        quarantine drifted ones (see :func:`toolkeeper.upstream.link.sync_servers`)."""
-        from toolkeeper.upstream.link import sync_servers
-
-        return sync_servers(self, names)
+        quarantine drifted ones (see :class:`toolkeeper.services.upstreams.UpstreamSync`)."""
+        return self._upstream.servers(names)
 
     @property
     def closed(self) -> bool:
@@ -388,12 +391,6 @@ class Gateway:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _now() -> Any:
-    from toolkeeper.store.db import utcnow
-
-    return utcnow()
 
 
 __all__ = ["Gateway", "Reason", "Settings"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from toolkeeper.errors import ConfigError
 from toolkeeper.model.enums import Mode
@@ -22,15 +22,26 @@ from toolkeeper.store.audit_key import AuditKey, load_audit_key
 AUTO = "auto"
 CHECKPOINTS_ENV = "TOOLKEEPER_AUDIT_CHECKPOINTS"
 
-if TYPE_CHECKING:
-    from toolkeeper.gateway import Gateway
+
+if TYPE_CHECKING:  # for the type only: the config package loads when a file is given
+    from toolkeeper.config.apply import ConfigTarget
+    from toolkeeper.services.calls import CallService
+
+    class Opened(ConfigTarget, Protocol):
+        """What opening needs of the gateway it builds (``gateway.py`` sits above)."""
+
+        @property
+        def calls(self) -> CallService: ...
+        def close(self) -> None: ...
+
+    G = TypeVar("G", bound=Opened)
 
 
-def open_gateway(cls: type[Gateway], url: str | None, *, config: str | Path | None,
+def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path | None,
                  mode: Mode | str | None, secrets: SecretsStore | str | None,
                  secrets_key_file: str | Path | None, natives: Mapping[str, Any] | None,
                  functions: Mapping[str, Callable[..., Any]] | None, recover: bool,
-                 settings: dict[str, Any]) -> Gateway:
+                 settings: dict[str, Any]) -> G:
     """See :meth:`Gateway.open`."""
     from toolkeeper.builtins import BUILTINS
     from toolkeeper.store.db import DEFAULT_URL

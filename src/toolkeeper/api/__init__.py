@@ -9,7 +9,6 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from toolkeeper import __version__
 from toolkeeper.api.errors import HANDLERS
 from toolkeeper.api.limits import BodyGuard, UnicodeGuard
 from toolkeeper.api.routes import (
@@ -23,6 +22,7 @@ from toolkeeper.api.routes import (
     tools,
 )
 from toolkeeper.gateway import Gateway
+from toolkeeper.version import __version__
 
 
 @dataclass(slots=True, kw_only=True)

@@ -9,10 +9,11 @@ event with the file's digest.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from toolkeeper.canonical import digest
 from toolkeeper.config.check import Rule, check
@@ -23,18 +24,36 @@ from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.profile import Agent, Profile
+from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import BlobStore, SecretsStore
 from toolkeeper.services.events import system_event
-from toolkeeper.services.registry import content_hash, semver_key
-
-if TYPE_CHECKING:
-    from toolkeeper.gateway import Gateway
+from toolkeeper.services.registry import RegistryService, content_hash, semver_key
+from toolkeeper.store import Store
+from toolkeeper.upstream.link import SERVERS_SETTING
 
 ADVISORY_RULES = frozenset({Rule.UNGATED_HIGH_RISK, Rule.POLICY_MODEL_MISSING,
                             Rule.TESTS_MISSING})
 """Governance findings ``check`` reports (CI fails on them) that do not block an apply."""
 _LIVE = (ToolStatus.PUBLISHED, ToolStatus.DEPRECATED)
 R = TypeVar("R", Profile, Agent)
+
+
+class ConfigTarget(Protocol):
+    """What an apply writes through: a ``Gateway`` (config sits below it, so it names
+    only what it uses)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def factory(self) -> ProviderFactory: ...
+    @property
+    def registry(self) -> RegistryService: ...
+    @property
+    def catalog(self) -> Catalog: ...
+    def changes_batch(self) -> AbstractContextManager[None]: ...
+    def definitions_changed(self) -> None: ...
+    def sync_servers(self, names: Sequence[str] | None = None) -> dict[str, Any]: ...
 
 
 @dataclass(slots=True)
@@ -64,13 +83,13 @@ class _ToolPlan:
     """``create``, ``update``, ``publish`` or ``keep``."""
 
 
-def apply_file(gw: Gateway, path: str | Path, *, prune: bool = False) -> ApplyReport:
+def apply_file(gw: ConfigTarget, path: str | Path, *, prune: bool = False) -> ApplyReport:
     """Load the config at ``path`` and apply it (relative paths resolve next to it)."""
     config = load_file(path)
     return apply_config(gw, config, base_dir=Path(path).resolve().parent, prune=prune)
 
 
-def apply_config(gw: Gateway, config: ConfigFile, *, base_dir: Path,
+def apply_config(gw: ConfigTarget, config: ConfigFile, *, base_dir: Path,
                  prune: bool = False) -> ApplyReport:
     """Sync upstream MCP servers (connecting to each to import its tools), tools, the
     function allow-list, tenant policy, profiles and agents to ``gw``."""
@@ -96,11 +115,9 @@ def apply_config(gw: Gateway, config: ConfigFile, *, base_dir: Path,
     return report
 
 
-def _sync_servers(gw: Gateway, config: ConfigFile) -> None:
+def _sync_servers(gw: ConfigTarget, config: ConfigFile) -> None:
     """Store the servers (every replica reads them), then list each and import its tools.
     An unreachable server is logged and keeps its imported tools as they were."""
-    from toolkeeper.upstream.link import SERVERS_SETTING
-
     wanted = [s.model_dump(mode="json") for s in config.servers]
     reg = gw.store.registry
     if (reg.get_setting(SERVERS_SETTING) or []) != wanted:
@@ -110,7 +127,7 @@ def _sync_servers(gw: Gateway, config: ConfigFile) -> None:
         gw.sync_servers([s.name for s in config.servers])
 
 
-def _refuse_violations(gw: Gateway, config: ConfigFile, base_dir: Path) -> None:
+def _refuse_violations(gw: ConfigTarget, config: ConfigFile, base_dir: Path) -> None:
     found = [v for v in check(config, base_dir=base_dir, known_tools=gw.catalog.all_tools(),
                               known_functions=gw.factory.functions, natives=gw.factory.natives)
              if v.rule not in ADVISORY_RULES]
@@ -122,7 +139,7 @@ def _refuse_violations(gw: Gateway, config: ConfigFile, base_dir: Path) -> None:
                           problems=[str(v) for v in found])
 
 
-def _plan(gw: Gateway, config: ConfigFile, rt: ResolvedTool) -> _ToolPlan:
+def _plan(gw: ConfigTarget, config: ConfigFile, rt: ResolvedTool) -> _ToolPlan:
     d = rt.definition
     assert d is not None  # unresolvable entries were refused by the check
     label = f"tool:{d.tenant_id + '/' if d.tenant_id else ''}{d.name}"
@@ -155,7 +172,7 @@ def _older(version: str, latest: str) -> bool:
         return False  # not semver: the registry's publish refuses it with its own reason
 
 
-def _apply_tool(gw: Gateway, config: ConfigFile, plan: _ToolPlan) -> None:
+def _apply_tool(gw: ConfigTarget, config: ConfigFile, plan: _ToolPlan) -> None:
     rt, d = plan.resolved, plan.resolved.definition
     assert d is not None
     if rt.native is not None:
@@ -187,7 +204,8 @@ def _record(report: ApplyReport, op: str, label: str) -> None:
     {"create": report.created, "keep": report.unchanged}.get(op, report.updated).append(label)
 
 
-def _sync_tenant(gw: Gateway, report: ApplyReport, tenant: str, wanted: dict[str, Any]) -> None:
+def _sync_tenant(gw: ConfigTarget, report: ApplyReport, tenant: str,
+                 wanted: dict[str, Any]) -> None:
     label = f"tenant:{tenant}"
     stored = (gw.store.registry.get_setting("tenant_policies") or {}).get(tenant)
     if stored is not None and digest(stored) == digest(wanted):
@@ -199,7 +217,7 @@ def _sync_tenant(gw: Gateway, report: ApplyReport, tenant: str, wanted: dict[str
     (report.updated if stored is not None else report.created).append(label)
 
 
-def _sync_profiles(gw: Gateway, config: ConfigFile, report: ApplyReport) -> None:
+def _sync_profiles(gw: ConfigTarget, config: ConfigFile, report: ApplyReport) -> None:
     wanted = [p.model_copy(update={"origin": "config"}) for p in config.profiles]
     _sync_named(report, "profile", wanted, gw.store.registry.profiles(),
                 gw.registry.put_profile)
@@ -229,7 +247,7 @@ def mentioned_tenants(config: ConfigFile) -> set[str]:
     return found
 
 
-def _prune(gw: Gateway, config: ConfigFile, report: ApplyReport) -> None:
+def _prune(gw: ConfigTarget, config: ConfigFile, report: ApplyReport) -> None:
     reg = gw.store.registry
     for tenant in sorted(mentioned_tenants(config)):
         keep_agents = {a.name for a in config.agents if a.tenant_id == tenant}

@@ -25,13 +25,13 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolkeeper import __version__
 from toolkeeper.mcp import results
 from toolkeeper.mcp.notify import ChangeNotifier
 from toolkeeper.mcp.state import state_key
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus
+from toolkeeper.version import __version__
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway

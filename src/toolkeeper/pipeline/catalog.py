@@ -24,6 +24,7 @@ from toolkeeper.model.enums import Mode, Risk, ToolStatus
 from toolkeeper.model.gates import GateMatrix
 from toolkeeper.model.profile import Activation, Adjuster, Agent, Condition, Limits, Profile
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.pipeline.coercions import Coercions
 from toolkeeper.providers.base import Provider, ToolPolicy
 
 ProviderFactory = Callable[[ToolDefinition], Provider]
@@ -91,8 +92,6 @@ class CompiledTool:
         """The documented coercions this action's schema allows (see ``validate``)."""
         c = self._coercions.get(action)
         if c is None:
-            from toolkeeper.pipeline.validate import Coercions
-
             c = self._coercions[action] = Coercions.of(
                 self.definition.action_input_schema(action))
         return c

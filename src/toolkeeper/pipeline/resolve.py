@@ -3,7 +3,6 @@ and what a tenant wrote into its policy stays within the operator's ceiling."""
 
 from __future__ import annotations
 
-from toolkeeper.bounds import call_excess
 from toolkeeper.errors import UserError
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import Mode, ToolStatus
@@ -11,6 +10,7 @@ from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
+from toolkeeper.providers.ceiling import call_excess
 from toolkeeper.providers.factory import EntryPointNotAllowed
 
 _RUNNABLE = {

@@ -1,17 +1,10 @@
-"""Step 3: arguments against the action's JSON Schema, with only documented coercions.
-
-Coercions (the only ones):
-- ``None`` arguments are ``{}``;
-- a bare string, when the schema has exactly one required property and it is a string,
-  becomes ``{that_property: string}``;
-- a property may declare ``"x-aliases": ["q", …]``; an alias key is renamed to the property
-  when the property itself is absent.
-"""
+"""Step 3: arguments against the action's JSON Schema, with only the documented coercions
+(``toolkeeper.pipeline.coercions``)."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from operator import attrgetter
 from typing import Any
 
@@ -24,53 +17,11 @@ from toolkeeper.canonical import (
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.coercions import coerce
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 
 MAX_ERRORS = 20
-
-
-@dataclass(frozen=True, slots=True)
-class Coercions:
-    """What an action's schema allows to be coerced, worked out once per tool version."""
-
-    bare_string: str | None
-    """The single required string property a bare string fills."""
-    aliases: tuple[tuple[str, tuple[str, ...]], ...]
-    """(property, its declared ``x-aliases``) pairs."""
-
-    @classmethod
-    def of(cls, schema: dict[str, Any]) -> Coercions:
-        props = schema.get("properties")
-        if not isinstance(props, dict):
-            return cls(None, ())
-        required = schema.get("required") or []
-        bare = None
-        if len(required) == 1 and isinstance(props.get(required[0]), dict) and \
-                props[required[0]].get("type") == "string":
-            bare = required[0]
-        aliases = tuple(
-            (name, tuple(a for a in sub["x-aliases"] if isinstance(a, str) and a not in props))
-            for name, sub in props.items()
-            if isinstance(sub, dict) and isinstance(sub.get("x-aliases"), list))
-        return cls(bare, aliases)
-
-
-def coerce(arguments: Any, rules: Coercions) -> Any:
-    if arguments is None:
-        return {}
-    if isinstance(arguments, str) and rules.bare_string is not None:
-        return {rules.bare_string: arguments}
-    if rules.aliases and isinstance(arguments, dict):
-        for name, aliases in rules.aliases:
-            if name in arguments:
-                continue
-            for alias in aliases:
-                if alias in arguments:
-                    arguments = {**arguments}
-                    arguments[name] = arguments.pop(alias)
-                    break
-    return arguments
 
 
 def validate(rt: Runtime, st: CallState) -> CallResult | None:

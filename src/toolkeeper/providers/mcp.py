@@ -36,7 +36,7 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
-    from toolkeeper.upstream.pool import UpstreamUnavailable
+    from toolkeeper.upstream.errors import UpstreamUnavailable
 
     pool = ctx.upstreams
     if pool is None:

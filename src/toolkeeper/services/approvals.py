@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from toolkeeper.canonical import NotCanonicalizable, digest
 from toolkeeper.errors import OperationRefused
@@ -10,22 +11,25 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import ApprovalStatus, Role
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.events import system_event
+from toolkeeper.store import Store
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.records import ApprovalRecord
 
-if TYPE_CHECKING:
-    from toolkeeper.gateway import Gateway
-
 
 class ApprovalService:
-    def __init__(self, gw: Gateway) -> None:
-        self._gw = gw
+    """Approvals in ``store``; edited arguments are stored redacted (``redactor``: the
+    gateway's current one)."""
+
+    def __init__(self, store: Store, *, redactor: Callable[[], Redactor]) -> None:
+        self._store = store
+        self._redactor = redactor
 
     def list(self, tenant_id: str, *, status: str | None = "pending",
              limit: int = 100) -> list[ApprovalRecord]:
         """Approvals waiting for a human (preview tokens are not listed)."""
-        recs = self._gw.store.approvals.list(tenant_id, status=status, limit=limit)
+        recs = self._store.approvals.list(tenant_id, status=status, limit=limit)
         now = utcnow()
         out = []
         for rec in recs:
@@ -39,7 +43,7 @@ class ApprovalService:
         return out
 
     def get(self, approval_id: str, tenant_id: str) -> ApprovalRecord:
-        rec = self._gw.store.approvals.get(approval_id)
+        rec = self._store.approvals.get(approval_id)
         if rec is None or rec.tenant_id != tenant_id or rec.kind == "preview":
             raise OperationRefused(Reason.NOT_FOUND, f"no approval {approval_id!r}")
         return rec
@@ -57,8 +61,8 @@ class ApprovalService:
         ev = system_event(EventType.APPROVAL_GRANTED, rec.tenant_id, tool=rec.tool,
                           agent=rec.agent, call_id=rec.call_id, approval_id=rec.id,
                           by=by.name, edited=edited_digest is not None)
-        safe_edit = self._gw.runtime.redactor.redact(edited_arguments)
-        if not self._gw.store.approvals.decide(
+        safe_edit = self._redactor().redact(edited_arguments)
+        if not self._store.approvals.decide(
                 rec.id, status=ApprovalStatus.APPROVED, by=by.name, note=note,
                 edited_digest=edited_digest, edited_arguments=safe_edit, events=[ev]):
             raise OperationRefused(Reason.INVALID_STATE, "the approval is no longer pending")
@@ -76,7 +80,7 @@ class ApprovalService:
         rec = self._decidable(approval_id, by)
         ev = system_event(EventType.APPROVAL_DENIED, rec.tenant_id, tool=rec.tool,
                           agent=rec.agent, call_id=rec.call_id, approval_id=rec.id, by=by.name)
-        if not self._gw.store.approvals.decide(rec.id, status=ApprovalStatus.DENIED,
+        if not self._store.approvals.decide(rec.id, status=ApprovalStatus.DENIED,
                                                by=by.name, note=note, events=[ev]):
             raise OperationRefused(Reason.INVALID_STATE, "the approval is no longer pending")
         return self.get(rec.id, rec.tenant_id)

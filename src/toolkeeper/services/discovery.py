@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from toolkeeper.bounds import call_excess
 from toolkeeper.errors import ConfigError, UserError
 from toolkeeper.model.enums import Gate, Health, ToolStatus
 from toolkeeper.model.tool import ToolDefinition
@@ -19,6 +18,7 @@ from toolkeeper.pipeline.catalog import Catalog, CompiledProfile
 from toolkeeper.pipeline.gate import gate_for
 from toolkeeper.pipeline.health import HealthBoard
 from toolkeeper.pipeline.resolve import _RUNNABLE as RUNNABLE  # the one status rule
+from toolkeeper.providers.ceiling import call_excess
 
 
 class Why(StrEnum):

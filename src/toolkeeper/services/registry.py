@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from toolkeeper.bounds import check_tool
 from toolkeeper.canonical import digest
 from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import ToolStatus
@@ -16,14 +15,16 @@ from toolkeeper.model.mcp_names import check_names, mcp_names
 from toolkeeper.model.profile import Agent, Profile
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.pipeline.catalog import Catalog, CompiledProfile, TenantPolicy
+from toolkeeper.pipeline.runtime import Settings
+from toolkeeper.providers.ceiling import check_tool
+from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.providers.native import BaseTool
 from toolkeeper.services.events import system_event
 from toolkeeper.services.tool_code import check_tenant_code, refuse_literal_secrets
+from toolkeeper.store import Store
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.registry import definition_hash
-
-if TYPE_CHECKING:
-    from toolkeeper.gateway import Gateway
 
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?"
                     r"(?:\+[0-9A-Za-z.-]+)?$")
@@ -58,8 +59,16 @@ def with_query(schema: dict[str, Any] | None) -> dict[str, Any]:
 
 
 class RegistryService:
-    def __init__(self, gw: Gateway) -> None:
-        self._gw = gw
+    """Writes definitions to ``store``; ``changed`` is called after each write (the
+    gateway reloads its snapshot, ``catalog``, and tells the other processes)."""
+
+    def __init__(self, store: Store, *, factory: ProviderFactory, settings: Settings,
+                 catalog: Callable[[], Catalog], changed: Callable[[], None]) -> None:
+        self._store = store
+        self._factory = factory
+        self._settings = settings
+        self._catalog = catalog
+        self._changed = changed
 
     def register(self, obj: Any, *, tenant_id: str | None = None, publish: bool = True,
                  **overrides: Any) -> ToolDefinition:
@@ -72,7 +81,7 @@ class RegistryService:
                 raise OperationRefused(Reason.INVALID_ARGUMENTS,
                                        f"a {type(obj).__name__} is not a tool")
             definition = cls.definition(tenant_id=tenant_id, **overrides)
-            self._gw.factory.natives[definition.implementation["entry_point"]] = obj
+            self._factory.natives[definition.implementation["entry_point"]] = obj
         self.save(definition)
         if publish:
             definition = self.publish(definition.name, tenant_id)
@@ -80,7 +89,7 @@ class RegistryService:
 
     def save(self, tool: ToolDefinition) -> ToolDefinition:
         """Create or update the working copy. Publishing is only via :meth:`publish`."""
-        existing = self._gw.store.registry.tool(tool.name, tool.tenant_id)
+        existing = self._store.registry.tool(tool.name, tool.tenant_id)
         current = existing[1] if existing and existing[1].tenant_id == tool.tenant_id else None
         if current is None or mcp_names(current) != mcp_names(tool):
             check_names(tool, self._listed_with(tool.tenant_id))
@@ -94,14 +103,14 @@ class RegistryService:
             # once published under a new version
             tool = tool.model_copy(update={"status": current.status,
                                            "published_at": current.published_at})
-        self._gw.store.registry.upsert_tool(tool)
-        self._gw.definitions_changed()
+        self._store.registry.upsert_tool(tool)
+        self._changed()
         return tool
 
     def _listed_with(self, tenant_id: str | None) -> Callable[[str], ToolDefinition | None]:
         """Finds a tool sharing MCP listings with the tenant's tools (globals for global)."""
         def lookup(name: str) -> ToolDefinition | None:
-            found = self._gw.store.registry.tool(name, tenant_id)
+            found = self._store.registry.tool(name, tenant_id)
             return found[1] if found else None
         return lookup
 
@@ -111,7 +120,7 @@ class RegistryService:
         tool_id, tool = rec
         semver_key(tool.version)
         self.check_retrieval(tool)
-        snapshots = self._gw.store.registry.versions(tool_id)
+        snapshots = self._store.registry.versions(tool_id)
         same = [s for s in snapshots if s.version == tool.version]
         if same and content_hash(same[0]) != content_hash(tool):
             raise OperationRefused(Reason.INVALID_VERSION, f"{name} {tool.version} is already "
@@ -124,12 +133,12 @@ class RegistryService:
                 raise OperationRefused(Reason.INVALID_VERSION,
                                        f"{tool.version} must be greater than "
                                        f"{snapshots[-1].version}")
-            self._gw.store.registry.add_version(tool_id, published)
-        self._gw.store.registry.upsert_tool(published)
-        self._gw.store.audit.append([system_event(
+            self._store.registry.add_version(tool_id, published)
+        self._store.registry.upsert_tool(published)
+        self._store.audit.append([system_event(
             EventType.TOOL_PUBLISHED, tenant_id, tool=name, version=tool.version,
             definition_hash=published.definition_hash)])
-        self._gw.definitions_changed()
+        self._changed()
         return published
 
     def new_version(self, name: str, version: str, tenant_id: str | None) -> ToolDefinition:
@@ -138,7 +147,7 @@ class RegistryService:
         if semver_key(version) <= semver_key(tool.version):
             raise OperationRefused(Reason.INVALID_VERSION,
                                    f"{version} must be greater than {tool.version}")
-        self._gw.store.registry.upsert_tool(tool.model_copy(update={"version": version}))
+        self._store.registry.upsert_tool(tool.model_copy(update={"version": version}))
         return self.publish(name, tenant_id)
 
     def set_status(self, name: str, tenant_id: str | None, status: ToolStatus) -> ToolDefinition:
@@ -146,11 +155,11 @@ class RegistryService:
             raise OperationRefused(Reason.PUBLISH_VIA_ENDPOINT, "use publish()")
         _tool_id, tool = self._own(name, tenant_id)
         updated = tool.model_copy(update={"status": status})
-        self._gw.store.registry.upsert_tool(updated)
+        self._store.registry.upsert_tool(updated)
         if status is ToolStatus.QUARANTINED:
-            self._gw.store.audit.append([system_event(EventType.TOOL_QUARANTINED, tenant_id,
+            self._store.audit.append([system_event(EventType.TOOL_QUARANTINED, tenant_id,
                                                       tool=name)])
-        self._gw.definitions_changed()
+        self._changed()
         return updated
 
     def create(self, tool: ToolDefinition) -> ToolDefinition:
@@ -164,10 +173,10 @@ class RegistryService:
             raise OperationRefused(Reason.INVALID_ARGUMENTS, "a tool is created as a draft")
         semver_key(tool.version)
         tool = tool.model_copy(update={"origin": "api"})
-        check_tenant_code(tool, None, self._gw.factory.functions)
+        check_tenant_code(tool, None, self._factory.functions)
         refuse_literal_secrets(tool)
-        check_tool(tool, self._gw.factory, self._gw.settings.tenant_bounds)
-        taken = self._gw.store.registry.tool(tool.name, tool.tenant_id)
+        check_tool(tool, self._factory, self._settings.tenant_bounds)
+        taken = self._store.registry.tool(tool.name, tool.tenant_id)
         if taken is not None:
             where = "this tenant" if taken[1].tenant_id else "a global tool"
             raise OperationRefused(Reason.CONFLICT, f"the name {tool.name!r} is taken by {where}")
@@ -177,9 +186,9 @@ class RegistryService:
         """Replace the working copy of an existing tenant tool; published snapshots stay."""
         _tool_id, current = self._own(tool.name, tool.tenant_id)
         tool = tool.model_copy(update={"origin": "api"})  # now the tenant's definition
-        check_tenant_code(tool, current, self._gw.factory.functions)
+        check_tenant_code(tool, current, self._factory.functions)
         refuse_literal_secrets(tool)
-        check_tool(tool, self._gw.factory, self._gw.settings.tenant_bounds)
+        check_tool(tool, self._factory, self._settings.tenant_bounds)
         if tool.status is ToolStatus.DRAFT and current.published_at is not None:
             raise OperationRefused(Reason.INVALID_STATE, f"{tool.name} was published: it can "
                                    "be deprecated or disabled, not returned to draft")
@@ -187,7 +196,7 @@ class RegistryService:
 
     def retrieval_pipelines(self, tenant_id: str) -> list[str]:
         """The retrieval pipelines the tenant owns (``rag_retrieval`` tools must name one)."""
-        value = self._gw.store.registry.get_setting(f"retrieval_pipelines:{tenant_id}")
+        value = self._store.registry.get_setting(f"retrieval_pipelines:{tenant_id}")
         return [str(v) for v in value or []]
 
     def add_retrieval_pipeline(self, tenant_id: str, pipeline_id: str) -> None:
@@ -196,7 +205,7 @@ class RegistryService:
             raise OperationRefused(Reason.INVALID_ARGUMENTS, "a pipeline id is 1-200 characters")
         owned = self.retrieval_pipelines(tenant_id)
         if pipeline_id not in owned:
-            self._gw.store.registry.put_setting(f"retrieval_pipelines:{tenant_id}",
+            self._store.registry.put_setting(f"retrieval_pipelines:{tenant_id}",
                                                 [*owned, pipeline_id])
 
     def check_retrieval(self, tool: ToolDefinition) -> ToolDefinition:
@@ -220,7 +229,7 @@ class RegistryService:
                                        "actions": actions})
 
     def _own(self, name: str, tenant_id: str | None) -> tuple[str, ToolDefinition]:
-        rec = self._gw.store.registry.tool(name, tenant_id)
+        rec = self._store.registry.tool(name, tenant_id)
         if rec is None or rec[1].tenant_id != tenant_id:
             raise OperationRefused(Reason.NOT_FOUND, f"no tool {name!r} in this tenant")
         return rec
@@ -228,28 +237,26 @@ class RegistryService:
     def put_profile(self, profile: Profile) -> None:
         """Store a profile after compiling it (gates, adjusters), so a bad one is refused
         here rather than breaking every later reload."""
-        from toolkeeper.pipeline.catalog import CompiledProfile, TenantPolicy
-
         try:
-            CompiledProfile(profile, self._gw.catalog.tenants.get(profile.tenant_id,
+            CompiledProfile(profile, self._catalog().tenants.get(profile.tenant_id,
                                                                   TenantPolicy()))
         except (ConfigError, ValueError) as exc:
             raise OperationRefused(Reason.CONFIG_INVALID, str(exc)) from exc
-        self._gw.store.registry.ensure_tenant(profile.tenant_id)
-        self._gw.store.registry.upsert_profile(profile)
-        self._gw.definitions_changed()
+        self._store.registry.ensure_tenant(profile.tenant_id)
+        self._store.registry.upsert_profile(profile)
+        self._changed()
 
     def put_agent(self, agent: Agent) -> None:
-        self._gw.store.registry.ensure_tenant(agent.tenant_id)
-        self._gw.store.registry.upsert_agent(agent)
-        self._gw.definitions_changed()
+        self._store.registry.ensure_tenant(agent.tenant_id)
+        self._store.registry.upsert_agent(agent)
+        self._changed()
 
     def set_tenant_policy(self, tenant_id: str, *, gates: dict[str, Any] | None = None,
                           adjusters: list[dict[str, Any]] | None = None,
                           limits: dict[str, Any] | None = None) -> None:
-        reg = self._gw.store.registry
+        reg = self._store.registry
         policies = dict(reg.get_setting("tenant_policies") or {})
         policies[tenant_id] = {"gates": gates or {}, "adjusters": adjusters or [],
                                "limits": limits or {}}
         reg.put_setting("tenant_policies", policies)
-        self._gw.definitions_changed()
+        self._changed()

@@ -25,7 +25,8 @@ from typing import Any
 import httpx
 import orjson
 
-from toolkeeper import __version__
+from toolkeeper.upstream.errors import UpstreamUnavailable
+from toolkeeper.version import __version__
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 """Handshake versions this client speaks (the first is asked for)."""
@@ -125,8 +126,6 @@ class LeanHttpClient:
     async def _post(self, message: dict[str, Any], rid: int | None,
                     timeout_s: float | None, headers: dict[str, str]) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
-
-        from toolkeeper.upstream.pool import UpstreamUnavailable
 
         timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(
             timeout_s, connect=min(timeout_s, 10.0))

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolkeeper.upstream.errors import UpstreamUnavailable
 from toolkeeper.upstream.servers import ServerConfig
 
 log = logging.getLogger("toolkeeper.upstream")
@@ -33,10 +34,6 @@ class _Conn:
     client: Any = None
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
-
-
-class UpstreamUnavailable(Exception):
-    """The server could not be reached or connected (nothing was sent)."""
 
 
 Resolver = Callable[[Mapping[str, str]], Awaitable[Mapping[str, str]]]

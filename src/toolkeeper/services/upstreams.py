@@ -1,0 +1,161 @@
+"""A gateway's upstream MCP servers: the pool (secrets resolved at connect time), listing
+each server and syncing its tools into the registry — new ones imported and published (their
+hash pinned), drifted ones quarantined (SPEC §7 MCP, §8) — now and every ``mcp_resync_s``."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkeeper.model.enums import ToolStatus
+from toolkeeper.model.events import EventType
+from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.secrets.base import SecretsStore
+from toolkeeper.services.events import system_event
+from toolkeeper.services.registry import RegistryService, content_hash
+from toolkeeper.store import Store
+from toolkeeper.upstream.imports import definition
+from toolkeeper.upstream.lazy import LazyPool
+from toolkeeper.upstream.link import resolve_refs
+from toolkeeper.upstream.pool import UpstreamPool
+from toolkeeper.upstream.servers import ServerConfig
+
+log = logging.getLogger("toolkeeper.upstream")
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one listing did to the registry, by local tool name."""
+
+    imported: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    quarantined: list[str] = field(default_factory=list)
+
+
+class UpstreamSync:
+    """The pool of a gateway's upstream servers and the syncing of their listings."""
+
+    def __init__(self, registry: RegistryService, store: Store, *,
+                 catalog: Callable[[], Catalog], secrets: SecretsStore | None,
+                 batch: Callable[[], AbstractContextManager[None]], resync_s: float,
+                 closed: Callable[[], bool]) -> None:
+        self._registry = registry
+        self._store = store
+        self._catalog = catalog
+        self._secrets = secrets
+        self._batch = batch
+        self._closed = closed
+        self._resync_s = resync_s
+        self._next = time.monotonic() + resync_s
+        self._running = threading.Lock()
+        self.pool = LazyPool(self._make_pool)
+
+    def _make_pool(self) -> UpstreamPool:
+        def on_listing(cfg: ServerConfig, tools: list[Any]) -> None:
+            if not self._closed():
+                self.listing(cfg, tools)
+
+        async def resolve(values: Mapping[str, str]) -> Mapping[str, str]:
+            return await resolve_refs(self._secrets, values)
+
+        return UpstreamPool(lambda: self._catalog().mcp_servers, resolve=resolve,
+                            on_listing=on_listing)
+
+    def servers(self, names: Sequence[str] | None = None) -> dict[str, Any]:
+        """Each server's ``SyncReport``, or the error that kept it from being listed (an
+        unreachable server keeps its imported tools as they were)."""
+        out: dict[str, Any] = {}
+        for name, cfg in sorted(self._catalog().mcp_servers.items()):
+            if names is not None and name not in names:
+                continue
+            try:
+                tools = self.pool.list_tools(name, cfg.connect_timeout_s + 15)
+            except Exception as exc:
+                log.warning("upstream MCP server %s not listed: %s", name, exc)
+                out[name] = exc
+                continue
+            out[name] = self.listing(cfg, tools)
+        return out
+
+    def tick(self) -> None:
+        """List the servers again every ``mcp_resync_s``, on a thread of its own (the
+        caller is the audit writer's housekeeping; a listing can take seconds)."""
+        if not self._catalog().mcp_servers or time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self._resync_s
+        if self._running.locked():
+            return
+        threading.Thread(target=self._resync, name="toolkeeper-mcp-resync", daemon=True).start()
+
+    def _resync(self) -> None:
+        with self._running:
+            try:
+                self.servers()
+            except Exception:
+                log.exception("periodic upstream MCP listing failed")
+
+    def listing(self, cfg: ServerConfig, tools: list[Any]) -> SyncReport:
+        """Import new tools (published: their hash is pinned now), quarantine drifted ones."""
+        report = SyncReport()
+        wanted = [t for t in tools if cfg.include is None or t.name in cfg.include]
+        with self._batch():
+            for tool in wanted:
+                self._sync_one(cfg, tool, report)
+        if report.quarantined:
+            log.warning("upstream %s changed tools %s: quarantined until re-published",
+                        cfg.name, ", ".join(report.quarantined))
+        return report
+
+    def _sync_one(self, cfg: ServerConfig, tool: Any, report: SyncReport) -> None:
+        new = definition(cfg, tool)
+        found = self._store.registry.tool(new.name, cfg.tenant)
+        current = found[1] if found and found[1].tenant_id == cfg.tenant else None
+        if current is None:
+            self._registry.save(new)
+            self._registry.publish(new.name, cfg.tenant)
+            report.imported.append(new.name)
+            return
+        pinned = current.implementation.get("upstream_hash")
+        fresh = new.implementation["upstream_hash"]
+        if current.status is ToolStatus.QUARANTINED:
+            if content_hash(_as(new, current)) != content_hash(current):
+                self._registry.save(_as(new, current))  # keep the newest for the admin to review
+            report.quarantined.append(new.name)
+            return
+        if pinned == fresh:
+            if content_hash(_as(new, current)) == content_hash(current):
+                report.unchanged.append(new.name)
+                return
+            # the operator changed side effect, risk…: a new version, published as configured
+            self._registry.save(_as(new, current, version=_next_patch(current.version),
+                                 status=ToolStatus.DRAFT))
+            self._registry.publish(new.name, cfg.tenant)
+            report.updated.append(new.name)
+            return
+        self._registry.save(_as(new, current, version=_next_patch(current.version),
+                             status=ToolStatus.QUARANTINED))
+        self._store.audit.append([system_event(
+            EventType.TOOL_QUARANTINED, cfg.tenant, tool=new.name, version=current.version,
+            server=cfg.name, upstream_tool=tool.name, pinned_hash=pinned, upstream_hash=fresh)])
+        report.quarantined.append(new.name)
+
+
+def _as(new: ToolDefinition, current: ToolDefinition, **update: Any) -> ToolDefinition:
+    """``new``'s content with ``current``'s lifecycle fields (and ``update``)."""
+    return new.model_copy(update={"version": current.version, "status": current.status,
+                                  "published_at": current.published_at,
+                                  "definition_hash": current.definition_hash,
+                                  "is_active": current.is_active, **update})
+
+
+def _next_patch(version: str) -> str:
+    core = version.split("-")[0].split("+")[0]
+    major, minor, patch = (int(p) for p in core.split("."))
+    return f"{major}.{minor}.{patch + 1}"

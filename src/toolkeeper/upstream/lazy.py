@@ -1,0 +1,38 @@
+"""The gateway's handle on the upstream pool: the pool is created on first use."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from toolkeeper.upstream.pool import UpstreamPool
+
+
+class LazyPool:
+    """The pool, created on first use (a gateway without upstream servers never starts
+    its thread)."""
+
+    def __init__(self, make: Callable[[], UpstreamPool]) -> None:
+        self._make = make
+        self._pool: UpstreamPool | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> UpstreamPool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = self._make()
+            return self._pool
+
+    async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
+                   timeout_s: float) -> Any:
+        return await self.get().call(server, tool, arguments, timeout_s=timeout_s)
+
+    def list_tools(self, server: str, timeout_s: float = 30.0) -> list[Any]:
+        return self.get().list_tools(server, timeout_s)
+
+    def close(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
