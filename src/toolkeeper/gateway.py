@@ -40,6 +40,7 @@ from toolkeeper.secrets.embedded import KEY_ENV
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.approvals import ApprovalService
 from toolkeeper.services.calls import CallService
+from toolkeeper.services.identities import IdentityService
 from toolkeeper.services.registry import RegistryService
 from toolkeeper.store import Store, changes
 from toolkeeper.store.records import ApprovalRecord
@@ -101,6 +102,12 @@ class Gateway:
         self.registry = RegistryService(self)
         self.approvals = ApprovalService(self)
         self.calls = CallService(self)
+        self.identities = IdentityService(
+            registry=store.registry, tokens=store.tokens, credentials=self.credentials,
+            catalog=lambda: self._rt.catalog, put_profile=self.registry.put_profile,
+            put_agent=self.registry.put_agent, definitions_changed=self.definitions_changed,
+            secrets_changed=self.refresh_secrets, policy_model=self.factory.policy_model,
+            bounds=self.settings.tenant_bounds)
         self.metrics.pending_from(
             lambda tenant: self.store.approvals.pending_by_tenant(_now(), tenant))
         self.reload()

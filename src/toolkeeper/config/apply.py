@@ -238,7 +238,9 @@ def _prune(gw: Gateway, config: ConfigFile, report: ApplyReport) -> None:
                       if a.tenant_id == tenant and a.name not in keep_agents)
         gone += sorted(f"profile:{tenant}/{p.name}" for p in reg.profiles()
                        if p.tenant_id == tenant and p.name not in keep_profiles)
-        reg.delete_missing("agents", tenant, keep_agents)
+        for agent in [a for a in reg.agents() if a.tenant_id == tenant]:
+            if agent.name not in keep_agents:  # its tokens are revoked, as on every face
+                gw.identities.drop_agent(tenant, agent.name)
         reg.delete_missing("profiles", tenant, keep_profiles)
         report.pruned += gone
 
