@@ -35,13 +35,14 @@ from toolkeeper.pipeline.runtime import Runtime, Settings
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
-from toolkeeper.secrets.credentials import TenantCredentials, redactable
+from toolkeeper.secrets.credentials import TenantCredentials, redactable, tenant_getter
 from toolkeeper.secrets.embedded import KEY_ENV
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.approvals import ApprovalService
 from toolkeeper.services.calls import CallService
 from toolkeeper.services.identities import IdentityService
 from toolkeeper.services.registry import RegistryService
+from toolkeeper.services.webhooks import WebhookNotifier
 from toolkeeper.store import Store, changes
 from toolkeeper.store.records import ApprovalRecord
 from toolkeeper.token_cache import AgentPrincipals, TokenCache
@@ -108,6 +109,11 @@ class Gateway:
             put_agent=self.registry.put_agent, definitions_changed=self.definitions_changed,
             secrets_changed=self.refresh_secrets, policy_model=self.factory.policy_model,
             bounds=self.settings.tenant_bounds)
+        self.webhooks = WebhookNotifier(
+            setting=store.registry.get_setting, bounds=self.settings.tenant_bounds,
+            secrets=lambda tenant: tenant_getter(secrets, self.credentials, tenant,
+                                                 operator_tool=False))
+        self.on_approval_created(self.webhooks.notify)  # from every face, not only serve
         self.metrics.pending_from(
             lambda tenant: self.store.approvals.pending_by_tenant(_now(), tenant))
         self.reload()
@@ -376,6 +382,7 @@ class Gateway:
             return
         self._closed = True
         self._unredact_logs()
+        self.webhooks.close()  # delivers what is queued first (bounded)
         self.upstreams.close()
         if self._notifier is not None:
             self._notifier.close()
