@@ -35,7 +35,7 @@ from toolkeeper.pipeline.runtime import Runtime, Settings
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
-from toolkeeper.secrets.credentials import TenantCredentials, redactable
+from toolkeeper.secrets.credentials import TenantCredentials, redactable, tenant_getter
 from toolkeeper.secrets.embedded import KEY_ENV
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.approvals import ApprovalService
@@ -43,8 +43,10 @@ from toolkeeper.services.batch import Batches
 from toolkeeper.services.calls import CallService
 from toolkeeper.services.changes import DefinitionChanges
 from toolkeeper.services.events import system_event
+from toolkeeper.services.identities import IdentityService
 from toolkeeper.services.registry import RegistryService
 from toolkeeper.services.upstreams import UpstreamSync
+from toolkeeper.services.webhooks import WebhookNotifier
 from toolkeeper.store import Store, changes
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.records import ApprovalRecord
@@ -131,6 +133,17 @@ class Gateway:
                                       resync_s=self.settings.mcp_resync_s,
                                       closed=lambda: self._closed)
         rt.upstreams = self.upstreams = self._upstream.pool
+        self.identities = IdentityService(
+            registry=store.registry, tokens=store.tokens, credentials=self.credentials,
+            catalog=catalog, put_profile=self.registry.put_profile,
+            put_agent=self.registry.put_agent, definitions_changed=self.definitions_changed,
+            secrets_changed=self.refresh_secrets, policy_model=self.factory.policy_model,
+            bounds=self.settings.tenant_bounds)
+        self.webhooks = WebhookNotifier(
+            setting=store.registry.get_setting, bounds=self.settings.tenant_bounds,
+            secrets=lambda tenant: tenant_getter(self._secrets, self.credentials, tenant,
+                                                 operator_tool=False))
+        self.on_approval_created(self.webhooks.notify)  # from every face, not only serve
 
     @classmethod
     def open(cls, url: str | None = None, *, config: str | Path | None = None,
@@ -372,6 +385,7 @@ class Gateway:
             return
         self._closed = True
         self._unredact_logs()
+        self.webhooks.close()  # delivers what is queued first (bounded)
         self.upstreams.close()
         if self._notifier is not None:
             self._notifier.close()

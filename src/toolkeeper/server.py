@@ -30,7 +30,6 @@ from toolkeeper.model.enums import Mode, Role
 if TYPE_CHECKING:  # the CLI imports this module: FastAPI and the gateway load on use
     from fastapi import FastAPI
 
-    from toolkeeper.api.webhook import WebhookNotifier
     from toolkeeper.gateway import Gateway
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
@@ -164,17 +163,15 @@ class Announcement:
 
 @dataclass(slots=True)
 class Server:
-    """An assembled server: the gateway, its webhook notifier and the ASGI app."""
+    """An assembled server: the gateway and the ASGI app."""
 
     settings: ServerSettings
     gw: Gateway
-    notifier: WebhookNotifier
     app: FastAPI
     tokens: list[Announcement]
 
     def close(self) -> None:
-        """Stop the webhook worker and close the gateway."""
-        self.notifier.close()
+        """Close the gateway (which stops its webhook worker)."""
         self.gw.close()
 
 
@@ -249,9 +246,8 @@ def mcp_hosts(bind: str) -> tuple[str, ...] | None:
 
 
 def build(settings: ServerSettings) -> Server:
-    """Open the gateway, create first tokens, install the webhook and build the app."""
+    """Open the gateway (which delivers webhooks), create first tokens and build the app."""
     from toolkeeper.api import ApiSettings, create_app
-    from toolkeeper.api.webhook import WebhookNotifier
     from toolkeeper.gateway import Gateway
     from toolkeeper.mcp.state import state_key
 
@@ -264,7 +260,6 @@ def build(settings: ServerSettings) -> Server:
         tokens = bootstrap_tokens(gw, settings)
         if settings.demo:
             tokens += demo_tokens(gw, settings, tokens)
-        notifier = WebhookNotifier(gw).install()
         state_key(gw)  # before any worker serves MCP: they must share it
     except BaseException:
         gw.close()
@@ -276,7 +271,7 @@ def build(settings: ServerSettings) -> Server:
     # what exists now (catalog, routes, models) lives as long as the server: keep it out
     # of the cyclic collector's generations so collections stay short under load
     gc.freeze()
-    return Server(settings=settings, gw=gw, notifier=notifier, app=app, tokens=tokens)
+    return Server(settings=settings, gw=gw, app=app, tokens=tokens)
 
 
 def log_config(settings: ServerSettings) -> dict[str, Any]:

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 from identity_fixtures import IdApi, Receiver, identity_api
 
-from toolkeeper.api.webhook import (
+from toolkeeper.bounds import TenantBounds
+from toolkeeper.services.webhooks import (
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     WebhookConfig,
     WebhookNotifier,
     setting_key,
 )
-from toolkeeper.bounds import TenantBounds
 
 SECRET = "whsec-0123456789abcdef"
 LOOPBACK = ["127.0.0.0/8"]
@@ -33,10 +33,10 @@ def api(tmp_path: Path) -> Iterator[IdApi]:
 
 
 @pytest.fixture
-def notifier(api: IdApi) -> Iterator[WebhookNotifier]:
-    n = WebhookNotifier(api.gw, timeout_s=2.0, backoff_s=0.01).install()
-    yield n
-    n.close()
+def notifier(api: IdApi) -> WebhookNotifier:
+    n = api.gw.webhooks  # the gateway's own: every approval notifies
+    n.timeout_s, n.backoff_s = 2.0, 0.01
+    return n
 
 
 def set_hook(api: IdApi, url: str, allow: list[str] | None = LOOPBACK) -> None:
@@ -124,7 +124,8 @@ def test_a_name_resolving_to_loopback_is_refused_at_delivery_without_allow_list(
 def test_the_queue_is_bounded_and_drops_when_full(api: IdApi) -> None:
     approval_id = needs_approval(api)
     rec = api.gw.approvals.get(approval_id, "default")
-    idle = WebhookNotifier(api.gw, queue_size=2)  # not started: nothing drains the queue
+    idle = WebhookNotifier(setting=api.gw.store.registry.get_setting, secrets=lambda _: None,
+                           bounds=TenantBounds(), queue_size=2)  # not started: never drains
     for _ in range(5):
         idle.submit(rec)
     assert idle.dropped == 3
@@ -204,15 +205,12 @@ def test_allow_networks_beyond_the_operators_ceiling_are_refused_when_set(
 
 def test_a_stored_webhook_beyond_the_ceiling_is_not_delivered(tmp_path: Path) -> None:
     with identity_api(tmp_path, tenant_bounds=TenantBounds()) as api, Receiver() as rx:
-        notifier = WebhookNotifier(api.gw, timeout_s=2.0, backoff_s=0.01).install()
-        try:
-            api.gw.store.registry.put_setting(setting_key("default"), WebhookConfig(
-                url=rx.url, secret_ref="${secret:webhooks/default/hmac}",
-                allow_networks=LOOPBACK).model_dump())
-            needs_approval(api)
-            assert notifier.wait_idle(10)
-        finally:
-            notifier.close()
+        notifier = api.gw.webhooks
+        api.gw.store.registry.put_setting(setting_key("default"), WebhookConfig(
+            url=rx.url, secret_ref="${secret:webhooks/default/hmac}",
+            allow_networks=LOOPBACK).model_dump())
+        needs_approval(api)
+        assert notifier.wait_idle(10)
     assert rx.got == []
     last = notifier.recent[-1]
     assert (last.ok, last.error, last.attempts) == (False, "policy_exceeds_bounds", 0)

@@ -105,7 +105,7 @@ def test_agent_tokens_must_name_an_existing_agent(cli: Invoke, admin_token: str)
     assert missing.exit_code == 2
     unknown = cli("tokens", "create", "--role", "agent", "--agent", "ghost",
                   "--token", admin_token)
-    assert unknown.exit_code == 1 and "not_found" in unknown.stderr
+    assert unknown.exit_code == 2 and "invalid_arguments" in unknown.stderr
     ok = cli("tokens", "create", "--role", "agent", "--agent", "assistant",
              "--token", admin_token, "--json")
     assert ok.exit_code == 0, ok.output

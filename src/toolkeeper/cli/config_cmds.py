@@ -21,6 +21,7 @@ from toolkeeper.cli._common import (
 )
 from toolkeeper.cli.tokens import show_new_token
 from toolkeeper.config import ApplyReport, Violation, apply_config, check_file, load_file
+from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 
 STARTER = """\
@@ -74,7 +75,7 @@ def init(
         fail(Reason.CONFIG_INVALID, f"cannot write {config}: {exc.strerror or exc}")
     with gateway(ctx) as gw:
         report = apply_config(gw, load_file(config), base_dir=config.resolve().parent)
-        rec, token = gw.store.tokens.create(tenant_id=st.tenant, role="admin", label="admin")
+        rec, token = gw.identities.issue_token(st.tenant, Role.ADMIN, label="admin")
     if json_out:
         print_json({"config": str(config), "database": safe_url(st.db),
                     "applied": _report_dict(report), "token_id": rec.id, "token": token})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 import typer
@@ -19,6 +21,7 @@ from toolkeeper.cli._common import (
     state,
     table,
 )
+from toolkeeper.errors import OperationRefused
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 from toolkeeper.store.records import TokenRecord
@@ -54,16 +57,10 @@ def create(
     json_out: JsonFlag = False,
 ) -> None:
     """Create a token in the tenant and print it once (needs an admin --token)."""
-    if (role is Role.AGENT) != (agent is not None):
-        fail(Reason.INVALID_ARGUMENTS, "--agent is required for role agent, and only for it",
-             EXIT_USAGE)
     tenant = state(ctx).tenant
-    with gateway(ctx) as gw:
-        _admin_of(person(gw, token, Role.ADMIN).tenant_id, tenant)
-        if agent is not None and (tenant, agent) not in gw.catalog.agents:
-            fail(Reason.NOT_FOUND, f"no agent {agent!r} in tenant {tenant!r}")
-        rec, plaintext = gw.store.tokens.create(tenant_id=tenant, role=role.value, agent=agent,
-                                                label=label)
+    with gateway(ctx) as gw, _usage_errors():
+        rec, plaintext = gw.identities.create_token(person(gw, token), tenant, role,
+                                                    agent=agent, label=label)
     show_new_token(rec, plaintext, json_out)
 
 
@@ -74,25 +71,22 @@ def revoke(
     token: TokenOption = None,
     json_out: JsonFlag = False,
 ) -> None:
-    """Revoke a token of the tenant at once (needs an admin --token)."""
-    tenant = state(ctx).tenant
+    """Revoke a token of the tenant at once (needs an admin --token). Revoking a revoked
+    token succeeds and changes nothing."""
     with gateway(ctx) as gw:
-        _admin_of(person(gw, token, Role.ADMIN).tenant_id, tenant)
-        if not any(r.id == token_id for r in gw.store.tokens.list(tenant)):
-            fail(Reason.NOT_FOUND, f"no token {token_id!r} in tenant {tenant!r}")
-        if not gw.store.tokens.revoke(token_id):
-            fail(Reason.INVALID_STATE, f"token {token_id!r} is already revoked")
+        rec = gw.identities.revoke_token(person(gw, token), state(ctx).tenant, token_id)
+    revoked_at = rec.revoked_at.isoformat() if rec.revoked_at else None
     if json_out:
-        print_json({"id": token_id, "revoked": True})
+        print_json({"id": token_id, "revoked": True, "revoked_at": revoked_at})
     else:
-        out().print(f"revoked token {token_id}", highlight=False)
+        out().print(f"revoked token {token_id} (at {revoked_at})", highlight=False)
 
 
 @app.command("list")
 def list_(ctx: typer.Context, json_out: JsonFlag = False) -> None:
     """List the tenant's tokens (ids and labels; token values are never stored)."""
     with gateway(ctx) as gw:
-        recs = gw.store.tokens.list(state(ctx).tenant)
+        recs = gw.identities.tokens(state(ctx).tenant)
     if json_out:
         print_json([plain(r) for r in recs])
         return
@@ -100,7 +94,12 @@ def list_(ctx: typer.Context, json_out: JsonFlag = False) -> None:
           [_row(r) for r in recs], empty="no tokens")
 
 
-def _admin_of(admin_tenant: str, tenant: str) -> None:
-    if admin_tenant != tenant:
-        fail(Reason.FORBIDDEN, f"an admin of tenant {admin_tenant!r} cannot manage "
-             f"tokens of tenant {tenant!r}")
+@contextmanager
+def _usage_errors() -> Iterator[None]:
+    """Invalid options (``invalid_arguments``) exit 2, as a usage error."""
+    try:
+        yield
+    except OperationRefused as exc:
+        if exc.reason != Reason.INVALID_ARGUMENTS:
+            raise
+        fail(exc.reason, exc.message, EXIT_USAGE)

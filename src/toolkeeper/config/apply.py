@@ -28,6 +28,7 @@ from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import BlobStore, SecretsStore
 from toolkeeper.services.events import system_event
+from toolkeeper.services.identities import IdentityService
 from toolkeeper.services.registry import RegistryService, content_hash, semver_key
 from toolkeeper.store import Store
 from toolkeeper.upstream.link import SERVERS_SETTING
@@ -49,6 +50,8 @@ class ConfigTarget(Protocol):
     def factory(self) -> ProviderFactory: ...
     @property
     def registry(self) -> RegistryService: ...
+    @property
+    def identities(self) -> IdentityService: ...
     @property
     def catalog(self) -> Catalog: ...
     def changes_batch(self) -> AbstractContextManager[None]: ...
@@ -256,7 +259,9 @@ def _prune(gw: ConfigTarget, config: ConfigFile, report: ApplyReport) -> None:
                       if a.tenant_id == tenant and a.name not in keep_agents)
         gone += sorted(f"profile:{tenant}/{p.name}" for p in reg.profiles()
                        if p.tenant_id == tenant and p.name not in keep_profiles)
-        reg.delete_missing("agents", tenant, keep_agents)
+        for agent in [a for a in reg.agents() if a.tenant_id == tenant]:
+            if agent.name not in keep_agents:  # its tokens are revoked, as on every face
+                gw.identities.drop_agent(tenant, agent.name)
         reg.delete_missing("profiles", tenant, keep_profiles)
         report.pruned += gone
 

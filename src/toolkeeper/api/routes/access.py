@@ -18,15 +18,13 @@ from fastapi import APIRouter, Request, Response
 from fastapi import Path as PathParam
 from pydantic import Field
 
-from toolkeeper.api.auth import Caller, GatewayDep, require
+from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import Body
-from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
-from toolkeeper.secrets.credentials import TenantCredentials
 from toolkeeper.store.records import TokenRecord
 
 T = TypeVar("T")
@@ -35,22 +33,6 @@ router = APIRouter(tags=["access"], responses=ERRORS)
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 """Names of agents, tenants (path-safe, no '/')."""
 SYSTEM_TENANT_DEFAULT = "system"
-
-
-def admin(caller: Principal) -> None:
-    """403 unless ``caller`` is an admin (of its own tenant: tokens carry one tenant)."""
-    require(caller, Role.ADMIN)
-
-
-def not_found(what: str, name: str) -> ApiError:
-    """The 404 for a record missing from (or not visible to) the caller's tenant."""
-    return ApiError(404, Reason.NOT_FOUND, f"no {what} {name!r} in this tenant")
-
-
-def invalid(message: str, pointer: str) -> ApiError:
-    """A 422 ``invalid_arguments`` pointing at one body field."""
-    return ApiError(422, Reason.INVALID_ARGUMENTS, message,
-                    {"errors": [{"pointer": pointer, "message": message}]})
 
 
 async def blocking(fn: Callable[[*Ts], T], *args: *Ts) -> T:
@@ -90,49 +72,24 @@ def token_out(rec: TokenRecord) -> dict[str, Any]:
 
 @router.post("/tokens", status_code=201, summary="Create a token; the response shows it once")
 async def create_token(body: TokenBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
-    admin(caller)
-    if (body.role is Role.AGENT) != (body.agent is not None):
-        raise invalid("'agent' is required for role agent, and only for it", "/agent")
-
-    def create() -> tuple[TokenRecord, str]:
-        if body.agent is not None and (caller.tenant_id, body.agent) not in gw.catalog.agents:
-            raise invalid(f"no agent {body.agent!r} in this tenant", "/agent")
-        return gw.store.tokens.create(tenant_id=caller.tenant_id, role=body.role.value,
-                                      agent=body.agent, label=body.label)
-
-    rec, token = await blocking(create)
+    rec, token = await blocking(lambda: gw.identities.create_token(
+        caller, caller.tenant_id, body.role, agent=body.agent, label=body.label))
     return {**token_out(rec), "token": token}
 
 
 @router.get("/tokens", summary="Tokens of the tenant (never their secrets)")
 async def list_tokens(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
-    admin(caller)
-    return [token_out(r) for r in await blocking(gw.store.tokens.list, caller.tenant_id)]
+    recs = await blocking(gw.identities.list_tokens, caller, caller.tenant_id)
+    return [token_out(r) for r in recs]
 
 
 @router.delete("/tokens/{token_id}", status_code=204, summary="Revoke a token (admin)")
 async def revoke_token(token_id: str, gw: GatewayDep, caller: Caller) -> Response:
-    admin(caller)
-
-    def revoke() -> None:
-        rec = gw.store.tokens.get(token_id)
-        if rec is None or rec.tenant_id != caller.tenant_id:
-            raise not_found("token", token_id)
-        gw.store.tokens.revoke(token_id)
-
-    await blocking(revoke)
+    await blocking(gw.identities.revoke_token, caller, caller.tenant_id, token_id)
     return Response(status_code=204)
 
 
 # credentials --------------------------------------------------------------------------
-
-def _credentials(gw: Gateway) -> TenantCredentials:
-    if gw.credentials is None:
-        raise ApiError(409, Reason.CONFLICT, "credentials are managed here only with the "
-                       "embedded secrets backend (config 'secrets: {backend: embedded}' and "
-                       "TOOLKEEPER_SECRETS_KEY or a key file)")
-    return gw.credentials
-
 
 ConnectorName = Annotated[str, PathParam(pattern=NAME)]
 KeyName = Annotated[str, PathParam(pattern=NAME)]
@@ -142,36 +99,22 @@ KeyName = Annotated[str, PathParam(pattern=NAME)]
             summary="Store a credential of the tenant (write-only, encrypted at rest)")
 async def put_credential(connector: ConnectorName, key: KeyName, body: CredentialBody,
                          gw: GatewayDep, caller: Caller) -> Response:
-    admin(caller)
-
-    def put() -> None:
-        _credentials(gw).put(caller.tenant_id, connector, key, body.value)
-        gw.refresh_secrets()
-
-    await blocking(put)
+    await blocking(lambda: gw.identities.put_credential(caller, caller.tenant_id, connector,
+                                                        key, body.value))
     return Response(status_code=204)
 
 
 @router.get("/credentials", summary="Credential names of the tenant (never values)")
 async def list_credentials(gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
-    admin(caller)
-    names = await blocking(_credentials(gw).names, caller.tenant_id)
-    # a key with '/' (the webhook's HMAC secret) is managed by its own endpoint, not here
-    return [{"connector": c, "key": k} for c, k in names if "/" not in k]
+    names = await blocking(gw.identities.list_credentials, caller, caller.tenant_id)
+    return [{"connector": c, "key": k} for c, k in names]
 
 
 @router.delete("/credentials/{connector}/{key}", status_code=204,
                summary="Delete a credential of the tenant")
 async def delete_credential(connector: ConnectorName, key: KeyName, gw: GatewayDep,
                             caller: Caller) -> Response:
-    admin(caller)
-
-    def delete() -> None:
-        if not _credentials(gw).delete(caller.tenant_id, connector, key):
-            raise not_found("credential", f"{connector}/{key}")
-        gw.refresh_secrets()
-
-    await blocking(delete)
+    await blocking(gw.identities.delete_credential, caller, caller.tenant_id, connector, key)
     return Response(status_code=204)
 
 
@@ -191,7 +134,7 @@ def _system_admin(request: Request, caller: Principal) -> None:
 @router.get("/tenants", summary="Every tenant (system admin)")
 async def list_tenants(request: Request, gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
     _system_admin(request, caller)
-    return [{"id": t} for t in await blocking(gw.store.registry.tenants)]
+    return [{"id": t} for t in await blocking(gw.identities.tenants)]
 
 
 @router.post("/tenants", status_code=201,
@@ -199,14 +142,6 @@ async def list_tenants(request: Request, gw: GatewayDep, caller: Caller) -> list
 async def create_tenant(body: TenantBody, request: Request, gw: GatewayDep,
                         caller: Caller) -> dict[str, Any]:
     _system_admin(request, caller)
-
-    def create() -> tuple[TokenRecord, str]:
-        if body.id in gw.store.registry.tenants():
-            raise ApiError(409, Reason.CONFLICT, f"tenant {body.id!r} exists already")
-        gw.store.registry.ensure_tenant(body.id, body.name)
-        return gw.store.tokens.create(tenant_id=body.id, role=Role.ADMIN.value,
-                                      label=f"{body.id} admin")
-
-    rec, token = await blocking(create)
+    rec, token = await blocking(gw.identities.create_tenant, body.id, body.name)
     return {"id": body.id, "name": body.name or body.id,
             "admin_token": {**token_out(rec), "token": token}}
