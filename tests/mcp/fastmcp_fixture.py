@@ -1,8 +1,9 @@
 """An upstream built with the SDK's high-level server (FastMCP, ``MCPServer`` in mcp 2.x),
 over stdio: ``python fastmcp_fixture.py``. Tools: ``echo`` (a ``str`` return, which FastMCP
 sends as text *and* as ``structuredContent`` ``{"result": …}`` with an output schema),
-``media`` (text, audio, an embedded text resource and a resource link) and ``stamp`` (text
-and an image that differ on every call: a replay is told apart from a re-run)."""
+``media`` (text, audio, an embedded text resource and a resource link), ``attach`` (the text
+as an embedded blob resource) and ``stamp`` (text and an image that differ on every call: a
+replay is told apart from a re-run)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ def media(text: str) -> list[types.ContentBlock]:
         types.ResourceLink(uri="memo://elsewhere", name="elsewhere",
                            description="A resource the client may read", mime_type="text/plain"),
     ]
+
+
+@server.tool()
+def attach(text: str) -> list[types.ContentBlock]:
+    """The text as a file: an embedded resource holding it base64-encoded."""
+    return [types.EmbeddedResource(resource=types.BlobResourceContents(
+        uri="memo://attached", mime_type="text/plain",
+        blob=base64.b64encode(text.encode()).decode()))]
 
 
 @server.tool()

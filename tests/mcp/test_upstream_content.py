@@ -9,12 +9,15 @@ redacted of secrets and capped. Upstreams: the real ``@modelcontextprotocol/serv
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
+import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +53,7 @@ class Served:
 def _config(tmp: Path, everything: str) -> Path:
     upstreams = ["ev_echo", "ev_get-tiny-image", "ev_get-resource-links",
                  "ev_get-resource-reference", "ev_get-annotated-message",
-                 "ev_get-structured-content", "fm_echo", "fm_media", "fm_stamp"]
+                 "ev_get-structured-content", "fm_echo", "fm_media", "fm_attach", "fm_stamp"]
     doc = {"version": 1, "database": f"sqlite:///{tmp}/tk.db", "secrets": {"backend": "env"},
            "servers": [
                {"name": "ev", "url": everything, "side_effect": "pure", "risk": "low"},
@@ -135,6 +138,7 @@ CASES = [
     ("ev", "get-structured-content", {"location": "Chicago"}),
     ("fm", "echo", {"text": "hi"}),
     ("fm", "media", {"text": "a memo"}),
+    ("fm", "attach", {"text": "a file"}),
 ]
 
 
@@ -233,3 +237,65 @@ async def test_upstream_text_is_capped_and_blobs_are_whole_or_left_out(
     assert got[1]["type"] == "text" and "image/png left out" in got[1]["text"]
     texts = sent[0]["text"] + sent[2]["text"]
     assert got[0]["text"] + got[2]["text"] == texts[:CAP] and len(texts) > CAP
+
+
+def test_a_blob_that_holds_a_secret_is_withheld_whole(served: Served) -> None:
+    res = _rest(served, "bot", {"tool": "fm_attach", "arguments": {"text": f"pw={SECRET}\n"}})
+    # masking inside base64 would corrupt it; the block is replaced, and the result says so
+    assert res["mcp"] == {"content": [
+        {"type": "text", "text": "[text/plain withheld: it contains a secret value]"}]}
+    assert res["details"] == {"withheld_blocks": 1} and res["status"] == "succeeded"
+
+
+class _Garbled(BaseHTTPRequestHandler):
+    """An upstream whose ``tools/call`` answers something that is no ``CallToolResult`` (an
+    image block without data); everything else as a 2025-11-25 server would."""
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        answers = {
+            "initialize": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                           "serverInfo": {"name": "garbled", "version": "1"}},
+            "tools/list": {"tools": [{"name": "look", "inputSchema": {"type": "object"}}]},
+            "tools/call": {"content": [{"type": "image", "mimeType": "image/png"}]}}
+        if "id" not in message:
+            self.send_response(202)
+            self.end_headers()
+            return
+        found = answers.get(message["method"])
+        reply = {"jsonrpc": "2.0", "id": message["id"], **(
+            {"result": found} if found is not None else
+            {"error": {"code": -32601, "message": "Method not found"}})}
+        body = json.dumps(reply).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_DELETE(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_an_answer_that_is_no_tool_result_is_invalid_output(tmp_path: Path) -> None:
+    http = ThreadingHTTPServer(("127.0.0.1", 0), _Garbled)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    try:
+        doc = {"version": 1, "servers": [{"name": "raw", "side_effect": "pure", "risk": "low",
+                                          "url": f"http://127.0.0.1:{http.server_port}/mcp"}],
+               "profiles": [{"name": "p", "autonomy": 3, "activations": [{"tool": "raw_look"}]}],
+               "agents": [{"name": "a", "profile": "p"}]}
+        cfg = tmp_path / "toolkeeper.yaml"
+        cfg.write_text(yaml.safe_dump(doc))
+        with Gateway.open(f"sqlite:///{tmp_path}/tk.db", config=cfg) as gw:
+            res = gw.call_sync("raw_look", agent="a")
+        assert (res.status.value, res.reason) == ("failed", "invalid_output"), res
+        assert res.output is None and res.mcp is None
+        assert "raw: the answer is not a tool result" in (res.message or "")
+    finally:
+        http.shutdown()
+        http.server_close()
