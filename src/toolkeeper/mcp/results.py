@@ -1,7 +1,9 @@
 """A pipeline result as an MCP ``CallToolResult`` (SPEC §7 MCP).
 
-Success: the output as text content and, when it is an object, as ``structuredContent``
-(anything else is wrapped as ``{"result": …}``). A stopped or failed call: ``isError`` with
+Success: an upstream MCP tool's own content blocks and ``structuredContent`` as it sent them
+(:attr:`CallResult.mcp`, already redacted and capped); any other tool's output as text
+content and, when it is an object, as ``structuredContent`` (anything else is wrapped as
+``{"result": …}``). A stopped or failed call: ``isError`` with
 one line a model can act on and ``structuredContent`` carrying status, reason and the
 approval/preview data needed to continue.
 """
@@ -58,6 +60,8 @@ def one_line(result: CallResult) -> str:
 def wire(result: CallResult) -> types.CallToolResult:
     """The SDK's ``CallToolResult`` for ``result``, built directly (no dict round trip)."""
     if result.status is CallStatus.SUCCEEDED:
+        if result.mcp is not None:
+            return types.CallToolResult.model_validate({**result.mcp, "isError": False})
         output = result.output
         text = output if isinstance(output, str) else orjson.dumps(output).decode()
         data = output if isinstance(output, dict) else {"result": output}

@@ -59,6 +59,10 @@ class CallResult:
     """Stable code; a tool's own deny reason (``branch_prefix_required``) is passed through."""
     message: str | None = None
     output: Any = None
+    mcp: dict[str, Any] | None = None
+    """An upstream MCP tool's result as it sent it, for the MCP face to pass on:
+    ``{"content": [blocks], "structuredContent": …}`` (the latter only when sent), text
+    redacted and capped like any output; ``None`` for other tools."""
     details: dict[str, Any] | None = None
     """e.g. ``{"errors": [{"pointer": "/amount", "message": …}]}`` for invalid arguments."""
     tool_version: str | None = None
@@ -91,6 +95,17 @@ class CallResult:
             out[name] = value.value if hasattr(value, "value") else value
         out["status"] = self.status.value
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class McpContent:
+    """What an ``mcp`` provider returns: an upstream's successful ``CallToolResult`` as wire
+    data. The outcome step redacts and caps it into :attr:`CallResult.mcp`."""
+
+    content: list[dict[str, Any]]
+    """The content blocks (text, image, audio, resource_link, resource)."""
+    structured: Any = None
+    """``structuredContent``; ``None`` when the upstream sent none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,10 +9,11 @@ import orjson
 from pydantic import BaseModel
 
 from toolkeeper.errors import ToolDenied, ToolError
-from toolkeeper.model.call import CallResult
+from toolkeeper.model.call import CallResult, McpContent
 from toolkeeper.model.enums import CallStatus, OutcomeState, SideEffect
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.content import shape_blocks, texts_of
 from toolkeeper.pipeline.execute import Execution
 from toolkeeper.pipeline.ids import new_id
 from toolkeeper.pipeline.runtime import Runtime
@@ -50,6 +51,25 @@ def shape_output(value: Any, cap: int) -> tuple[Any, dict[str, Any] | None]:
     return orjson.loads(text), None
 
 
+def _shaped(value: Any, cap: int, redactor: Redactor
+            ) -> tuple[Any, dict[str, Any] | None, dict[str, Any] | None]:
+    """``(output, mcp, details)``: the output capped and masked; an upstream MCP tool's
+    blocks kept as sent (:mod:`toolkeeper.pipeline.content`), its ``structuredContent``
+    shaped like any output (passed on only if the cap left it whole)."""
+    if not isinstance(value, McpContent):
+        output, details = shape_output(value, cap)
+        return redactor.redact(output), None, details
+    blocks, details = shape_blocks(value, cap, redactor)
+    mcp: dict[str, Any] = {"content": blocks}
+    if value.structured is None:
+        return texts_of(blocks), mcp, details
+    output, cut = shape_output(value.structured, cap)
+    output = redactor.redact(output)
+    if cut is None:
+        mcp["structuredContent"] = output
+    return output, mcp, {**(details or {}), **cut} if cut else details
+
+
 def _classify(st: CallState, run: Execution) -> tuple[CallStatus, str | None, str | None,
                                                       EventType]:
     err = run.error
@@ -78,14 +98,13 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
     redactor = rt.redactor
     if run.ctx is not None and run.ctx._resolved_secrets:
         redactor = redactor.union(run.ctx._resolved_secrets)
-    output, details = None, None
+    output, mcp, details = None, None, None
     if status is CallStatus.SUCCEEDED:
         cap = tool.execution.max_output_chars
         if st.policy is not None and st.policy.max_output_chars:
             cap = min(cap, st.policy.max_output_chars)
         try:
-            output, details = shape_output(run.output, cap)
-            output = redactor.redact(output)
+            output, mcp, details = _shaped(run.output, cap, redactor)
         except (TypeError, orjson.JSONEncodeError) as exc:
             status, reason, event = CallStatus.FAILED, Reason.INVALID_OUTPUT, EventType.CALL_FAILED
             message = f"the tool returned something that is not JSON: {exc}"
@@ -99,7 +118,7 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
             tool_version=tool.version, policy=str(st.side_effect),
             arguments=redactor.redact(st.arguments), result=output,
             turn_group_id=st.request.turn_group_id, created_at=datetime.now(UTC))
-    res = st.result_as_is(status, reason, message, output=output, details=details,
+    res = st.result_as_is(status, reason, message, output=output, mcp=mcp, details=details,
                           side_effect_id=effect.id if effect else None)
     _health(rt, st, run, status, redactor)
     st.emit(event, reason=reason, duration_ms=res.duration_ms, attempts=run.attempts,

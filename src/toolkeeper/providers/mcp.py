@@ -3,8 +3,11 @@ connection (:mod:`toolkeeper.upstream.pool`).
 
 Implementation config: ``{"server": name, "tool": upstream name, "upstream_hash": pin}``.
 
-Outcome mapping: structured content (else the text, else the content blocks) → output; an
-``isError`` result → ``tool_error`` with the upstream's text; the server's protocol error →
+Outcome mapping: a result → :class:`~toolkeeper.model.call.McpContent`, the upstream's own
+content blocks and ``structuredContent`` (the outcome step redacts and caps them, and the MCP
+face passes them on as sent); an ``isError`` result → ``tool_error`` with the upstream's
+text (SPEC §7: a failed call is ``isError`` with toolkeeper's one line); a result that is not
+a ``CallToolResult`` → ``invalid_output``; the server's protocol error →
 ``upstream_error`` (it answered: nothing ran); no connection → ``upstream_error``,
 retryable, nothing sent; a timeout or a connection lost mid-call → ``upstream_error`` that
 may have executed (the pipeline records ``unknown`` for irreversible tools).
@@ -15,6 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from toolkeeper.errors import ToolError, UpstreamError
+from toolkeeper.model.call import McpContent
+from toolkeeper.model.reasons import Reason
 from toolkeeper.providers.base import NoPreview, ToolContext, ToolPolicy
 
 
@@ -32,7 +37,7 @@ class McpProvider(NoPreview):
 
 
 async def call_upstream(ctx: ToolContext, server: str, tool: str,
-                        arguments: dict[str, Any]) -> Any:
+                        arguments: dict[str, Any]) -> McpContent:
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
@@ -56,16 +61,22 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     return output_of(server, result)
 
 
-def output_of(server: str, result: Any) -> Any:
-    """The tool's output from a ``CallToolResult`` (the SDK's model or the wire dict)."""
-    if not isinstance(result, dict):
+def output_of(server: str, result: Any) -> McpContent:
+    """The upstream's blocks and structured content from a ``CallToolResult`` (the SDK's
+    model, or the lean client's wire dict, checked here against the SDK's types)."""
+    import mcp_types as types
+    from pydantic import ValidationError
+
+    if isinstance(result, dict):
+        try:
+            types.CallToolResult.model_validate(result)
+        except ValidationError as exc:
+            raise ToolError(Reason.INVALID_OUTPUT, f"{server}: the answer is not a tool result "
+                            f"({exc.error_count()} errors)") from None
+    else:
         result = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    blocks = result.get("content") or []
-    texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    blocks: list[dict[str, Any]] = result.get("content") or []
     if result.get("isError"):
-        raise ToolError("tool_error", f"{server}: " + (" ".join(texts)[:1000] or "failed"))
-    if result.get("structuredContent") is not None:
-        return result["structuredContent"]
-    if len(texts) == len(blocks):
-        return texts[0] if len(texts) == 1 else texts
-    return blocks
+        texts = [b.get("text", "") for b in blocks if b.get("type") == "text"]
+        raise ToolError(Reason.TOOL_ERROR, f"{server}: " + (" ".join(texts)[:1000] or "failed"))
+    return McpContent(content=blocks, structured=result.get("structuredContent"))

@@ -12,8 +12,10 @@ Server-to-client requests and notifications on that stream are ignored. A server
 handshake with (e.g. one speaking only 2026-07-28) makes the pool fall back to the SDK's
 client; stdio servers always use the SDK's.
 
-Answers are validated with the SDK's own types (``mcp_types``), so callers see the same
-``ListToolsResult`` / ``CallToolResult`` as from the SDK client.
+Listings are validated with the SDK's own types (``mcp_types``), so callers see the same
+``ListToolsResult`` as from the SDK client; a ``tools/call`` answer is handed on as its wire
+dict, which the ``mcp`` provider checks against ``CallToolResult`` and passes on block by
+block.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ class LeanHttpClient:
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *,
                         read_timeout_seconds: float | None = None) -> dict[str, Any]:
-        """The ``CallToolResult`` as the wire dict (the provider reads three fields)."""
+        """The ``CallToolResult`` as the wire dict (unchecked: the provider validates it)."""
         return await self.request("tools/call", {"name": name, "arguments": arguments},
                                   timeout_s=read_timeout_seconds)
 
