@@ -18,7 +18,6 @@ from fastapi import APIRouter
 from toolkeeper.api.auth import Caller, GatewayDep, require, seen_as_agent
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.routes.execute import ERRORS
-from toolkeeper.api.tool_views import enabled_body, listing_body, unavailable_body
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
@@ -34,6 +33,7 @@ from toolkeeper.services.discovery import (
     available_tools,
     catalog_tools,
 )
+from toolkeeper.services.tool_views import enabled_body, listing_body, unavailable_body
 
 router = APIRouter(tags=["discovery"])
 _READERS = (Role.OPERATOR, Role.APPROVER, Role.AGENT)

@@ -19,14 +19,7 @@ from fastapi import APIRouter, Query
 from toolkeeper.api.auth import Caller, GatewayDep, require, seen_as_agent
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.routes.execute import ERRORS
-from toolkeeper.api.tool_views import (
-    ToolChanges,
-    ToolCreate,
-    agent_tool_out,
-    build_definition,
-    record_id,
-    tool_out,
-)
+from toolkeeper.api.tool_bodies import ToolChanges, ToolCreate, build_definition
 from toolkeeper.builtins import BUILTINS, definition
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
@@ -34,6 +27,7 @@ from toolkeeper.model.enums import Role, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ImplementationType, ToolDefinition
 from toolkeeper.services.discovery import EnabledTool, agent_enabled
+from toolkeeper.services.tool_views import agent_tool_out, record_id, tool_out
 from toolkeeper.store.registry import ToolRow
 
 router = APIRouter(tags=["tools"])
