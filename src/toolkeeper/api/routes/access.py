@@ -20,6 +20,7 @@ from pydantic import Field
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.responses import CredentialOut, NewTenantOut, NewTokenOut, TenantOut, TokenOut
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import Body
 from toolkeeper.gateway import Gateway
@@ -88,7 +89,8 @@ def token_out(rec: TokenRecord) -> dict[str, Any]:
             "revoked_at": rec.revoked_at.isoformat() if rec.revoked_at else None}
 
 
-@router.post("/tokens", status_code=201, summary="Create a token; the response shows it once")
+@router.post("/tokens", status_code=201, response_model=NewTokenOut,
+             summary="Create a token; the response shows it once")
 async def create_token(body: TokenBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     admin(caller)
     if (body.role is Role.AGENT) != (body.agent is not None):
@@ -104,7 +106,8 @@ async def create_token(body: TokenBody, gw: GatewayDep, caller: Caller) -> dict[
     return {**token_out(rec), "token": token}
 
 
-@router.get("/tokens", summary="Tokens of the tenant (never their secrets)")
+@router.get("/tokens", response_model=list[TokenOut],
+            summary="Tokens of the tenant (never their secrets)")
 async def list_tokens(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     admin(caller)
     return [token_out(r) for r in await blocking(gw.store.tokens.list, caller.tenant_id)]
@@ -152,7 +155,8 @@ async def put_credential(connector: ConnectorName, key: KeyName, body: Credentia
     return Response(status_code=204)
 
 
-@router.get("/credentials", summary="Credential names of the tenant (never values)")
+@router.get("/credentials", response_model=list[CredentialOut],
+            summary="Credential names of the tenant (never values)")
 async def list_credentials(gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
     admin(caller)
     names = await blocking(_credentials(gw).names, caller.tenant_id)
@@ -188,13 +192,13 @@ def _system_admin(request: Request, caller: Principal) -> None:
         raise ApiError(403, Reason.FORBIDDEN, "tenants are managed by system admins only")
 
 
-@router.get("/tenants", summary="Every tenant (system admin)")
+@router.get("/tenants", response_model=list[TenantOut], summary="Every tenant (system admin)")
 async def list_tenants(request: Request, gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
     _system_admin(request, caller)
     return [{"id": t} for t in await blocking(gw.store.registry.tenants)]
 
 
-@router.post("/tenants", status_code=201,
+@router.post("/tenants", status_code=201, response_model=NewTenantOut,
              summary="Create a tenant and its first admin token, shown once (system admin)")
 async def create_tenant(body: TenantBody, request: Request, gw: GatewayDep,
                         caller: Caller) -> dict[str, Any]:

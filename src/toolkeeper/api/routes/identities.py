@@ -18,6 +18,7 @@ from pydantic import Field
 from toolkeeper.api import webhook
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.responses import ActivationOut
 from toolkeeper.api.routes import access
 from toolkeeper.api.routes.access import NAME, admin, blocking, invalid, not_found
 from toolkeeper.api.routes.execute import ERRORS
@@ -83,18 +84,18 @@ def _put_agent(gw: Gateway, agent: Agent) -> None:
     gw.registry.put_agent(agent)
 
 
-@router.get("/agents", summary="Agents of the tenant")
+@router.get("/agents", response_model=list[Agent], summary="Agents of the tenant")
 async def list_agents(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, Role.OPERATOR, Role.APPROVER)
     return [a.model_dump(mode="json") for a in await blocking(_agents, gw, caller.tenant_id)]
 
 
-@router.get("/agents/{name}", summary="One agent")
+@router.get("/agents/{name}", response_model=Agent, summary="One agent")
 async def get_agent(name: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     return (await blocking(_agent, gw, caller, name)).model_dump(mode="json")
 
 
-@router.post("/agents", status_code=201, summary="Create an agent (admin)")
+@router.post("/agents", status_code=201, response_model=Agent, summary="Create an agent (admin)")
 async def create_agent(body: AgentBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     admin(caller)
     agent = Agent(name=body.name, profile=body.profile, description=body.description,
@@ -109,7 +110,7 @@ async def create_agent(body: AgentBody, gw: GatewayDep, caller: Caller) -> dict[
     return agent.model_dump(mode="json")
 
 
-@router.put("/agents/{name}", summary="Rebind an agent to a profile (admin)")
+@router.put("/agents/{name}", response_model=Agent, summary="Rebind an agent to a profile (admin)")
 async def update_agent(name: str, body: AgentUpdate, gw: GatewayDep,
                        caller: Caller) -> dict[str, Any]:
     admin(caller)
@@ -198,7 +199,7 @@ def _own_tenant(profile: Profile, caller: Principal) -> Profile:
     return profile.model_copy(update={"tenant_id": caller.tenant_id, "origin": "api"})
 
 
-@router.get("/profiles", summary="Profiles of the tenant")
+@router.get("/profiles", response_model=list[Profile], summary="Profiles of the tenant")
 async def list_profiles(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, Role.OPERATOR, Role.APPROVER)
     found = await blocking(gw.store.registry.profiles)
@@ -206,12 +207,13 @@ async def list_profiles(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
             if p.tenant_id == caller.tenant_id]
 
 
-@router.get("/profiles/{name}", summary="One profile")
+@router.get("/profiles/{name}", response_model=Profile, summary="One profile")
 async def get_profile(name: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     return (await blocking(_readable_profile, gw, caller, name)).model_dump(mode="json")
 
 
-@router.post("/profiles", status_code=201, summary="Create a profile (admin)")
+@router.post("/profiles", status_code=201, response_model=Profile,
+             summary="Create a profile (admin)")
 async def create_profile(body: Profile, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     admin(caller)
     profile = _own_tenant(body, caller)
@@ -225,7 +227,7 @@ async def create_profile(body: Profile, gw: GatewayDep, caller: Caller) -> dict[
     return profile.model_dump(mode="json")
 
 
-@router.put("/profiles/{name}", summary="Replace a profile (admin)")
+@router.put("/profiles/{name}", response_model=Profile, summary="Replace a profile (admin)")
 async def replace_profile(name: str, body: Profile, gw: GatewayDep,
                           caller: Caller) -> dict[str, Any]:
     admin(caller)
@@ -259,14 +261,15 @@ async def delete_profile(name: str, gw: GatewayDep, caller: Caller) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/activations", summary="Activations of one profile")
+@router.get("/activations", response_model=list[Activation], summary="Activations of one profile")
 async def list_activations(gw: GatewayDep, caller: Caller,
                            profile: str = Query(min_length=1)) -> list[dict[str, Any]]:
     found: Profile = await blocking(_readable_profile, gw, caller, profile)
     return [a.model_dump(mode="json") for a in found.activations]
 
 
-@router.post("/activations", summary="Enable one tool for a profile (upsert, admin)")
+@router.post("/activations", response_model=ActivationOut,
+             summary="Enable one tool for a profile (upsert, admin)")
 async def put_activation(body: ActivationBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     admin(caller)
     act = Activation(tool=body.tool, enabled=body.enabled, policy=body.policy,
