@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from tools_fixtures import ENABLED, Api, api_for, error_of
 
-from toolkeeper.api.tool_views import redact, sensitive
 from toolkeeper.errors import OperationRefused
+from toolkeeper.services.tool_views import redact, sensitive
 
 NEW = {"name": "crm", "description": "CRM look-up", "implementation_type": "http",
        "implementation_config": {"url": "https://crm.example/api", "method": "GET"},

@@ -67,7 +67,8 @@ def _public(cfg: WebhookConfig) -> dict[str, Any]:
     return cfg.model_dump()
 
 
-@router.put("/settings/webhook", summary="Set the tenant's approval webhook (admin)")
+@router.put("/settings/webhook", response_model=WebhookConfig,
+            summary="Set the tenant's approval webhook (admin)")
 async def put_webhook(body: WebhookBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, Role.ADMIN)
     refuse(excess(WebhookConfig, body.model_dump(), gw.settings.tenant_bounds), "the webhook")
@@ -83,7 +84,8 @@ async def put_webhook(body: WebhookBody, gw: GatewayDep, caller: Caller) -> dict
     return _public(cfg)
 
 
-@router.get("/settings/webhook", summary="The tenant's approval webhook (admin)")
+@router.get("/settings/webhook", response_model=WebhookConfig,
+            summary="The tenant's approval webhook (admin)")
 async def get_webhook(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, Role.ADMIN)
     raw = await anyio.to_thread.run_sync(gw.store.registry.get_setting,

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 import orjson
 
-from toolkeeper.api.tool_views import enabled_body, listing_body, unavailable_body
 from toolkeeper.canonical import digest
 from toolkeeper.model.call import Principal
 from toolkeeper.model.mcp_names import Listed, listed
@@ -28,6 +27,7 @@ from toolkeeper.services.discovery import (
     agent_tools,
     as_seen_by_agent,
 )
+from toolkeeper.services.tool_views import enabled_body, listing_body, unavailable_body
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway

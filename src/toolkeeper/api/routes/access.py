@@ -20,6 +20,7 @@ from pydantic import Field
 
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.responses import CredentialOut, NewTenantOut, NewTokenOut, TenantOut, TokenOut
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import Body
 from toolkeeper.model.call import Principal
@@ -70,14 +71,16 @@ def token_out(rec: TokenRecord) -> dict[str, Any]:
             "revoked_at": rec.revoked_at.isoformat() if rec.revoked_at else None}
 
 
-@router.post("/tokens", status_code=201, summary="Create a token; the response shows it once")
+@router.post("/tokens", status_code=201, response_model=NewTokenOut,
+             summary="Create a token; the response shows it once")
 async def create_token(body: TokenBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     rec, token = await blocking(lambda: gw.identities.create_token(
         caller, caller.tenant_id, body.role, agent=body.agent, label=body.label))
     return {**token_out(rec), "token": token}
 
 
-@router.get("/tokens", summary="Tokens of the tenant (never their secrets)")
+@router.get("/tokens", response_model=list[TokenOut],
+            summary="Tokens of the tenant (never their secrets)")
 async def list_tokens(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     recs = await blocking(gw.identities.list_tokens, caller, caller.tenant_id)
     return [token_out(r) for r in recs]
@@ -104,7 +107,8 @@ async def put_credential(connector: ConnectorName, key: KeyName, body: Credentia
     return Response(status_code=204)
 
 
-@router.get("/credentials", summary="Credential names of the tenant (never values)")
+@router.get("/credentials", response_model=list[CredentialOut],
+            summary="Credential names of the tenant (never values)")
 async def list_credentials(gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
     names = await blocking(gw.identities.list_credentials, caller, caller.tenant_id)
     return [{"connector": c, "key": k} for c, k in names]
@@ -131,13 +135,13 @@ def _system_admin(request: Request, caller: Principal) -> None:
         raise ApiError(403, Reason.FORBIDDEN, "tenants are managed by system admins only")
 
 
-@router.get("/tenants", summary="Every tenant (system admin)")
+@router.get("/tenants", response_model=list[TenantOut], summary="Every tenant (system admin)")
 async def list_tenants(request: Request, gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
     _system_admin(request, caller)
     return [{"id": t} for t in await blocking(gw.identities.tenants)]
 
 
-@router.post("/tenants", status_code=201,
+@router.post("/tenants", status_code=201, response_model=NewTenantOut,
              summary="Create a tenant and its first admin token, shown once (system admin)")
 async def create_tenant(body: TenantBody, request: Request, gw: GatewayDep,
                         caller: Caller) -> dict[str, Any]:

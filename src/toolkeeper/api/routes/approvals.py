@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.responses import ApprovalOut
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ApproveBody, DenyBody
 from toolkeeper.model.call import Principal
@@ -35,7 +36,8 @@ def _visible(caller: Principal, rec: ApprovalRecord) -> bool:
     return caller.has_role(Role.APPROVER, Role.OPERATOR) or caller.agent == rec.agent
 
 
-@router.get("/approvals", responses=ERRORS, summary="Approvals (pending by default)")
+@router.get("/approvals", response_model=list[ApprovalOut],
+            responses=ERRORS, summary="Approvals (pending by default)")
 async def list_approvals(gw: GatewayDep, caller: Caller,
                          status: str | None = Query("pending"),
                          limit: int = Query(100, ge=1, le=1000)) -> list[dict[str, Any]]:
@@ -44,7 +46,8 @@ async def list_approvals(gw: GatewayDep, caller: Caller,
     return [approval_out(r) for r in recs if _visible(caller, r)]
 
 
-@router.get("/approvals/{approval_id}", responses=ERRORS, summary="One approval")
+@router.get("/approvals/{approval_id}", response_model=ApprovalOut,
+            responses=ERRORS, summary="One approval")
 async def get_approval(approval_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     rec = await anyio.to_thread.run_sync(gw.approvals.get, approval_id, caller.tenant_id)
     if not _visible(caller, rec):
@@ -52,7 +55,8 @@ async def get_approval(approval_id: str, gw: GatewayDep, caller: Caller) -> dict
     return approval_out(rec)
 
 
-@router.post("/approvals/{approval_id}/approve", responses=ERRORS,
+@router.post("/approvals/{approval_id}/approve", response_model=ApprovalOut,
+             responses=ERRORS,
              summary="Approve (optionally with edited arguments)")
 async def approve(approval_id: str, gw: GatewayDep, caller: Caller,
                   body: ApproveBody | None = None) -> dict[str, Any]:
@@ -62,7 +66,8 @@ async def approve(approval_id: str, gw: GatewayDep, caller: Caller,
     return approval_out(rec)
 
 
-@router.post("/approvals/{approval_id}/deny", responses=ERRORS, summary="Deny")
+@router.post("/approvals/{approval_id}/deny", response_model=ApprovalOut,
+             responses=ERRORS, summary="Deny")
 async def deny(approval_id: str, gw: GatewayDep, caller: Caller,
                body: DenyBody | None = None) -> dict[str, Any]:
     note = body.note if body else None
@@ -71,7 +76,8 @@ async def deny(approval_id: str, gw: GatewayDep, caller: Caller,
     return approval_out(rec)
 
 
-@router.post("/approvals/{approval_id}/confirm", responses=ERRORS,
+@router.post("/approvals/{approval_id}/confirm", response_model=ApprovalOut,
+             responses=ERRORS,
              summary="Confirm a confirm gate (the requesting agent's own token may)")
 async def confirm(approval_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     rec = await anyio.to_thread.run_sync(gw.approvals.confirm, approval_id, caller)

@@ -9,13 +9,15 @@ import anyio
 from fastapi import APIRouter, Query
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
+from toolkeeper.api.responses import AuditPage, VerifyOut
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.model.enums import Role
 
 router = APIRouter(tags=["audit"])
 
 
-@router.get("/audit", responses=ERRORS, summary="Audit events, oldest first, by cursor")
+@router.get("/audit", response_model=AuditPage,
+            responses=ERRORS, summary="Audit events, oldest first, by cursor")
 async def list_audit(gw: GatewayDep, caller: Caller, call_id: str | None = None,
                      agent: str | None = None, tool: str | None = None,
                      type: list[str] | None = Query(None),
@@ -33,7 +35,8 @@ async def list_audit(gw: GatewayDep, caller: Caller, call_id: str | None = None,
     return {"events": [e.to_dict() for e in events], "next_cursor": next_cursor}
 
 
-@router.get("/audit/verify", responses=ERRORS, summary="Recompute this tenant's hash chain")
+@router.get("/audit/verify", response_model=VerifyOut,
+            responses=ERRORS, summary="Recompute this tenant's hash chain")
 async def verify_audit(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, Role.OPERATOR, Role.APPROVER)
     await anyio.to_thread.run_sync(gw.flush)

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.responses import OutcomeOut
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ResolveBody
 from toolkeeper.model.call import Principal
@@ -34,7 +35,8 @@ def _visible(caller: Principal, rec: OutcomeRecord) -> bool:
     return caller.has_role(Role.OPERATOR, Role.APPROVER) or caller.agent == rec.agent
 
 
-@router.get("/calls/{call_id}", responses=ERRORS, summary="One recorded call")
+@router.get("/calls/{call_id}", response_model=OutcomeOut,
+            responses=ERRORS, summary="One recorded call")
 async def get_call(call_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     rec = await anyio.to_thread.run_sync(gw.calls.get, call_id, caller.tenant_id)
     if not _visible(caller, rec):
@@ -42,7 +44,8 @@ async def get_call(call_id: str, gw: GatewayDep, caller: Caller) -> dict[str, An
     return outcome_out(rec)
 
 
-@router.get("/calls", responses=ERRORS, summary="Recorded calls, newest first")
+@router.get("/calls", response_model=list[OutcomeOut],
+            responses=ERRORS, summary="Recorded calls, newest first")
 async def list_calls(gw: GatewayDep, caller: Caller, status: str | None = None,
                      limit: int = Query(100, ge=1, le=1000)) -> list[dict[str, Any]]:
     recs = await anyio.to_thread.run_sync(
@@ -50,7 +53,7 @@ async def list_calls(gw: GatewayDep, caller: Caller, status: str | None = None,
     return [outcome_out(r) for r in recs if _visible(caller, r)]
 
 
-@router.post("/calls/{call_id}/resolve", responses=ERRORS,
+@router.post("/calls/{call_id}/resolve", response_model=OutcomeOut, responses=ERRORS,
              summary="Record the real outcome of an unknown call")
 async def resolve_call(call_id: str, body: ResolveBody, gw: GatewayDep,
                        caller: Caller) -> dict[str, Any]:

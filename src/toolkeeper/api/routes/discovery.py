@@ -17,8 +17,8 @@ from fastapi import APIRouter
 
 from toolkeeper.api.auth import Caller, GatewayDep, require, seen_as_agent
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.responses import EnabledOut, ListingOut, UnavailableOut
 from toolkeeper.api.routes.execute import ERRORS
-from toolkeeper.api.tool_views import enabled_body, listing_body, unavailable_body
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
@@ -34,6 +34,7 @@ from toolkeeper.services.discovery import (
     available_tools,
     catalog_tools,
 )
+from toolkeeper.services.tool_views import enabled_body, listing_body, unavailable_body
 
 router = APIRouter(tags=["discovery"])
 _READERS = (Role.OPERATOR, Role.APPROVER, Role.AGENT)
@@ -58,21 +59,22 @@ def _listing(gw: Gateway, caller: Principal, tools: Callable[[Catalog, str],
     return listing_body(snap, tenant, picked)
 
 
-@router.get("/discovery/catalog", responses=ERRORS,
+@router.get("/discovery/catalog", response_model=ListingOut, responses=ERRORS,
             summary="Tier 1: every tool the tenant can see, any status")
 async def catalog(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, *_READERS)
     return await anyio.to_thread.run_sync(_listing, gw, caller, catalog_tools)
 
 
-@router.get("/discovery/available", responses=ERRORS,
+@router.get("/discovery/available", response_model=ListingOut, responses=ERRORS,
             summary="Tier 2: the tools the tenant has available")
 async def available(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, *_READERS)
     return await anyio.to_thread.run_sync(_listing, gw, caller, available_tools)
 
 
-@router.get("/discovery/agents/{agent}/enabled", responses=ERRORS,
+@router.get("/discovery/agents/{agent}/enabled", response_model=EnabledOut,
+            responses=ERRORS,
             summary="Tier 3: the tools and actions this agent may call, by name")
 async def enabled(agent: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     if not caller.has_role(Role.OPERATOR) and caller.agent != agent:
@@ -84,7 +86,8 @@ async def enabled(agent: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     return enabled_body(snap, tenant, agent, *view)
 
 
-@router.get("/discovery/agents/{agent}/unavailable", responses=ERRORS,
+@router.get("/discovery/agents/{agent}/unavailable", response_model=UnavailableOut,
+            responses=ERRORS,
             summary="Tier 2 minus tier 3, each with why_unavailable")
 async def unavailable(agent: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     snap, view = await anyio.to_thread.run_sync(_agent_view, gw, caller, agent)

@@ -18,6 +18,7 @@ from pydantic import Field
 
 from toolkeeper.api import webhook
 from toolkeeper.api.auth import Caller, GatewayDep
+from toolkeeper.api.responses import ActivationOut
 from toolkeeper.api.routes import access
 from toolkeeper.api.routes.access import NAME, blocking
 from toolkeeper.api.routes.execute import ERRORS
@@ -60,19 +61,19 @@ class ActivationBody(Body):
 
 # agents -------------------------------------------------------------------------------
 
-@router.get("/agents", summary="Agents of the tenant")
+@router.get("/agents", response_model=list[Agent], summary="Agents of the tenant")
 async def list_agents(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     found = await blocking(gw.identities.list_agents, caller, caller.tenant_id)
     return [a.model_dump(mode="json") for a in found]
 
 
-@router.get("/agents/{name}", summary="One agent")
+@router.get("/agents/{name}", response_model=Agent, summary="One agent")
 async def get_agent(name: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     found = await blocking(gw.identities.get_agent, caller, caller.tenant_id, name)
     return found.model_dump(mode="json")
 
 
-@router.post("/agents", status_code=201, summary="Create an agent (admin)")
+@router.post("/agents", status_code=201, response_model=Agent, summary="Create an agent (admin)")
 async def create_agent(body: AgentBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     agent = Agent(name=body.name, profile=body.profile, description=body.description,
                   tenant_id=caller.tenant_id)
@@ -80,7 +81,7 @@ async def create_agent(body: AgentBody, gw: GatewayDep, caller: Caller) -> dict[
     return agent.model_dump(mode="json")
 
 
-@router.put("/agents/{name}", summary="Rebind an agent to a profile (admin)")
+@router.put("/agents/{name}", response_model=Agent, summary="Rebind an agent to a profile (admin)")
 async def update_agent(name: str, body: AgentUpdate, gw: GatewayDep,
                        caller: Caller) -> dict[str, Any]:
     agent = Agent(name=name, profile=body.profile, description=body.description,
@@ -103,26 +104,27 @@ def _own_tenant(profile: Profile, caller: Principal) -> Profile:
     return profile.model_copy(update={"tenant_id": caller.tenant_id, "origin": "api"})
 
 
-@router.get("/profiles", summary="Profiles of the tenant")
+@router.get("/profiles", response_model=list[Profile], summary="Profiles of the tenant")
 async def list_profiles(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     found = await blocking(gw.identities.list_profiles, caller, caller.tenant_id)
     return [p.model_dump(mode="json") for p in found]
 
 
-@router.get("/profiles/{name}", summary="One profile")
+@router.get("/profiles/{name}", response_model=Profile, summary="One profile")
 async def get_profile(name: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     found = await blocking(gw.identities.get_profile, caller, caller.tenant_id, name)
     return found.model_dump(mode="json")
 
 
-@router.post("/profiles", status_code=201, summary="Create a profile (admin)")
+@router.post("/profiles", status_code=201, response_model=Profile,
+             summary="Create a profile (admin)")
 async def create_profile(body: Profile, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     profile = _own_tenant(body, caller)
     await blocking(gw.identities.create_profile, caller, profile)
     return profile.model_dump(mode="json")
 
 
-@router.put("/profiles/{name}", summary="Replace a profile (admin)")
+@router.put("/profiles/{name}", response_model=Profile, summary="Replace a profile (admin)")
 async def replace_profile(name: str, body: Profile, gw: GatewayDep,
                           caller: Caller) -> dict[str, Any]:
     if body.name != name:
@@ -138,14 +140,15 @@ async def delete_profile(name: str, gw: GatewayDep, caller: Caller) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/activations", summary="Activations of one profile")
+@router.get("/activations", response_model=list[Activation], summary="Activations of one profile")
 async def list_activations(gw: GatewayDep, caller: Caller,
                            profile: str = Query(min_length=1)) -> list[dict[str, Any]]:
     found = await blocking(gw.identities.list_activations, caller, caller.tenant_id, profile)
     return [a.model_dump(mode="json") for a in found]
 
 
-@router.post("/activations", summary="Enable one tool for a profile (upsert, admin)")
+@router.post("/activations", response_model=ActivationOut,
+             summary="Enable one tool for a profile (upsert, admin)")
 async def put_activation(body: ActivationBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     act = Activation(tool=body.tool, enabled=body.enabled, policy=body.policy,
                      actions=None if body.actions is None else tuple(body.actions),

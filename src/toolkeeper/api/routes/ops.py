@@ -10,6 +10,7 @@ from sqlalchemy import text
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.responses import StatusOut, SupersedeOut
 from toolkeeper.api.routes.access import system_tenant
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ErrorOut
@@ -19,12 +20,12 @@ from toolkeeper.model.enums import Role
 router = APIRouter(tags=["ops"])
 
 
-@router.get("/healthz", summary="The process is alive")
+@router.get("/healthz", response_model=StatusOut, summary="The process is alive")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="The store answers",
+@router.get("/readyz", response_model=StatusOut, summary="The store answers",
             responses={503: {"model": ErrorOut, "description": "The store does not answer"}})
 async def readyz(gw: GatewayDep) -> dict[str, str]:
     def ping() -> None:
@@ -53,7 +54,8 @@ async def metrics(request: Request, gw: GatewayDep, caller: Caller) -> Response:
     return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
 
-@router.post("/turns/{turn_group_id}/supersede", responses=ERRORS,
+@router.post("/turns/{turn_group_id}/supersede", response_model=SupersedeOut,
+             responses=ERRORS,
              summary="Stop later irreversible calls of a turn group")
 async def supersede(turn_group_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     # the agent's runtime supersedes its own turns (a regenerated answer); operators may too
@@ -63,7 +65,8 @@ async def supersede(turn_group_id: str, gw: GatewayDep, caller: Caller) -> dict[
     return {"turn_group_id": turn_group_id, "superseded": True, "changed": changed}
 
 
-@router.post("/side-effects/{side_effect_id}/compensate", responses=ERRORS,
+@router.post("/side-effects/{side_effect_id}/compensate", response_model=CallResult,
+             responses=ERRORS,
              summary="Run a side effect's compensation through the pipeline")
 async def compensate(side_effect_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     res: CallResult = await anyio.to_thread.run_sync(

@@ -18,15 +18,15 @@ from fastapi import APIRouter, Query
 
 from toolkeeper.api.auth import Caller, GatewayDep, require, seen_as_agent
 from toolkeeper.api.errors import ApiError
-from toolkeeper.api.routes.execute import ERRORS
-from toolkeeper.api.tool_views import (
-    ToolChanges,
-    ToolCreate,
-    agent_tool_out,
-    build_definition,
-    record_id,
-    tool_out,
+from toolkeeper.api.responses import (
+    AgentToolOut,
+    BuiltinTemplatesOut,
+    ToolHealthOut,
+    ToolOut,
+    ToolVersionOut,
 )
+from toolkeeper.api.routes.execute import ERRORS
+from toolkeeper.api.tool_bodies import ToolChanges, ToolCreate, build_definition
 from toolkeeper.builtins import BUILTINS, definition
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
@@ -34,6 +34,7 @@ from toolkeeper.model.enums import Role, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ImplementationType, ToolDefinition
 from toolkeeper.services.discovery import EnabledTool, agent_enabled
+from toolkeeper.services.tool_views import agent_tool_out, record_id, tool_out
 from toolkeeper.store.registry import ToolRow
 
 router = APIRouter(tags=["tools"])
@@ -91,7 +92,8 @@ async def execute_wrong_method() -> None:
                    headers={"Allow": "POST"})
 
 
-@router.get("/tools/health", responses=ERRORS, summary="Health of every visible tool")
+@router.get("/tools/health", response_model=list[ToolHealthOut],
+            responses=ERRORS, summary="Health of every visible tool")
 async def tools_health(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, *_READERS)
     catalog, board, tenant = gw.catalog, gw.runtime.health, caller.tenant_id
@@ -108,7 +110,8 @@ async def tools_health(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     return out
 
 
-@router.get("/tools/builtins/templates", responses=ERRORS,
+@router.get("/tools/builtins/templates", response_model=BuiltinTemplatesOut,
+            responses=ERRORS,
             summary="The shipped built-ins: installed as global tools, or available")
 async def builtin_templates(gw: GatewayDep, caller: Caller) -> dict[str, list[dict[str, Any]]]:
     require(caller, *_PEOPLE)
@@ -128,7 +131,8 @@ async def builtin_templates(gw: GatewayDep, caller: Caller) -> dict[str, list[di
 ToolType = Literal["built_in", "mcp", "artifact", "custom"]
 
 
-@router.get("/tools", responses=ERRORS, summary="The tenant's tools and the global ones")
+@router.get("/tools", response_model=list[ToolOut | AgentToolOut],
+            responses=ERRORS, summary="The tenant's tools and the global ones")
 async def list_tools(gw: GatewayDep, caller: Caller, status: ToolStatus | None = None,
                      implementation_type: ImplementationType | None = None,
                      tool_type: ToolType | None = None, skip: int = Query(0, ge=0),
@@ -149,7 +153,8 @@ async def list_tools(gw: GatewayDep, caller: Caller, status: ToolStatus | None =
     return [_out(r) for r in rows if wanted(r.definition)][skip:skip + limit]
 
 
-@router.post("/tools", status_code=201, responses=ERRORS, summary="Create a draft tool")
+@router.post("/tools", status_code=201, response_model=ToolOut,
+             responses=ERRORS, summary="Create a draft tool")
 async def create_tool(body: ToolCreate, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, Role.ADMIN)
     if body.scope != "tenant":
@@ -166,7 +171,8 @@ async def create_tool(body: ToolCreate, gw: GatewayDep, caller: Caller) -> dict[
     return await anyio.to_thread.run_sync(create)
 
 
-@router.get("/tools/{tool_id}", responses=ERRORS, summary="One tool (working copy)")
+@router.get("/tools/{tool_id}", response_model=ToolOut | AgentToolOut,
+            responses=ERRORS, summary="One tool (working copy)")
 async def get_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, *_READERS)
     agent = seen_as_agent(caller)
@@ -179,7 +185,7 @@ async def get_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, An
     return _out(row)
 
 
-@router.put("/tools/{tool_id}", responses=ERRORS,
+@router.put("/tools/{tool_id}", response_model=ToolOut, responses=ERRORS,
             summary="Update the working copy (published snapshots never change)")
 async def update_tool(tool_id: str, body: ToolChanges, gw: GatewayDep,
                       caller: Caller) -> dict[str, Any]:
@@ -194,7 +200,7 @@ async def update_tool(tool_id: str, body: ToolChanges, gw: GatewayDep,
     return await anyio.to_thread.run_sync(update)
 
 
-@router.post("/tools/{tool_id}/publish", responses=ERRORS,
+@router.post("/tools/{tool_id}/publish", response_model=ToolOut, responses=ERRORS,
              summary="Publish the working copy as an immutable version snapshot")
 async def publish_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     require(caller, Role.ADMIN)
@@ -207,7 +213,7 @@ async def publish_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str
     return await anyio.to_thread.run_sync(publish)
 
 
-@router.post("/tools/{tool_id}/version", responses=ERRORS,
+@router.post("/tools/{tool_id}/version", response_model=ToolOut, responses=ERRORS,
              summary="Move to a greater semver version and snapshot it")
 async def version_tool(tool_id: str, gw: GatewayDep, caller: Caller,
                        new_version: str = Query(min_length=1, max_length=64),
@@ -222,7 +228,8 @@ async def version_tool(tool_id: str, gw: GatewayDep, caller: Caller,
     return await anyio.to_thread.run_sync(bump)
 
 
-@router.get("/tools/{tool_id}/versions", responses=ERRORS,
+@router.get("/tools/{tool_id}/versions", response_model=list[ToolVersionOut],
+            responses=ERRORS,
             summary="The published snapshots, oldest first")
 async def tool_versions(tool_id: str, gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, *_READERS)

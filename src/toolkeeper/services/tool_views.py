@@ -1,5 +1,6 @@
-"""Tool bodies and views for the REST face: what ``POST``/``PUT /tools`` accept, and every
-tool as it goes out — with SPEC §6 field names and its config redacted.
+"""Tools as every face shows them: the REST registry and discovery, and MCP's discovery
+resources — with SPEC §6 field names and their config redacted. No face's machinery is
+imported here, so MCP over stdio never loads the REST face.
 
 Redaction: under ``implementation`` and ``policy``, at any depth, a key naming a credential
 (``api_key``, ``token``, ``secret``, ``password``, ``authorization``, ``credential``…,
@@ -13,21 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-import jsonschema_rs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
-from toolkeeper.api.errors import ApiError
-from toolkeeper.model.enums import Risk, SideEffect, ToolStatus
-from toolkeeper.model.reasons import Reason
-from toolkeeper.model.tool import (
-    ActionSpec,
-    Compensation,
-    ExecutionMeta,
-    ImplementationType,
-    ToolDefinition,
-)
+from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.secrets.base import only_references, sensitive
 from toolkeeper.services.discovery import AgentTools, EnabledTool, UnavailableTool
@@ -137,85 +126,3 @@ def unavailable_body(catalog: Catalog, tenant_id: str, view: AgentTools) -> dict
     return {"agent": view.agent, "profile": view.profile, "tools": [
         unavailable_out(t, record_id(catalog, tenant_id, t.definition.name))
         for t in view.unavailable]}
-
-
-class ToolChanges(BaseModel):
-    """``PUT /tools/{id}``: the fields to change on the working copy (others are kept).
-
-    The name, tenant and version are not changed here (versions: ``POST …/version``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    description: str | None = Field(default=None, max_length=4000)
-    status: ToolStatus | None = None
-    is_active: bool | None = None
-    implementation_type: ImplementationType | None = None
-    implementation_config: dict[str, Any] | None = None
-    """Stored as ``config_schema.implementation``."""
-    execution_config: ExecutionMeta | None = None
-    """Stored as ``config_schema.execution``."""
-    actions: dict[str, ActionSpec] | None = Field(default=None, max_length=200)
-    input_schema: dict[str, Any] | None = None
-    output_schema: dict[str, Any] | None = None
-    risk_default: Risk | None = None
-    risk_map: dict[str, Risk] | None = None
-    side_effect: SideEffect | None = None
-    scopes_required: list[str] | None = Field(default=None, max_length=100)
-    capabilities: list[str] | None = Field(default=None, max_length=100)
-    categories: list[str] | None = Field(default=None, max_length=100)
-    requires_confirmation: bool | None = None
-    confirmation_prompt: str | None = Field(default=None, max_length=2000)
-    compensation: dict[str, Compensation] | None = None
-    idempotency_key_fields: list[str] | None = Field(default=None, max_length=50)
-    connector_id: str | None = Field(default=None, max_length=200)
-    artifact_id: str | None = Field(default=None, max_length=200)
-    artifact_version: str | None = Field(default=None, max_length=64)
-    policy: dict[str, Any] | None = None
-    """Tool-level policy defaults."""
-
-    def fields(self) -> dict[str, Any]:
-        """The set fields under ToolDefinition's names."""
-        data = self.model_dump(exclude_unset=True)
-        if "implementation_config" in data:
-            data["implementation"] = data.pop("implementation_config")
-        if "execution_config" in data:
-            data["execution"] = data.pop("execution_config")
-        return data
-
-
-class ToolCreate(ToolChanges):
-    """``POST /tools``: a new tenant tool (created as a draft)."""
-
-    name: str = Field(max_length=64)
-    scope: Literal["tenant", "global"] = "tenant"
-    """Only ``tenant``: global tools come from configuration, not from a tenant."""
-    version: str = Field(default="1.0.0", max_length=64)
-
-    def fields(self) -> dict[str, Any]:
-        data = super().fields()
-        data.pop("scope", None)
-        return data
-
-
-def build_definition(data: dict[str, Any]) -> ToolDefinition:
-    """A validated definition whose schemas compile; 422 ``invalid_arguments`` otherwise."""
-    try:
-        tool = ToolDefinition.model_validate(data)
-    except ValidationError as exc:
-        errors = [{"pointer": "/" + "/".join(str(p) for p in e["loc"]), "message": e["msg"]}
-                  for e in exc.errors()]
-        raise ApiError(422, Reason.INVALID_ARGUMENTS, "the tool definition is invalid",
-                       {"errors": errors}) from exc
-    schemas = {"input_schema": tool.input_schema, "output_schema": tool.output_schema}
-    for name, spec in tool.actions.items():
-        schemas[f"actions/{name}/input_schema"] = spec.input_schema
-        schemas[f"actions/{name}/output_schema"] = spec.output_schema
-    for where, schema in schemas.items():
-        if schema is None:
-            continue
-        try:
-            jsonschema_rs.Draft202012Validator(schema)
-        except ValueError as exc:
-            raise ApiError(422, Reason.INVALID_ARGUMENTS, f"{where} is not a valid JSON "
-                           f"Schema: {exc}", {"pointer": f"/{where}"}) from exc
-    return tool

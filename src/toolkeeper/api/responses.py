@@ -1,0 +1,285 @@
+"""Response bodies of the REST face: the schemas ``/openapi.json`` declares for every 2xx
+answer, and that FastAPI checks each answer against (``response_model``).
+
+Every model refuses unknown fields, so a route that starts sending a field nobody
+declared fails its tests instead of drifting from the document; every field is listed
+as required, since every answer carries it (``null`` when empty). Timestamps are kept as
+the ISO 8601 strings the routes write. The shapes of stored models (agents, profiles,
+tools) are derived from those models, never copied by hand.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from toolkeeper.model.enums import (
+    ApprovalStatus,
+    Health,
+    OutcomeState,
+    Risk,
+    SideEffect,
+)
+from toolkeeper.model.profile import Activation
+from toolkeeper.model.tool import ActionSpec, ExecutionMeta, ToolDefinition
+from toolkeeper.services.discovery import Why
+from toolkeeper.services.tool_views import AGENT_HIDDEN
+
+Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+"""An ISO 8601 date-time as the route wrote it."""
+
+
+class Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", json_schema_serialization_defaults_required=True)
+
+
+# calls, approvals, audit, ops ---------------------------------------------------------
+
+class OutcomeOut(Out):
+    """A recorded call (``/calls``)."""
+
+    call_id: str
+    tenant_id: str
+    agent: str
+    tool: str
+    action: str
+    tool_version: str
+    state: OutcomeState
+    status: str
+    reason: str | None
+    idempotency_key: str
+    args_digest: str
+    side_effect: str
+    turn_group_id: str | None
+    result: dict[str, Any] | None
+    resolved_by: str | None
+    created_at: Timestamp
+    updated_at: Timestamp
+    expires_at: Timestamp
+
+
+class ApprovalOut(Out):
+    """An approval, confirmation or preview (``/approvals``)."""
+
+    id: str
+    kind: str
+    status: ApprovalStatus
+    agent: str
+    tool: str
+    action: str
+    tool_version: str
+    arguments: Any
+    args_digest: str
+    risk: str
+    gate: str
+    summary: str | None
+    call_id: str | None
+    created_at: Timestamp
+    expires_at: Timestamp
+    decided_by: str | None
+    decided_at: Timestamp | None
+    note: str | None
+    edited_arguments: Any
+    consumed_by: str | None
+
+
+class AuditEventOut(Out):
+    seq: int
+    event_id: str
+    ts: Timestamp
+    type: str
+    tenant_id: str | None
+    agent_id: str | None
+    call_id: str | None
+    trace_id: str | None
+    task_id: str | None
+    step_id: str | None
+    turn_group_id: str | None
+    tool: str | None
+    action: str | None
+    tool_version: str | None
+    risk: str | None
+    gate: str | None
+    reason: str | None
+    duration_ms: float | None
+    data: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+class AuditPage(Out):
+    events: list[AuditEventOut]
+    next_cursor: int | None
+    """Pass as ``cursor`` for the next page; ``null`` on the last one."""
+
+
+class VerifyOut(Out):
+    tenant_id: str | None
+    ok: bool
+    events: int
+    problems: list[str]
+    warnings: list[str]
+
+
+class StatusOut(Out):
+    status: str
+
+
+class SupersedeOut(Out):
+    turn_group_id: str
+    superseded: bool
+    changed: bool
+
+
+# tools --------------------------------------------------------------------------------
+
+class ActionOut(ActionSpec):
+    """An action with the side effect and risk it has (its own or the tool's)."""
+
+    model_config = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    side_effect: SideEffect
+    risk: Risk
+
+
+class ConfigSchemaOut(Out):
+    implementation: dict[str, Any]
+    """Credential-named values show ``"***"`` (secret references as written)."""
+    execution: ExecutionMeta
+
+
+_TOOL_FIELDS: dict[str, Any] = {
+    name: (field.annotation, field) for name, field in ToolDefinition.model_fields.items()
+    if name not in ("implementation", "execution", "policy", "actions")}
+_TOOL_FIELDS.update({
+    "actions": (dict[str, ActionOut], ...),
+    "id": (str | None, ...), "slug": (str, ...), "scope": (str, ...), "tool_type": (str, ...),
+    "config_schema": (ConfigSchemaOut, ...), "policy": (dict[str, Any], ...),
+    "created_at": (Timestamp | None, ...), "updated_at": (Timestamp | None, ...)})
+
+if TYPE_CHECKING:  # the shapes below are built from ToolDefinition's fields at import
+    class ToolOut(Out): ...
+    class AgentToolOut(Out): ...
+    class BuiltinOut(ToolOut): ...
+else:
+    ToolOut = create_model(
+        "ToolOut", __base__=Out, __doc__="A tool with the SPEC §6 record fields, its config "
+        "redacted.", **_TOOL_FIELDS)
+    AgentToolOut = create_model(
+        "AgentToolOut", __base__=Out, __doc__="A tool as an agent token sees it: no wiring, "
+        "no policy values, only the actions it may call.",
+        **{k: v for k, v in _TOOL_FIELDS.items() if k not in AGENT_HIDDEN})
+    BuiltinOut = create_model("BuiltinOut", __base__=ToolOut, installed=(bool, ...))
+
+
+class BuiltinTemplatesOut(Out):
+    installed: list[BuiltinOut]
+    available: list[BuiltinOut]
+
+
+class ToolVersionOut(Out):
+    version: str
+    snapshot_at: Timestamp
+    definition_hash: str | None
+    tool: ToolOut | AgentToolOut
+
+
+class ToolHealthOut(Out):
+    id: str | None
+    name: str
+    health: Health
+    consecutive_errors: int
+    last_error: str | None
+    last_success_at: float | None
+    """Epoch seconds."""
+
+
+# discovery ----------------------------------------------------------------------------
+
+class DiscoveryToolOut(Out):
+    """The short form of a tool in discovery listings (no config)."""
+
+    id: str | None
+    name: str
+    slug: str
+    description: str
+    scope: str
+    tool_type: str
+    implementation_type: str
+    status: str
+    version: str
+    is_active: bool
+    categories: list[str]
+    capabilities: list[str]
+    side_effect: SideEffect
+    risk_default: Risk
+    requires_confirmation: bool
+    scopes_required: list[str]
+
+
+class EnabledToolOut(DiscoveryToolOut):
+    actions: list[str]
+
+
+class UnavailableToolOut(DiscoveryToolOut):
+    why_unavailable: Why
+    message: str
+    missing_scopes: list[str]
+
+
+class ListingOut(Out):
+    tenant_id: str
+    tools: list[DiscoveryToolOut]
+
+
+class EnabledOut(Out):
+    agent: str
+    profile: str
+    tools: list[EnabledToolOut]
+
+
+class UnavailableOut(Out):
+    agent: str
+    profile: str
+    tools: list[UnavailableToolOut]
+
+
+# identities and access ----------------------------------------------------------------
+
+class ActivationOut(Activation):
+    """An activation with the profile it belongs to."""
+
+    profile: str
+
+
+class TokenOut(Out):
+    """A token record; never its secret (the plaintext is not stored)."""
+
+    id: str
+    tenant_id: str
+    role: str
+    agent: str | None
+    label: str
+    created_at: Timestamp
+    revoked_at: Timestamp | None
+
+
+class NewTokenOut(TokenOut):
+    token: str
+    """The bearer token, shown this once."""
+
+
+class CredentialOut(Out):
+    connector: str
+    key: str
+
+
+class TenantOut(Out):
+    id: str
+
+
+class NewTenantOut(Out):
+    id: str
+    name: str
+    admin_token: NewTokenOut

@@ -1,0 +1,89 @@
+"""SPEC §7: ``/openapi.json`` describes every answer of the REST face: each operation
+declares a success response with a body schema (a 204 has no body), and each operation
+that takes a token, a parameter or a body declares its errors with the one error shape
+``{"error": {"reason", "message", "details"}}``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from toolkeeper.api import create_app
+from toolkeeper.gateway import Gateway
+
+ERROR_REF = "#/components/schemas/ErrorOut"
+
+
+@pytest.fixture(scope="module")
+def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The document as a client reads it, from a served app."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('openapi')}/tk.db"
+    with Gateway.open(url) as gw, TestClient(create_app(gw)) as client:
+        res = client.get("/openapi.json")
+        assert res.status_code == 200
+        doc: dict[str, Any] = res.json()
+        return doc
+
+
+def operations(doc: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    return [(f"{method.upper()} {path}", op) for path, item in sorted(doc["paths"].items())
+            for method, op in sorted(item.items())]
+
+
+def test_the_document_lists_the_operations(document: dict[str, Any]) -> None:
+    names = [name for name, _op in operations(document)]
+    assert "POST /tools/execute" in names and "GET /approvals" in names
+    assert len(names) >= 50
+
+
+def test_every_success_response_has_a_schema(document: dict[str, Any]) -> None:
+    missing = []
+    for name, op in operations(document):
+        ok = {code: r for code, r in op["responses"].items() if code.startswith("2")}
+        if not ok:
+            missing.append(f"{name}: no 2xx response")
+        for code, response in ok.items():
+            content = response.get("content") or {}
+            if code == "204":
+                if content:
+                    missing.append(f"{name}: a 204 with a body")
+                continue
+            schemas = [c.get("schema") for c in content.values()]
+            if not schemas or not all(s and s != {} for s in schemas):
+                missing.append(f"{name}: {code} without a body schema")
+    assert missing == []
+
+
+def test_a_success_schema_is_a_declared_model(document: dict[str, Any]) -> None:
+    """JSON answers name their model (or a list of it), never an untyped object."""
+    loose = []
+    for name, op in operations(document):
+        for code, response in op["responses"].items():
+            schema = (response.get("content") or {}).get("application/json", {}).get("schema")
+            if not code.startswith("2") or schema is None:
+                continue
+            inner = schema.get("items", schema)
+            refs = [inner, *inner.get("anyOf", [])]
+            if not any("$ref" in r for r in refs):
+                loose.append(f"{name} {code}: {schema}")
+    assert loose == []
+
+
+def test_errors_are_declared_with_the_error_shape(document: dict[str, Any]) -> None:
+    undeclared = []
+    for name, op in operations(document):
+        if not (op.get("security") or op.get("parameters") or op.get("requestBody")):
+            continue  # /healthz: nothing to refuse
+        errors = {code: r for code, r in op["responses"].items() if code[0] in "45"}
+        codes = {"422"} | ({"401", "403"} if op.get("security") else set())
+        for code in sorted(codes):
+            schema = errors.get(code, {}).get("content", {}).get(
+                "application/json", {}).get("schema", {})
+            if schema.get("$ref") != ERROR_REF:
+                undeclared.append(f"{name} {code}")
+    assert undeclared == []
+    error = document["components"]["schemas"]["ErrorOut"]
+    info = document["components"]["schemas"]["ErrorInfo"]
+    assert error["required"] == ["error"] and {"reason", "message"} <= set(info["required"])
