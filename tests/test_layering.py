@@ -25,9 +25,7 @@ def _lint(contract: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize("contract", [
     "layers",
     "acyclic",
-    pytest.param("mcp-not-api", marks=pytest.mark.xfail(
-        reason="mcp/views.py imports api/tool_views.py until branch i8-rest is merged; "
-               "remove this mark then", strict=False)),
+    "mcp-not-api",
 ])
 def test_import_contract_is_kept(contract: str) -> None:
     done = _lint(contract)
