@@ -124,3 +124,14 @@ def test_two_activations_of_one_tool_that_disagree_beyond_gates_are_refused(
     assert err.value.reason == Reason.CONFIG_INVALID
     assert "activates 'payments' twice with different actions" in err.value.message
     assert _pay(gw).ok  # the stored profile is unchanged
+
+
+def test_the_library_listing_carries_each_callable_actions_input_schema(
+        make_gateway: Any) -> None:
+    gw = _gw(make_gateway, 3, Activation(tool="payments", gates={"pay": Gate.DENY}))
+    view = agent_enabled(gw.catalog, gw.runtime.health, "default", "bot")
+    assert view is not None
+    (payments,) = view[1]
+    schemas = payments.input_schemas()
+    assert schemas.keys() == {"refund"}  # pay is denied: neither listed nor described
+    assert schemas["refund"]["required"] == ["invoice", "amount"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from toolkeeper.errors import ConfigError
 from toolkeeper.model.enums import Gate, Health, ToolStatus
@@ -47,6 +48,10 @@ class EnabledTool:
 
     definition: ToolDefinition
     actions: tuple[str, ...]
+
+    def input_schemas(self) -> dict[str, dict[str, Any]]:
+        """Each callable action's JSON Schema (what the validate step checks against)."""
+        return {a: self.definition.action_input_schema(a) for a in self.actions}
 
 
 @dataclass(frozen=True, slots=True)
