@@ -174,3 +174,19 @@ def test_an_agent_is_shown_unavailable_only_what_its_profile_activates(api: Api)
         {n: w for n, w in WHY.items() if n != "notes"}
     full = tools_of(api.get("operator", "/discovery/agents/bot/unavailable"))
     assert full["notes"]["why_unavailable"] == "disabled_for_agent"
+
+
+def test_every_listing_carries_each_tools_input_schema(api: Api) -> None:
+    lookup_schema = {"type": "object", "properties": {"key": {"title": "Key", "type": "string"}},
+                     "required": ["key"], "additionalProperties": False}
+    enabled = tools_of(api.get("bot", "/discovery/agents/bot/enabled"))
+    assert enabled["lookup"]["input_schemas"] == {"run": lookup_schema}
+    assert enabled["repo"]["input_schemas"].keys() == {"read"}  # only what it may call
+    for path in ("/discovery/catalog", "/discovery/available",
+                 "/discovery/agents/bot/unavailable"):
+        for name, item in tools_of(api.get("operator", path)).items():
+            assert item["input_schemas"], (path, name)
+            assert all(s["type"] == "object" for s in item["input_schemas"].values()), name
+    catalog = tools_of(api.get("operator", "/discovery/catalog"))
+    assert catalog["lookup"]["input_schemas"] == {"run": lookup_schema}
+    assert catalog["repo"]["input_schemas"].keys() == {"read", "write"}

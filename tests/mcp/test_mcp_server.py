@@ -156,3 +156,21 @@ async def test_the_core_path_on_both_databases(db_url: str, tmp_path: Path) -> N
         outcomes = s.gw.calls.list("default", limit=100)
         keys = sorted(o.key for o in outcomes if o.tool == "pay")  # once per key: deduped
         assert len(keys) == 2 and keys[0].endswith("k-2026-07-28") and keys[1].endswith("k-legacy")
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_discovery_resources_carry_each_tools_input_schema(srv: McpServer,
+                                                                 era: str) -> None:
+    import json
+
+    async with connect(srv, "reader", era) as c:
+        listed = {t.name: t.input_schema for t in (await c.list_tools()).tools}
+        enabled = json.loads((await c.read_resource(
+            "toolkeeper://tools/agent/reader/enabled")).contents[0].text)
+        available = json.loads((await c.read_resource(
+            "toolkeeper://tools/tenant/default/available")).contents[0].text)
+    add = next(t for t in enabled["tools"] if t["name"] == "add")
+    assert add["input_schemas"]["run"] == listed["add"]  # the schema tools/list carries
+    assert add["input_schemas"]["run"]["required"] == ["a", "b"]
+    assert next(t for t in available["tools"] if t["name"] == "add")["input_schemas"] == \
+        {"run": listed["add"]}

@@ -147,11 +147,12 @@ def test_sequential_batch_rolls_back_after_a_failed_critical_call(make_gateway: 
     from toolkeeper import Activation, Adjuster, Condition, Risk
 
     gw = make_gateway(tools=[Payments, broken], autonomy=3, scopes=("payments",))
+    # only the tenant may loosen a cell of the default matrix; a profile may only tighten
+    gw.registry.set_tenant_policy("default", gates={"critical": {"3": "allow"}})
     update_profile(
         gw, activations=[Activation(tool="payments"), Activation(tool="broken")],
         adjusters=[Adjuster(tools=("broken",), when=(Condition(arg="x", op="gt", value=0),),
-                            raise_to=Risk.CRITICAL)],
-        gates={"critical": {3: "allow"}})
+                            raise_to=Risk.CRITICAL)])
     reqs = [CallRequest(tool="payments", action="pay", arguments={"invoice": "a", "amount": 1}),
             CallRequest(tool="payments", action="pay", arguments={"invoice": "b", "amount": 2}),
             CallRequest(tool="broken", arguments={"x": 1}),

@@ -216,6 +216,9 @@ class DiscoveryToolOut(Out):
     risk_default: Risk
     requires_confirmation: bool
     scopes_required: list[str]
+    input_schemas: dict[str, dict[str, Any]]
+    """Action → the JSON Schema its arguments are validated against (callable actions only
+    in an agent's enabled listing)."""
 
 
 class EnabledToolOut(DiscoveryToolOut):

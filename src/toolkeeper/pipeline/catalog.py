@@ -21,7 +21,7 @@ from toolkeeper.bounds import TenantBounds
 from toolkeeper.canonical import digest
 from toolkeeper.errors import ConfigError, UserError
 from toolkeeper.model.enums import Mode, Risk, ToolStatus
-from toolkeeper.model.gates import GateMatrix
+from toolkeeper.model.gates import GateMatrix, loosening, strictest
 from toolkeeper.model.profile import Activation, Adjuster, Agent, Condition, Limits, Profile
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.coercions import Coercions
@@ -110,11 +110,18 @@ class CompiledProfile:
     __slots__ = ("_policies", "_version", "activations", "adjusters", "limits", "matrix",
                  "profile")
 
-    def __init__(self, profile: Profile, tenant: TenantPolicy) -> None:
+    def __init__(self, profile: Profile, tenant: TenantPolicy, *, stored: bool = False) -> None:
+        """``stored``: compile a profile read back from the store, where a ``gates`` cell
+        looser than the tenant's (the tenant tightened it later) is a no-op; a profile
+        being written with one is refused (``ConfigError``), since it could not apply."""
         self.profile = profile
-        self.matrix = GateMatrix(tenant.gates, profile.gates)  # type: ignore[arg-type]
-        self.activations: dict[str, Activation] = {
-            a.tool: a for a in profile.activations if a.enabled}
+        self.matrix = GateMatrix(tenant.gates, profile.gates)
+        looser = loosening(self.matrix, profile.gates)
+        if looser and not stored:
+            raise ConfigError(
+                f"profile {profile.name!r}: {'; '.join(looser)}. Profiles and activations "
+                "may only make a gate stricter; loosen it in the tenant's gates instead")
+        self.activations = merged_activations(profile)
         self.adjusters = tuple(compile_adjuster(a) for a in (*tenant.adjusters,
                                                               *profile.adjusters))
         self.limits = (tenant.limits, profile.limits)
@@ -142,6 +149,31 @@ class CompiledProfile:
                                   f"{tool.definition.name!r} is invalid: {exc}") from exc
             self._policies[key] = pol
         return pol
+
+
+def merged_activations(profile: Profile) -> dict[str, Activation]:
+    """The profile's enabled activations by tool. A tool activated more than once gets the
+    strictest of their gate statements (whatever their order); they must agree otherwise."""
+    by_tool: dict[str, Activation] = {}
+    for act in profile.activations:
+        seen = by_tool.get(act.tool)
+        by_tool[act.tool] = act if seen is None else _merge(profile.name, seen, act)
+    return {tool: act for tool, act in by_tool.items() if act.enabled}
+
+
+_MUST_AGREE = ("enabled", "actions", "policy", "version", "limits")
+
+
+def _merge(profile: str, a: Activation, b: Activation) -> Activation:
+    differ = [f for f in _MUST_AGREE if getattr(a, f) != getattr(b, f)]
+    if differ:
+        raise ConfigError(f"profile {profile!r} activates {a.tool!r} twice with different "
+                          f"{', '.join(differ)}: write one activation per tool")
+    gates = {action: strictest(g for g in (a.gates.get(action), b.gates.get(action)) if g)
+             for action in a.gates.keys() | b.gates.keys()}
+    confirms = [c for c in (a.requires_confirmation, b.requires_confirmation) if c is not None]
+    return a.model_copy(update={"gates": dict(sorted(gates.items())),
+                                "requires_confirmation": any(confirms) if confirms else None})
 
 
 AdjusterFn = Callable[[dict[str, Any], dict[str, Any]], "Risk | int | None"]
@@ -252,7 +284,7 @@ class Catalog:
         for p in profiles:
             try:
                 self.profiles[(p.tenant_id, p.name)] = CompiledProfile(
-                    p, tenants.get(p.tenant_id, TenantPolicy()))
+                    p, tenants.get(p.tenant_id, TenantPolicy()), stored=True)
             except ConfigError:  # fail closed: its agents get nothing, the rest still works
                 logging.getLogger("toolkeeper").exception(
                     "profile %s/%s is invalid and was not loaded", p.tenant_id, p.name)

@@ -45,6 +45,12 @@ def gate_for(profile: CompiledProfile, tool: CompiledTool, action: str, risk: Ri
     return gate
 
 
+def static_gate(profile: CompiledProfile, tool: CompiledTool, action: str) -> Gate:
+    """The gate of ``tool.action`` at the action's own risk: what listings judge by
+    (adjusters only raise risk, so a ``deny`` here is a ``deny`` for every call)."""
+    return gate_for(profile, tool, action, tool.definition.action_risk(action))
+
+
 def decide_gate(st: CallState) -> Gate:
     """The gate for this call, before approvals are looked at."""
     assert st.profile is not None and st.tool is not None and st.risk is not None

@@ -3,78 +3,132 @@ and what a tenant wrote into its policy stays within the operator's ceiling."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from toolkeeper.bounds import TenantBounds
 from toolkeeper.errors import UserError
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import Mode, ToolStatus
 from toolkeeper.model.events import EventType
+from toolkeeper.model.profile import Activation
 from toolkeeper.model.reasons import Reason
+from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.pipeline.catalog import Catalog, CompiledProfile, CompiledTool
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
+from toolkeeper.providers.base import ToolPolicy
 from toolkeeper.providers.ceiling import call_excess
 from toolkeeper.providers.factory import EntryPointNotAllowed
 
-_RUNNABLE = {
+RUNNABLE = {
     Mode.PRODUCTION: frozenset({ToolStatus.PUBLISHED, ToolStatus.DEPRECATED}),
     Mode.DEBUG: frozenset({ToolStatus.PUBLISHED, ToolStatus.DEPRECATED, ToolStatus.DRAFT}),
 }
+"""The statuses a tool runs in, per mode (SPEC §2 step 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why resolve stops: a stable reason and the message for the caller."""
+
+    reason: Reason
+    message: str
+
+
+# The predicates below are the resolve rules; the step and every listing
+# (services.discovery) call them, so what is listed is what resolves.
+
+def resolve_tool(catalog: Catalog, profile: CompiledProfile, tenant_id: str,
+                 name: str) -> tuple[CompiledTool, Activation] | Refusal:
+    """The version of ``name`` that runs for ``profile``, and its activation."""
+    record = catalog.record(tenant_id, name)
+    if record is None:
+        return Refusal(Reason.TOOL_NOT_FOUND, f"no tool {name!r}")
+    working = record[1]
+    if not working.is_active or working.status is ToolStatus.DISABLED:
+        return Refusal(Reason.TOOL_DISABLED, f"{name} is disabled")
+    if working.status is ToolStatus.QUARANTINED:
+        return Refusal(Reason.TOOL_QUARANTINED,
+                       f"{name}: upstream definition changed; an admin must re-publish it")
+    if working.status not in RUNNABLE[catalog.mode]:
+        return Refusal(Reason.TOOL_NOT_PUBLISHED, f"{name} is {working.status.value}")
+    activation = profile.activations.get(name)
+    if activation is None:
+        return Refusal(Reason.TOOL_NOT_ENABLED,
+                       f"{name} is not enabled for profile {profile.profile.name!r}")
+    try:
+        tool = catalog.runnable(tenant_id, name, activation.version)
+    except EntryPointNotAllowed as exc:
+        return Refusal(exc.reason, str(exc))
+    except UserError as exc:
+        return Refusal(Reason.TOOL_NOT_FOUND, str(exc))
+    if tool is None:
+        pin = f" {activation.version}" if activation.version else ""
+        return Refusal(Reason.TOOL_NOT_PUBLISHED, f"{name}: no published version{pin}")
+    return tool, activation
+
+
+def pick_action(definition: ToolDefinition, requested: object) -> str | Refusal:
+    """The action called: the one named, or the tool's only one."""
+    actions = definition.actions
+    if requested is None:
+        if len(actions) != 1:
+            return Refusal(Reason.ACTION_NOT_FOUND, f"{definition.name} has several actions; "
+                           f"name one of {sorted(actions)}")
+        return next(iter(actions))
+    if not isinstance(requested, str) or requested not in actions:
+        return Refusal(Reason.ACTION_NOT_FOUND, f"{definition.name} has no action {requested!r}")
+    return requested
+
+
+def activation_allows(activation: Activation, action: str) -> bool:
+    return activation.actions is None or action in activation.actions
+
+
+def tool_policy(profile: CompiledProfile, tool: CompiledTool, activation: Activation,
+                bounds: TenantBounds) -> ToolPolicy | Refusal:
+    """The tool's policy for ``profile``, unless a tenant wrote it beyond the operator's
+    ceiling. Raises ``ConfigError`` when the values do not fit the policy model."""
+    exceeded = call_excess(tool.definition, tool.provider.policy_model, activation.policy,
+                           profile.profile.origin == "api", bounds)
+    if exceeded:
+        return Refusal(Reason.POLICY_EXCEEDS_BOUNDS,
+                       f"{tool.definition.name}: {exceeded[0].message}")
+    return profile.policy_for(tool)
+
+
+def policy_allows(policy: ToolPolicy, action: str) -> bool:
+    return policy.allowed_actions is None or action in policy.allowed_actions
 
 
 def resolve(rt: Runtime, st: CallState) -> CallResult | None:
     assert st.profile is not None and st.tenant_id is not None
     req = st.request
     name = req.tool if isinstance(req.tool, str) else ""
-    record = rt.catalog.record(st.tenant_id, name)
-    if record is None:
-        return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_FOUND, f"no tool {name!r}")
-    working = record[1]
-    if not working.is_active or working.status is ToolStatus.DISABLED:
-        return st.stop(EventType.POLICY_DENIED, Reason.TOOL_DISABLED, f"{name} is disabled")
-    if working.status is ToolStatus.QUARANTINED:
-        return st.stop(EventType.POLICY_DENIED, Reason.TOOL_QUARANTINED,
-                       f"{name}: upstream definition changed; an admin must re-publish it")
-    if working.status not in _RUNNABLE[rt.settings.mode]:
-        return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_PUBLISHED,
-                       f"{name} is {working.status.value}")
-    activation = st.profile.activations.get(name)
-    if activation is None:
-        return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_ENABLED,
-                       f"{name} is not enabled for profile {st.profile.profile.name!r}")
-    try:
-        tool = rt.catalog.runnable(st.tenant_id, name, activation.version)
-    except EntryPointNotAllowed as exc:
-        return st.stop(EventType.POLICY_DENIED, exc.reason, str(exc))
-    except UserError as exc:
-        return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_FOUND, str(exc))
-    if tool is None:
-        return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_PUBLISHED,
-                       f"{name}: no published version" + (
-                           f" {activation.version}" if activation.version else ""))
+    found = resolve_tool(rt.catalog, st.profile, st.tenant_id, name)
+    if isinstance(found, Refusal):
+        return _stop(st, found)
+    tool, activation = found
     st.tool = tool
-    actions = tool.definition.actions
-    action = req.action
-    if action is None:
-        if len(actions) != 1:
-            return st.stop(EventType.POLICY_DENIED, Reason.ACTION_NOT_FOUND,
-                           f"{name} has several actions; name one of {sorted(actions)}")
-        action = next(iter(actions))
-    if not isinstance(action, str) or action not in actions:
-        return st.stop(EventType.POLICY_DENIED, Reason.ACTION_NOT_FOUND,
-                       f"{name} has no action {action!r}")
+    action = pick_action(tool.definition, req.action)
+    if isinstance(action, Refusal):
+        return _stop(st, action)
     st.action = action
-    if activation.actions is not None and action not in activation.actions:
-        return st.stop(EventType.POLICY_DENIED, Reason.ACTION_NOT_ALLOWED,
-                       f"{name}.{action} is not allowed for this profile")
-    exceeded = call_excess(tool.definition, tool.provider.policy_model, activation.policy,
-                           st.profile.profile.origin == "api", rt.settings.tenant_bounds)
-    if exceeded:
-        return st.stop(EventType.POLICY_DENIED, Reason.POLICY_EXCEEDS_BOUNDS,
-                       f"{name}: {exceeded[0].message}")
-    policy = st.profile.policy_for(tool)
-    if policy.allowed_actions is not None and action not in policy.allowed_actions:
-        return st.stop(EventType.POLICY_DENIED, Reason.ACTION_NOT_ALLOWED,
-                       f"{name}.{action} is not in the policy's allowed_actions")
+    if not activation_allows(activation, action):
+        return _stop(st, Refusal(Reason.ACTION_NOT_ALLOWED,
+                                 f"{name}.{action} is not allowed for this profile"))
+    policy = tool_policy(st.profile, tool, activation, rt.settings.tenant_bounds)
+    if isinstance(policy, Refusal):
+        return _stop(st, policy)
+    if not policy_allows(policy, action):
+        return _stop(st, Refusal(Reason.ACTION_NOT_ALLOWED,
+                                 f"{name}.{action} is not in the policy's allowed_actions"))
     st.policy = policy
     st.side_effect = tool.definition.action_side_effect(action)
     if rt.settings.audit_level == "steps":
         st.emit(EventType.CALL_RESOLVED)
     return None
+
+
+def _stop(st: CallState, refusal: Refusal) -> CallResult:
+    return st.stop(EventType.POLICY_DENIED, refusal.reason, refusal.message)

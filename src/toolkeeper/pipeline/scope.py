@@ -5,8 +5,15 @@ from __future__ import annotations
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
+
+
+def missing_scopes(definition: ToolDefinition, action: str,
+                   granted: frozenset[str]) -> frozenset[str]:
+    """The scopes ``action`` needs beyond ``granted`` (the rule listings apply too)."""
+    return definition.action_scopes(action) - granted
 
 
 def scope(rt: Runtime, st: CallState) -> CallResult | None:
@@ -16,7 +23,7 @@ def scope(rt: Runtime, st: CallState) -> CallResult | None:
     if asked is not None:
         granted = granted & frozenset(s for s in asked if isinstance(s, str))
     st.granted_scopes = granted
-    missing = st.tool.definition.action_scopes(st.action) - granted
+    missing = missing_scopes(st.tool.definition, st.action, granted)
     if missing:
         return st.stop(EventType.SCOPE_DENIED, Reason.SCOPE_MISSING,
                        f"missing scopes: {', '.join(sorted(missing))}",

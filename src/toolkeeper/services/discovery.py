@@ -1,24 +1,34 @@
 """Three-tier tool visibility (seed Toolbox §3, SPEC §6): the catalog, what the tenant has
 available, what one agent may call, and why the rest is unavailable.
 
-Computed from the gateway's in-memory :class:`Catalog` only (no store queries), with the
-rules of the pipeline's resolve, scope and limits steps in their order, so a tool listed
-as enabled is one those steps would let the agent call. Shared by the REST and MCP faces.
+Computed from the gateway's in-memory :class:`Catalog` only (no store queries) with the
+predicates of the pipeline's resolve, scope and gate steps themselves (no second copy of a
+rule), in the pipeline's order, so a tool listed as enabled is one those steps let the
+agent call. Shared by the library, REST and MCP faces.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
-from toolkeeper.errors import ConfigError, UserError
+from toolkeeper.errors import ConfigError
 from toolkeeper.model.enums import Gate, Health, ToolStatus
+from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog, CompiledProfile
-from toolkeeper.pipeline.gate import gate_for
+from toolkeeper.pipeline.gate import static_gate
 from toolkeeper.pipeline.health import HealthBoard
-from toolkeeper.pipeline.resolve import _RUNNABLE as RUNNABLE  # the one status rule
-from toolkeeper.providers.ceiling import call_excess
+from toolkeeper.pipeline.resolve import (
+    RUNNABLE,
+    Refusal,
+    activation_allows,
+    policy_allows,
+    resolve_tool,
+    tool_policy,
+)
+from toolkeeper.pipeline.scope import missing_scopes
 
 
 class Why(StrEnum):
@@ -38,6 +48,10 @@ class EnabledTool:
 
     definition: ToolDefinition
     actions: tuple[str, ...]
+
+    def input_schemas(self) -> dict[str, dict[str, Any]]:
+        """Each callable action's JSON Schema (what the validate step checks against)."""
+        return {a: self.definition.action_input_schema(a) for a in self.actions}
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,61 +149,58 @@ def agent_listing(catalog: Catalog, health: HealthBoard, tenant_id: str,
     return [t.definition for t in view[1]] if view is not None else []
 
 
+_WHY = {Reason.TOOL_QUARANTINED: Why.QUARANTINED, Reason.TOOL_NOT_PUBLISHED: Why.NOT_PUBLISHED,
+        Reason.SCOPE_MISSING: Why.SCOPE_MISSING, Reason.GATE_DENIED: Why.GATE_DENIED,
+        Reason.TOOL_NOT_FOUND: Why.UNHEALTHY, Reason.ENTRY_POINT_NOT_ALLOWED: Why.UNHEALTHY}
+"""Resolve reasons as ``why_unavailable``; any other one reads ``disabled_for_agent``. A
+tool that is listed but will not resolve (its provider cannot be built) cannot run here."""
+
+
+def _unavailable(tool: ToolDefinition, refusal: Refusal,
+                 missing: tuple[str, ...] = ()) -> UnavailableTool:
+    return UnavailableTool(tool, _WHY.get(refusal.reason, Why.DISABLED_FOR_AGENT),
+                           refusal.message, missing,
+                           activated=refusal.reason is not Reason.TOOL_NOT_ENABLED)
+
+
 def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
           profile: CompiledProfile | None, tool: ToolDefinition,
           ) -> EnabledTool | UnavailableTool:
-    """One tenant-available tool against one profile, in the pipeline's order."""
-    name = tool.name
+    """One tenant-available tool against one profile: the pipeline's own rules (resolve,
+    scope, health, static gate), in the pipeline's order."""
     if profile is None:  # the pipeline stops such an agent before resolving any tool
         return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, "the agent has no profile",
                                activated=False)
-    if tool.status is ToolStatus.QUARANTINED:
-        return UnavailableTool(tool, Why.QUARANTINED, f"{name}: upstream definition changed; "
-                               "an admin must re-publish it")
-    activation = profile.activations.get(name)
-    if activation is None:
-        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, f"{name} is not enabled for "
-                               "this agent's profile", activated=False)
+    found = resolve_tool(catalog, profile, tenant_id, tool.name)
+    if isinstance(found, Refusal):
+        return _unavailable(tool, found)
+    compiled, activation = found
     try:
-        compiled = catalog.runnable(tenant_id, name, activation.version)
-    except UserError as exc:
-        return UnavailableTool(tool, Why.UNHEALTHY, f"{name} cannot run here: {exc}")
-    if compiled is None:
-        pin = f" {activation.version}" if activation.version else ""
-        return UnavailableTool(tool, Why.NOT_PUBLISHED, f"{name}: no published version{pin}")
-    exceeded = call_excess(compiled.definition, compiled.provider.policy_model,
-                           activation.policy, profile.profile.origin == "api",
-                           catalog.tenant_bounds)
-    if exceeded:  # the resolve step refuses it (policy_exceeds_bounds): never listed
-        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, f"{name}: {exceeded[0].message}")
-    try:
-        policy = profile.policy_for(compiled)
+        policy = tool_policy(profile, compiled, activation, catalog.tenant_bounds)
     except ConfigError as exc:
-        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, str(exc))
+        policy = Refusal(Reason.CONFIG_INVALID, str(exc))
+    if isinstance(policy, Refusal):
+        return _unavailable(tool, policy)
     runs = compiled.definition
     allowed = [a for a in sorted(runs.actions)
-               if (activation.actions is None or a in activation.actions)
-               and (policy.allowed_actions is None or a in policy.allowed_actions)]
+               if activation_allows(activation, a) and policy_allows(policy, a)]
     if not allowed:
-        return UnavailableTool(tool, Why.DISABLED_FOR_AGENT,
-                               f"no action of {name} is allowed for this agent")
+        return _unavailable(tool, Refusal(Reason.ACTION_NOT_ALLOWED,
+                                          f"no action of {tool.name} is allowed for this agent"))
     granted = frozenset(profile.profile.scopes)
-    callable_ = tuple(a for a in allowed if runs.action_scopes(a) <= granted)
+    missing = {a: missing_scopes(runs, a, granted) for a in allowed}
+    callable_ = [a for a in allowed if not missing[a]]
     if not callable_:
-        missing = frozenset().union(*(runs.action_scopes(a) - granted for a in allowed))
-        return UnavailableTool(tool, Why.SCOPE_MISSING,
-                               f"missing scopes: {', '.join(sorted(missing))}",
-                               tuple(sorted(missing)))
-    if health.get(f"{tenant_id}:{name}").status is Health.UNAVAILABLE:
-        return UnavailableTool(tool, Why.UNHEALTHY, f"{name} is unavailable (circuit open)")
-    # the gate step's rule at each action's own risk (adjusters only raise it: a deny
-    # there is a deny for every call)
-    callable_ = tuple(a for a in callable_
-                      if gate_for(profile, compiled, a, runs.action_risk(a)) is not Gate.DENY)
+        lacking = tuple(sorted(frozenset().union(*missing.values())))
+        return _unavailable(tool, Refusal(Reason.SCOPE_MISSING,
+                                          f"missing scopes: {', '.join(lacking)}"), lacking)
+    if health.get(f"{tenant_id}:{tool.name}").status is Health.UNAVAILABLE:
+        return UnavailableTool(tool, Why.UNHEALTHY, f"{tool.name} is unavailable (circuit open)")
+    callable_ = [a for a in callable_ if static_gate(profile, compiled, a) is not Gate.DENY]
     if not callable_:
-        return UnavailableTool(tool, Why.GATE_DENIED,
-                               f"every allowed action of {name} is denied at this autonomy")
-    return EnabledTool(runs, callable_)
+        return _unavailable(tool, Refusal(
+            Reason.GATE_DENIED, f"every allowed action of {tool.name} is denied at this autonomy"))
+    return EnabledTool(runs, tuple(callable_))
 
 
 __all__ = ["AgentTools", "EnabledTool", "UnavailableTool", "Why", "agent_enabled",

@@ -79,7 +79,8 @@ def agent_tool_out(tool: ToolDefinition, tool_id: str | None,
 
 
 def discovery_out(tool: ToolDefinition, tool_id: str | None) -> dict[str, Any]:
-    """The short form of a tool for discovery listings (no config)."""
+    """The short form of a tool for discovery listings (no config), with the JSON Schema
+    each action's arguments are validated against (seed: ``parameter_schema``)."""
     return {"id": tool_id, "name": tool.name, "slug": tool.slug, "description": tool.description,
             "scope": "tenant" if tool.tenant_id else "global", "tool_type": tool.tool_type,
             "implementation_type": tool.implementation_type, "status": tool.status.value,
@@ -87,12 +88,15 @@ def discovery_out(tool: ToolDefinition, tool_id: str | None) -> dict[str, Any]:
             "categories": list(tool.categories), "capabilities": list(tool.capabilities),
             "side_effect": tool.side_effect.value, "risk_default": tool.risk_default.value,
             "requires_confirmation": tool.requires_confirmation,
-            "scopes_required": list(tool.scopes_required)}
+            "scopes_required": list(tool.scopes_required),
+            "input_schemas": {a: tool.action_input_schema(a) for a in sorted(tool.actions)}}
 
 
 def enabled_out(item: EnabledTool, tool_id: str | None) -> dict[str, Any]:
-    """An agent-enabled tool: the version that runs and the actions the agent may call."""
-    return {**discovery_out(item.definition, tool_id), "actions": list(item.actions)}
+    """An agent-enabled tool: the version that runs, the actions the agent may call and the
+    JSON Schema each one's arguments are validated against."""
+    return {**discovery_out(item.definition, tool_id), "actions": list(item.actions),
+            "input_schemas": item.input_schemas()}
 
 
 def unavailable_out(item: UnavailableTool, tool_id: str | None) -> dict[str, Any]:
