@@ -11,7 +11,7 @@ from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
-from toolkeeper.providers.factory import EntryPointNotAllowed
+from toolkeeper.providers.factory import EntryPointNotAllowed, server_problem
 
 _RUNNABLE = {
     Mode.PRODUCTION: frozenset({ToolStatus.PUBLISHED, ToolStatus.DEPRECATED}),
@@ -43,12 +43,15 @@ def resolve(rt: Runtime, st: CallState) -> CallResult | None:
         tool = rt.catalog.runnable(st.tenant_id, name, activation.version)
     except EntryPointNotAllowed as exc:
         return st.stop(EventType.POLICY_DENIED, exc.reason, str(exc))
-    except UserError as exc:
-        return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_FOUND, str(exc))
+    except UserError as exc:  # the factory's ProviderUnavailable
+        return st.stop(EventType.POLICY_DENIED, Reason.PROVIDER_UNAVAILABLE, str(exc))
     if tool is None:
         return st.stop(EventType.POLICY_DENIED, Reason.TOOL_NOT_PUBLISHED,
                        f"{name}: no published version" + (
                            f" {activation.version}" if activation.version else ""))
+    unreachable = server_problem(tool.definition, rt.catalog.mcp_servers)
+    if unreachable is not None:
+        return st.stop(EventType.POLICY_DENIED, Reason.PROVIDER_UNAVAILABLE, unreachable)
     st.tool = tool
     actions = tool.definition.actions
     action = req.action

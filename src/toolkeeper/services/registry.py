@@ -111,6 +111,7 @@ class RegistryService:
         tool_id, tool = rec
         semver_key(tool.version)
         self.check_retrieval(tool)
+        self._gw.factory.check(tool, self._gw.catalog.mcp_servers)
         snapshots = self._gw.store.registry.versions(tool_id)
         same = [s for s in snapshots if s.version == tool.version]
         if same and content_hash(same[0]) != content_hash(tool):
