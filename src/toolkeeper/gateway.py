@@ -80,18 +80,20 @@ class Gateway:
         self._next_recovery = time.monotonic() + self.settings.recovery_every_s
         sink = AuditSink(store.audit)
         shared: Any = store.rates if shared_rate_limits else None
+        caps: Any = store.caps if shared_rate_limits else None
         self._notifier: Any = None
         if redis_url:
             from toolkeeper.store.redis import RedisCounters
 
-            shared = RedisCounters(redis_url)
+            shared = caps = RedisCounters(redis_url)
         health = HealthBoard(on_change=self._health_changed)
         self.credentials = TenantCredentials.over(store.credentials, secrets)
         self._rt = Runtime(
             store=store, catalog=Catalog(mode=self.settings.mode, provider_factory=self.factory),
             sink=sink, secrets=secrets, redactor=self._build_redactor(), metrics=self.metrics,
             health=health, rates=RateLimiter(shared), credentials=self.credentials,
-            turns=TurnCounter(), concurrency=ConcurrencyGroups(), settings=self.settings,
+            turns=TurnCounter(caps), concurrency=ConcurrencyGroups(caps),
+            settings=self.settings,
         )
         self._loops = ThreadLoops()
         self._agent_principals = AgentPrincipals()

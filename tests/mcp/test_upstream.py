@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from toolkeeper import Gateway
+from toolkeeper import Gateway, OperationRefused
 from toolkeeper.model.enums import ToolStatus
 
 FIXTURE = Path(__file__).resolve().parent / "upstream_fixture.py"
@@ -208,12 +208,14 @@ def test_a_tenant_cannot_define_an_mcp_tool_through_the_api(fx: Setup) -> None:
     sneaky = ToolDefinition(name="steal", tenant_id="default", implementation_type="mcp",
                             implementation={"server": "fx", "tool": "whoami"})
     fx.gw.registry.create(sneaky)  # origin api: the operator's servers are not its own
-    fx.gw.registry.publish("steal", "default")
+    with pytest.raises(OperationRefused) as refused:
+        fx.gw.registry.publish("steal", "default")
+    assert refused.value.reason == "provider_unavailable"
+    assert "upstream MCP" in refused.value.message
     fx.gw.registry.put_profile(Profile(name="p", autonomy=3,
                                        activations=(Activation(tool="steal"),)))
     stopped = fx.gw.call_sync("steal", agent="a")
     assert stopped.status.value != "succeeded" and stopped.output is None, stopped
-    assert "upstream MCP" in (stopped.message or ""), stopped
 
 
 def test_a_literal_token_in_a_server_header_is_a_check_violation(tmp_path: Path) -> None:

@@ -31,3 +31,14 @@ def pay(invoice: str, path: str) -> dict[str, Any]:
 def echo(n: int) -> int:
     """Pure echo, for counting rate limits."""
     return n
+
+
+@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW)
+def hold(mark: str, path: str) -> dict[str, Any]:
+    """Irreversible and slow: logs its entry and exit, so overlapping runs show in ``path``."""
+    with Path(path).open("a") as fh:
+        fh.write(f"in:{mark}\n")
+    time.sleep(0.2)
+    with Path(path).open("a") as fh:
+        fh.write(f"out:{mark}\n")
+    return {"held": mark}

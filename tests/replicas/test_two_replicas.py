@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +27,8 @@ tools:
   - native: replica_tools:stamp
   - native: replica_tools:pay
   - native: replica_tools:echo
+  - native: replica_tools:hold
+    overrides: {execution: {concurrency_group: single, max_concurrency: 1, timeout_s: 60}}
 profiles:
   - name: stamper
     autonomy: 2
@@ -37,7 +40,12 @@ profiles:
     autonomy: 2
     activations: [{tool: echo}]
     limits: {rate: [{limit: 10, window_s: 60, per: agent}]}
+  - name: capped
+    autonomy: 2
+    activations: [{tool: echo}, {tool: hold}]
+    limits: {max_calls_per_turn: 5}
 agents:
+  - {name: capped-bot, profile: capped}
   - {name: stamp-bot, profile: stamper}
   - {name: pay-bot, profile: payer}
   - {name: echo-bot, profile: limited}
@@ -78,16 +86,17 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 60) 
     raise RuntimeError(f"{url} never became healthy")
 
 
-@pytest.fixture
-def replicas(pg_url: str, tmp_path: Path) -> Iterator[Replicas]:
-    config = tmp_path / "toolkeeper.yaml"
+@contextmanager
+def _two_replicas(pg_url: str, work: Path, redis_url: str | None = None) -> Iterator[Replicas]:
+    """Two ``serve`` processes on ``pg_url`` (and ``redis_url`` when given)."""
+    config = work / "toolkeeper.yaml"
     config.write_text(CONFIG)
     sys.path.insert(0, str(HERE))
     try:
         with Gateway.open(pg_url, config=config) as gw:
             tokens = {name: gw.store.tokens.create(tenant_id="default", role="agent",
                                                    agent=name)[1]
-                      for name in ("stamp-bot", "pay-bot", "echo-bot")}
+                      for name in ("stamp-bot", "pay-bot", "echo-bot", "capped-bot")}
             tokens["approver"] = gw.store.tokens.create(tenant_id="default",
                                                         role="approver")[1]
             tokens["admin"] = gw.store.tokens.create(tenant_id="default", role="admin")[1]
@@ -95,17 +104,20 @@ def replicas(pg_url: str, tmp_path: Path) -> Iterator[Replicas]:
         sys.path.remove(str(HERE))
     env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
            "TOOLKEEPER_DATABASE_URL": pg_url}
+    env.pop("TOOLKEEPER_REDIS_URL", None)
+    if redis_url is not None:
+        env["TOOLKEEPER_REDIS_URL"] = redis_url
     procs, urls = [], []
     try:
         for _ in range(2):
             port = _free_port()
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "toolkeeper.cli", "serve", "--port", str(port)],
-                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+                env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
             urls.append(f"http://127.0.0.1:{port}")
         for url, proc in zip(urls, procs, strict=True):
             _wait_healthy(url, proc)
-        yield Replicas(urls, tokens, tmp_path)
+        yield Replicas(urls, tokens, work)
     finally:
         for proc in procs:
             proc.terminate()
@@ -114,6 +126,22 @@ def replicas(pg_url: str, tmp_path: Path) -> Iterator[Replicas]:
                 proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+@pytest.fixture
+def replicas(pg_url: str, tmp_path: Path) -> Iterator[Replicas]:
+    with _two_replicas(pg_url, tmp_path) as running:
+        yield running
+
+
+@pytest.fixture(params=["database", "redis"])
+def counted_replicas(request: pytest.FixtureRequest, pg_url: str,
+                     tmp_path: Path) -> Iterator[Replicas]:
+    """Two replicas sharing turn caps and concurrency slots through the database, or
+    through Redis (started lazily, so the database run needs no redis-server)."""
+    redis_url = request.getfixturevalue("redis_url") if request.param == "redis" else None
+    with _two_replicas(pg_url, tmp_path, redis_url) as running:
+        yield running
 
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -168,3 +196,31 @@ def test_one_unforked_audit_chain(replicas: Replicas) -> None:
             "Authorization": f"Bearer {replicas.tokens['admin']}"}).json()
         assert report["ok"], report
         assert report["events"] >= 24 * 3
+
+
+def test_a_turn_cap_holds_across_replicas(counted_replicas: Replicas) -> None:
+    answers = [counted_replicas.post(i, "/tools/execute", "capped-bot", json={
+        "tool": "echo", "arguments": {"n": i}, "turn_group_id": "turn-1"}).json()
+        for i in range(8)]
+    assert [a["status"] for a in answers[:5]] == ["succeeded"] * 5, answers
+    assert {(a["status"], a["reason"]) for a in answers[5:]} == {
+        ("denied", "call_limit_exceeded")}
+    other_turn = counted_replicas.post(1, "/tools/execute", "capped-bot", json={
+        "tool": "echo", "arguments": {"n": 9}, "turn_group_id": "turn-2"}).json()
+    assert other_turn["status"] == "succeeded"
+
+
+def test_a_concurrency_group_of_one_runs_one_call_at_a_time_across_replicas(
+        counted_replicas: Replicas) -> None:
+    log = counted_replicas.work / "hold.txt"
+    with cf.ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda i: counted_replicas.post(
+            i, "/tools/execute", "capped-bot", json={
+                "tool": "hold", "arguments": {"mark": f"h{i}", "path": str(log)},
+                "idempotency_key": f"hold-{i}"}).json(), range(6)))
+    assert [a["status"] for a in answers] == ["succeeded"] * 6, answers
+    lines = log.read_text().splitlines()
+    assert len(lines) == 12
+    # one at a time: every entry is followed by the same call's exit
+    for entered, left in zip(lines[::2], lines[1::2], strict=True):
+        assert entered.startswith("in:") and left == "out:" + entered[3:], lines

@@ -20,6 +20,9 @@ class Reason(StrEnum):
     TOOL_NOT_ENABLED = "tool_not_enabled"
     ACTION_NOT_FOUND = "action_not_found"
     ACTION_NOT_ALLOWED = "action_not_allowed"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    """The tool's provider cannot be built here (entry point or function gone, implementation
+    config invalid, upstream MCP server not configured): refused at publish, stops a call."""
     # validate
     INVALID_ARGUMENTS = "invalid_arguments"
     PAYLOAD_TOO_LARGE = "payload_too_large"

@@ -2,22 +2,42 @@
 
 All three are safe to use from any thread and any event loop (the sync wrapper runs one
 loop per calling thread), so they use ``threading`` locks, never asyncio primitives.
+Each counts in its own process unless given a shared backend (the database's or Redis's),
+so that replicas agree (SPEC §12); a shared turn cap or concurrency slot whose backend
+raises ``ConnectionError`` (Redis unreachable) is counted in the process instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
+log = logging.getLogger("toolkeeper.limits")
+
+TURN_TTL_S = 86_400.0
+"""How long a shared turn counter lives after the turn's first call."""
+
 
 class SharedCounters(Protocol):
     """Counters shared by every process: the database's or Redis's."""
 
     def hit(self, key: str, limit: int, window_s: float) -> float | None: ...
+
+
+class SharedCaps(Protocol):
+    """Turn counters and concurrency leases shared by every process: the database's
+    (``store.caps``) or Redis's."""
+
+    def count_turn(self, key: str, cap: int, ttl_s: float) -> bool: ...
+
+    def acquire_slot(self, group: str, capacity: int, lease_s: float) -> str | None: ...
+
+    def release_slot(self, group: str, lease: str) -> None: ...
 
 
 class RateLimiter:
@@ -58,14 +78,22 @@ class RateLimiter:
 
 
 class TurnCounter:
-    """Calls per turn group, bounded in memory (least recently used turns are forgotten)."""
+    """Calls per turn group, bounded in memory (least recently used turns are forgotten);
+    with ``shared`` set, counted by the database or Redis."""
 
-    def __init__(self, max_turns: int = 100_000) -> None:
+    def __init__(self, shared: SharedCaps | None = None, max_turns: int = 100_000) -> None:
         self._lock = threading.Lock()
         self._counts: OrderedDict[str, int] = OrderedDict()
         self._max = max_turns
+        self.shared = shared
 
     def hit(self, key: str, cap: int) -> bool:
+        """Count one call; ``False`` (not counted) once ``cap`` calls were."""
+        if self.shared is not None:
+            try:
+                return self.shared.count_turn(key, cap, TURN_TTL_S)
+            except ConnectionError as exc:
+                log.warning("turn cap counted in this process only: %s", exc)
         with self._lock:
             n = self._counts.get(key, 0)
             if n >= cap:
@@ -78,11 +106,16 @@ class TurnCounter:
 
 
 class ConcurrencyGroups:
-    """Named capacity groups; a caller waits (polling, bounded) for a free slot."""
+    """Named capacity groups; a caller waits (polling, bounded) for a free slot.
 
-    def __init__(self) -> None:
+    With ``shared`` set, a slot is a lease in the database or Redis that expires after
+    ``lease_s`` (a crashed holder's slot comes back); released when the call ends.
+    """
+
+    def __init__(self, shared: SharedCaps | None = None) -> None:
         self._lock = threading.Lock()
         self._used: dict[str, int] = {}
+        self.shared = shared
 
     def try_acquire(self, group: str, capacity: int) -> bool:
         with self._lock:
@@ -96,17 +129,44 @@ class ConcurrencyGroups:
         with self._lock:
             self._used[group] = max(0, self._used.get(group, 1) - 1)
 
-    async def acquire(self, group: str, capacity: int,
-                      timeout_s: float) -> Callable[[], None] | None:
-        """A release callback, or ``None`` when no slot freed up within ``timeout_s``."""
+    def _try(self, group: str, capacity: int, lease_s: float) -> Callable[[], None] | None:
+        """A release callback for a slot taken now, else ``None``."""
+        if self.shared is not None:
+            try:
+                lease = self.shared.acquire_slot(group, capacity, lease_s)
+            except ConnectionError as exc:
+                log.warning("concurrency group counted in this process only: %s", exc)
+            else:
+                return None if lease is None else self._shared_release(group, lease)
+        if not self.try_acquire(group, capacity):
+            return None
+        return lambda: self.release(group)
+
+    def _shared_release(self, group: str, lease: str) -> Callable[[], None]:
+        shared = self.shared
+        assert shared is not None
+
+        def release() -> None:
+            try:
+                shared.release_slot(group, lease)
+            except Exception:  # the lease expires by itself; the call's result stands
+                log.warning("concurrency slot of %s not released (it expires)", group,
+                            exc_info=True)
+        return release
+
+    async def acquire(self, group: str, capacity: int, timeout_s: float,
+                      lease_s: float | None = None) -> Callable[[], None] | None:
+        """A release callback, or ``None`` when no slot freed up within ``timeout_s``.
+        A shared slot is leased for ``lease_s`` (default: ``timeout_s``)."""
+        lease_s = timeout_s if lease_s is None else lease_s
         deadline = time.monotonic() + timeout_s
-        delay = 0.001
-        while not self.try_acquire(group, capacity):
+        delay, longest = (0.005, 0.1) if self.shared is not None else (0.001, 0.05)
+        while (release := self._try(group, capacity, lease_s)) is None:
             if time.monotonic() >= deadline:
                 return None
             await asyncio.sleep(min(delay, max(0.0, deadline - time.monotonic())))
-            delay = min(delay * 2, 0.05)
-        return lambda: self.release(group)
+            delay = min(delay * 2, longest)
+        return release
 
     def in_use(self, group: str) -> int:
         return self._used.get(group, 0)

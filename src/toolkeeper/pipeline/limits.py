@@ -7,6 +7,7 @@ from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.profile import Limits
 from toolkeeper.model.reasons import Reason
+from toolkeeper.model.tool import ExecutionMeta
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 
@@ -20,14 +21,23 @@ def _rate_key(per: str, st: CallState, tool: str) -> str:
     }[per]
 
 
-def _all_limits(st: CallState) -> list[Limits]:
+def _all_limits(st: CallState) -> list[tuple[str, Limits]]:
+    """Each layer's limits with a name that is the same in every process (turn keys)."""
     assert st.profile is not None
     tenant, profile = st.profile.limits
-    out = [tenant, profile]
+    out = [("tenant", tenant), ("profile", profile)]
     act = st.profile.activations.get(st.tool_name)
     if act is not None and act.limits is not None:
-        out.append(act.limits)
+        out.append((f"tool:{st.tool_name}", act.limits))
     return out
+
+
+def _lease_s(rt: Runtime, execution: ExecutionMeta) -> float:
+    """How long a shared concurrency slot is held at most: every attempt at its timeout,
+    the back-offs between them, and the grace after which a holder is presumed dead."""
+    return (execution.timeout_s * (1 + execution.max_retries)
+            + rt.settings.retry_max_s * execution.max_retries
+            + rt.settings.stale_grace.total_seconds())
 
 
 async def limits(rt: Runtime, st: CallState) -> CallResult | None:
@@ -38,7 +48,7 @@ async def limits(rt: Runtime, st: CallState) -> CallResult | None:
         return st.stop(EventType.LIMIT_DENIED, Reason.TOOL_UNAVAILABLE,
                        f"{tool.name} is unavailable", status=CallStatus.FAILED,
                        retry_after=round(wait, 3))
-    for lim in _all_limits(st):
+    for layer, lim in _all_limits(st):
         for rate in lim.rate:
             key = _rate_key(rate.per, st, tool.name) + f":{rate.limit}/{rate.window_s}"
             retry = rt.rates.hit(key, rate.limit, rate.window_s)
@@ -48,14 +58,15 @@ async def limits(rt: Runtime, st: CallState) -> CallResult | None:
                                f"({rate.per})", retry_after=round(retry, 3))
         turn = st.request.turn_group_id
         if lim.max_calls_per_turn is not None and turn:
-            key = f"{st.tenant_id}:{st.agent}:{turn}:{id(lim)}"
+            key = f"{st.tenant_id}:{st.agent}:{turn}:{layer}"
             if not rt.turns.hit(key, lim.max_calls_per_turn):
                 return st.stop(EventType.LIMIT_DENIED, Reason.CALL_LIMIT_EXCEEDED,
                                f"at most {lim.max_calls_per_turn} calls per turn group")
     group = tool.execution.concurrency_group
     if group != "default" or tool.execution.max_concurrency > 1:
         release = await rt.concurrency.acquire(
-            f"{st.tenant_id}:{group}", tool.execution.max_concurrency, tool.execution.timeout_s)
+            f"{st.tenant_id}:{group}", tool.execution.max_concurrency, tool.execution.timeout_s,
+            _lease_s(rt, tool.execution))
         if release is None:
             return st.stop(EventType.LIMIT_DENIED, Reason.CONCURRENCY_LIMITED,
                            f"concurrency group {group!r} stayed full for "

@@ -18,7 +18,7 @@ from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.providers.base import ToolPolicy
 from toolkeeper.providers.ceiling import call_excess
-from toolkeeper.providers.factory import EntryPointNotAllowed
+from toolkeeper.providers.factory import EntryPointNotAllowed, server_problem
 
 RUNNABLE = {
     Mode.PRODUCTION: frozenset({ToolStatus.PUBLISHED, ToolStatus.DEPRECATED}),
@@ -60,11 +60,14 @@ def resolve_tool(catalog: Catalog, profile: CompiledProfile, tenant_id: str,
         tool = catalog.runnable(tenant_id, name, activation.version)
     except EntryPointNotAllowed as exc:
         return Refusal(exc.reason, str(exc))
-    except UserError as exc:
-        return Refusal(Reason.TOOL_NOT_FOUND, str(exc))
+    except UserError as exc:  # the factory's ProviderUnavailable
+        return Refusal(Reason.PROVIDER_UNAVAILABLE, str(exc))
     if tool is None:
         pin = f" {activation.version}" if activation.version else ""
         return Refusal(Reason.TOOL_NOT_PUBLISHED, f"{name}: no published version{pin}")
+    unreachable = server_problem(tool.definition, catalog.mcp_servers)
+    if unreachable is not None:
+        return Refusal(Reason.PROVIDER_UNAVAILABLE, unreachable)
     return tool, activation
 
 

@@ -11,12 +11,13 @@ for a row that reached the database some other way (an older version wrote it).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+import logging
+from collections.abc import Callable, Container, Mapping
 from typing import Any
 
 from pydantic import BaseModel
 
-from toolkeeper.errors import UserError
+from toolkeeper.errors import OperationRefused, ToolkeeperError, ToolSignal, UserError
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.base import Provider, ToolPolicy
@@ -54,6 +55,33 @@ class EntryPointNotAllowed(UserError):
     """A tool defined through the API names code the operator did not register."""
 
     reason = Reason.ENTRY_POINT_NOT_ALLOWED
+
+
+class ProviderUnavailable(UserError):
+    """A tool's provider cannot be built here: its entry point or function is gone, its
+    implementation config is invalid, or its implementation type has no provider."""
+
+    reason = Reason.PROVIDER_UNAVAILABLE
+
+
+def server_problem(tool: ToolDefinition, servers: Container[str]) -> str | None:
+    """Why an ``mcp`` tool cannot reach its upstream server (not among ``servers``)."""
+    if tool.implementation_type != "mcp":
+        return None
+    server = str(tool.implementation.get("server", ""))[:200]
+    if server in servers:
+        return None
+    return f"{tool.name}: provider unavailable: no upstream MCP server {server!r} is configured"
+
+
+def _why(exc: Exception) -> str:
+    """A build failure in words: ours say what is wrong; anything else only its type (its
+    text may hold anything the constructor saw)."""
+    if isinstance(exc, ToolSignal):
+        return exc.message
+    if isinstance(exc, ToolkeeperError):
+        return str(exc)
+    return f"building it raised {type(exc).__name__}"
 
 
 def tenant_code_problem(tool: ToolDefinition) -> tuple[str, str] | None:
@@ -112,6 +140,34 @@ class ProviderFactory:
         return cls.policy_model if issubclass(cls, BaseTool) else ToolPolicy
 
     def __call__(self, tool: ToolDefinition) -> Provider:
+        """The provider of ``tool``; ``ProviderUnavailable`` when it cannot be built
+        (``EntryPointNotAllowed`` when a tenant's tool names code it may not run)."""
+        try:
+            return self._build(tool)
+        except EntryPointNotAllowed:
+            raise
+        except Exception as exc:
+            why = _why(exc).removeprefix(f"{tool.name}: ")
+            logging.getLogger("toolkeeper").warning("provider of %s cannot be built: %s",
+                                                    tool.name, why)
+            raise ProviderUnavailable(f"{tool.name}: provider unavailable: {why}") from None
+
+    def check(self, tool: ToolDefinition, servers: Container[str]) -> None:
+        """Refuse to publish ``tool`` (``provider_unavailable``) when its provider cannot be
+        built here or its upstream MCP server is not among ``servers``. A tenant's tool
+        naming code it may not run was refused when written (``entry_point_not_allowed``)
+        and is stopped when called."""
+        problem = server_problem(tool, servers)
+        try:
+            self(tool)
+        except EntryPointNotAllowed:
+            pass
+        except ProviderUnavailable as exc:
+            problem = str(exc)
+        if problem is not None:
+            raise OperationRefused(Reason.PROVIDER_UNAVAILABLE, problem)
+
+    def _build(self, tool: ToolDefinition) -> Provider:
         kind = tool.implementation_type
         impl = tool.implementation
         if tool.origin == "api":

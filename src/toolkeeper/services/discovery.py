@@ -151,7 +151,8 @@ def agent_listing(catalog: Catalog, health: HealthBoard, tenant_id: str,
 
 _WHY = {Reason.TOOL_QUARANTINED: Why.QUARANTINED, Reason.TOOL_NOT_PUBLISHED: Why.NOT_PUBLISHED,
         Reason.SCOPE_MISSING: Why.SCOPE_MISSING, Reason.GATE_DENIED: Why.GATE_DENIED,
-        Reason.TOOL_NOT_FOUND: Why.UNHEALTHY, Reason.ENTRY_POINT_NOT_ALLOWED: Why.UNHEALTHY}
+        Reason.TOOL_NOT_FOUND: Why.UNHEALTHY, Reason.PROVIDER_UNAVAILABLE: Why.UNHEALTHY,
+        Reason.ENTRY_POINT_NOT_ALLOWED: Why.UNHEALTHY}
 """Resolve reasons as ``why_unavailable``; any other one reads ``disabled_for_agent``. A
 tool that is listed but will not resolve (its provider cannot be built) cannot run here."""
 

@@ -120,6 +120,7 @@ class RegistryService:
         tool_id, tool = rec
         semver_key(tool.version)
         self.check_retrieval(tool)
+        self._factory.check(tool, self._catalog().mcp_servers)
         snapshots = self._store.registry.versions(tool_id)
         same = [s for s in snapshots if s.version == tool.version]
         if same and content_hash(same[0]) != content_hash(tool):

@@ -7,6 +7,7 @@ from toolkeeper.store.audit import AuditRepo
 from toolkeeper.store.audit_checkpoints import Checkpoints
 from toolkeeper.store.audit_key import AuditKey
 from toolkeeper.store.blobs import BlobRepo
+from toolkeeper.store.caps import CapRepo
 from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
 from toolkeeper.store.outcomes import OutcomeRepo
@@ -31,6 +32,7 @@ class Store:
         self.blobs = BlobRepo(db)
         self.credentials = CredentialRepo(db)
         self.rates = RateRepo(db)
+        self.caps = CapRepo(db)
 
     @classmethod
     def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,

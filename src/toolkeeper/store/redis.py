@@ -1,15 +1,19 @@
-"""Optional Redis (SPEC §12): rate limits counted across replicas, and change notifications.
+"""Optional Redis (SPEC §12): rate limits, turn caps and concurrency slots counted across
+replicas, and change notifications.
 
 Counting is one Lua script per hit (atomic, on Redis's clock, so replicas with skewed
 clocks agree). Redis is an accelerator, never the source of truth: if it cannot be
-reached within its timeout, a hit is allowed (and logged) rather than failing every call,
-and definition changes still propagate through the database's change counter.
+reached within its timeout, a rate-limit hit is allowed (and logged) rather than failing
+every call; a turn cap or concurrency slot raises ``ConnectionError`` so the limiter
+counts in its own process instead; definition changes still propagate through the
+database's change counter.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -37,15 +41,68 @@ redis.call('PEXPIRE', cur_key, window * 2)
 return -1
 """
 
+# One turn's calls: counted only below the cap; the key lives ttl ms from the first call.
+_TURN = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n >= tonumber(ARGV[1]) then
+  return 0
+end
+if redis.call('INCR', KEYS[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+"""
+
+# A group's leases: a sorted set scored by expiry (Redis's clock); expired ones are dropped.
+_SLOT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local lease = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + lease, ARGV[2])
+redis.call('PEXPIRE', KEYS[1], lease)
+return 1
+"""
+
 
 class RedisCounters:
-    """Shared rate-limit counters (the ``RateLimiter``'s ``shared`` backend)."""
+    """Shared counters: rate limits (the ``RateLimiter``'s ``shared`` backend), turn caps
+    and concurrency slots (the ``TurnCounter``'s and ``ConcurrencyGroups``')."""
 
     def __init__(self, url: str, *, timeout_s: float = 0.5, prefix: str = "tk:rate") -> None:
         self._client = redis.Redis.from_url(url, socket_timeout=timeout_s,
                                             socket_connect_timeout=timeout_s)
         self._script = self._client.register_script(_HIT)
+        self._turn = self._client.register_script(_TURN)
+        self._slot = self._client.register_script(_SLOT)
         self._prefix = prefix
+
+    def count_turn(self, key: str, cap: int, ttl_s: float) -> bool:
+        """Count one call of a turn; ``False`` (nothing counted) once ``cap`` were."""
+        try:
+            return bool(self._turn(keys=[f"{self._prefix}:turn:{key}"],
+                                   args=[cap, max(1, int(ttl_s * 1000))]))
+        except redis.RedisError as exc:
+            raise ConnectionError(f"redis unreachable: {exc}") from None
+
+    def acquire_slot(self, group: str, capacity: int, lease_s: float) -> str | None:
+        """A lease id on one of ``group``'s slots, or ``None`` when all are held."""
+        lease = uuid.uuid4().hex
+        try:
+            got = self._slot(keys=[f"{self._prefix}:slot:{group}"],
+                             args=[capacity, lease, max(1, int(lease_s * 1000))])
+        except redis.RedisError as exc:
+            raise ConnectionError(f"redis unreachable: {exc}") from None
+        return lease if got else None
+
+    def release_slot(self, group: str, lease: str) -> None:
+        try:
+            self._client.zrem(f"{self._prefix}:slot:{group}", lease)
+        except redis.RedisError as exc:
+            raise ConnectionError(f"redis unreachable: {exc}") from None
 
     def hit(self, key: str, limit: int, window_s: float) -> float | None:
         """Count one call; ``None`` if allowed, else seconds to wait."""

@@ -243,6 +243,31 @@ rate_counters = Table(
     Column("count", Integer, nullable=False),
 )
 
+turn_counts = Table(
+    "turn_counts", metadata,
+    Column("key", String(512), primary_key=True),
+    Column("count", Integer, nullable=False),
+    Column("expires_at", Float, nullable=False, index=True),
+)
+"""Calls per turn group and limit layer (``max_calls_per_turn``), shared by every process;
+a row is forgotten once ``expires_at`` (epoch seconds) passes."""
+
+concurrency_groups = Table(
+    "concurrency_groups", metadata,
+    Column("key", String(512), primary_key=True),
+)
+"""One row per tenant's concurrency group: the row an acquirer locks (PostgreSQL) while it
+counts the group's live leases."""
+
+concurrency_leases = Table(
+    "concurrency_leases", metadata,
+    Column("group_key", String(512), primary_key=True),
+    Column("lease_id", String(ID), primary_key=True),
+    Column("expires_at", Float, nullable=False),
+)
+"""A held concurrency slot. Released when its call ends; a holder that died leaves a row
+that stops counting once ``expires_at`` (epoch seconds, bounded by the call timeout) passes."""
+
 credentials = Table(
     "credentials", metadata,
     Column("tenant_id", String(ID), primary_key=True),
