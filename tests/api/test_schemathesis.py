@@ -14,7 +14,6 @@ from typing import Any, cast
 
 import pytest
 import schemathesis
-from exec_fixtures import Api, api_for
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -24,6 +23,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from tests.api.exec_fixtures import api_for
+from tests.support.rest import RestClient
 from toolkeeper.api import create_app
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
@@ -55,18 +56,18 @@ def _operations() -> list[Any]:
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RestClient]:
     with api_for(tmp_path_factory.mktemp("schemathesis")) as a:
         yield a
 
 
 @pytest.fixture(scope="module")
-def api_schema(api: Api) -> Any:
+def api_schema(api: RestClient) -> Any:
     return schemathesis.openapi.from_asgi("/openapi.json", api.client.app)
 
 
 @pytest.mark.parametrize(("who", "method", "path", "mode"), _operations())
-def test_operation_conforms_to_its_schema(api: Api, api_schema: Any, who: str, method: str,
+def test_operation_conforms_to_its_schema(api: RestClient, api_schema: Any, who: str, method: str,
                                           path: str, mode: GenerationMode) -> None:
     operation = api_schema[path][method]
 
