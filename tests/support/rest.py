@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import EllipsisType
 from typing import Any
 
-import httpx
+import httpx2
 from fastapi.testclient import TestClient
 
 from toolkeeper import Gateway
@@ -33,23 +33,23 @@ class RestClient:
         return {"Authorization": f"Bearer {self.tokens.get(who, who)}"}
 
     def call(self, method: str, path: str, who: str | None = "admin",
-             **kwargs: Any) -> httpx.Response:
-        """Any request as ``who`` (``None``: without credentials); ``kwargs`` go to httpx."""
+             **kwargs: Any) -> httpx2.Response:
+        """Any request as ``who`` (``None``: without credentials); ``kwargs`` go to httpx2."""
         headers = {**(self.auth(who) if who is not None else {}),
                    **(kwargs.pop("headers", None) or {})}
         return self.client.request(method, path, headers=headers, **kwargs)
 
-    def get(self, who: str, path: str, **params: Any) -> httpx.Response:
+    def get(self, who: str, path: str, **params: Any) -> httpx2.Response:
         return self.client.get(path, params=params, headers=self.auth(who))
 
-    def post(self, who: str, path: str, body: Any = None, **params: Any) -> httpx.Response:
+    def post(self, who: str, path: str, body: Any = None, **params: Any) -> httpx2.Response:
         return self.client.post(path, json=body, params=params, headers=self.auth(who))
 
-    def put(self, who: str, path: str, body: Any) -> httpx.Response:
+    def put(self, who: str, path: str, body: Any) -> httpx2.Response:
         return self.client.put(path, json=body, headers=self.auth(who))
 
     def execute(self, who: str, tool: str, arguments: Any = None,
-                headers: dict[str, str] | None = None, **fields: Any) -> httpx.Response:
+                headers: dict[str, str] | None = None, **fields: Any) -> httpx2.Response:
         """``POST /tools/execute`` of ``tool`` with ``arguments`` and any other body ``fields``."""
         body = {"tool": tool, "arguments": {} if arguments is None else arguments, **fields}
         return self.client.post("/tools/execute", json=body,
@@ -63,7 +63,7 @@ class RestClient:
         return rec[0]
 
 
-def assert_error(resp: httpx.Response, status: int, reason: str) -> dict[str, Any]:
+def assert_error(resp: httpx2.Response, status: int, reason: str) -> dict[str, Any]:
     """``resp`` is the SPEC §7 error shape with ``status`` and ``reason``; its ``error``."""
     assert resp.status_code == status, (resp.status_code, resp.text)
     body = resp.json()
