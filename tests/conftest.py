@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pgcluster import PgCluster, PgUnavailable
+from tests.support.pgcluster import PgCluster, PgUnavailable
 
 
 @pytest.fixture(scope="session")
@@ -62,7 +62,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """A real redis-server on a free loopback port (skipped loudly locally, fails in CI)."""
-    from redisserver import RedisServer, RedisUnavailable
+    from tests.support.redisserver import RedisServer, RedisUnavailable
 
     server = RedisServer()
     try:

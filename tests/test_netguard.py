@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from loopback import serving
+from tests.support.loopback import serving
 from toolkeeper.errors import ConfigError, ToolDenied, ToolError
 from toolkeeper.netguard import GuardedTransport, NetGuard, Resolver, is_public_address
 

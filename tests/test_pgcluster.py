@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from pgcluster import PgCluster, libpq_url
+from tests.support.pgcluster import PgCluster, libpq_url
 
 
 @pytest.mark.postgres

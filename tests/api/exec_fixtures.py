@@ -1,6 +1,6 @@
 """A REST app over a real SQLite gateway for the execution-side API tests: tools covering
 every gate and outcome, three profiles (autonomy 3, 1, 0), a second tenant, and tokens
-for every role. Imported by the test modules (no conftest: the package is shared)."""
+for every role, spoken to through :class:`tests.support.rest.RestClient`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from fastapi.testclient import TestClient
 
+from tests.support.rest import RestClient
 from toolkeeper import (
     ActionSpec,
     Activation,
@@ -122,25 +123,6 @@ class Gate:
         return hold
 
 
-@dataclass(kw_only=True)
-class Api:
-    """One app, its gateway, and a token per role (``default`` tenant unless ``acme_``)."""
-
-    gw: Gateway
-    client: TestClient
-    tokens: dict[str, str]
-    hold: Gate
-
-    def auth(self, who: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.tokens[who]}"}
-
-    def execute(self, who: str, tool: str, arguments: Any = None,
-                headers: dict[str, str] | None = None, **fields: Any) -> Any:
-        body = {"tool": tool, "arguments": {} if arguments is None else arguments, **fields}
-        return self.client.post("/tools/execute", json=body,
-                                headers={**self.auth(who), **(headers or {})})
-
-
 TOOLS: tuple[Any, ...] = (add, ping, charge, lost, declined, Bank, Email)
 _RATE = Limits(rate=(RateLimit(limit=1, window_s=60, per="agent_tool"),))
 _TOKENS = {"admin": ("default", "admin", None), "operator": ("default", "operator", None),
@@ -177,29 +159,18 @@ def build_gateway(url: str, hold: Gate) -> Gateway:
 
 
 @contextmanager
-def api_for(where: Path | str, settings: ApiSettings | None = None) -> Iterator[Api]:
+def api_for(where: Path | str, settings: ApiSettings | None = None, *,
+            hold: Gate | None = None) -> Iterator[RestClient]:
     """The app over a fresh gateway: ``where`` is a database URL, or a directory for
-    ``sqlite:///{where}/tk.db``; closed on exit."""
-    hold = Gate()
+    ``sqlite:///{where}/tk.db``; ``hold`` is the gate of the ``hold`` tool, for a test
+    that holds a call inside its execution. Closed on exit."""
+    hold = hold or Gate()
     gw = build_gateway((where if isinstance(where, str) else f"sqlite:///{where}/tk.db"), hold)
     try:
         tokens = {who: gw.store.tokens.create(tenant_id=t, role=r, agent=a)[1]
                   for who, (t, r, a) in _TOKENS.items()}
         with TestClient(create_app(gw, settings), raise_server_exceptions=False) as client:
-            yield Api(gw=gw, client=client, tokens=tokens, hold=hold)
+            yield RestClient(gw=gw, client=client, tokens=tokens)
     finally:
         hold.release.set()
         gw.close()
-
-
-def assert_error(resp: Any, status: int, reason: str) -> dict[str, Any]:
-    """``resp`` is the SPEC §7 error shape with ``status`` and ``reason``; its ``error``."""
-    assert resp.status_code == status, (resp.status_code, resp.text)
-    body = resp.json()
-    assert set(body) == {"error"}, body
-    err: dict[str, Any] = body["error"]
-    assert set(err) == {"reason", "message", "details"}, err
-    assert err["reason"] == reason, err
-    assert isinstance(err["message"], str) and err["message"]
-    assert isinstance(err["details"], dict)
-    return err

@@ -1,7 +1,7 @@
 """A REST app over a real SQLite gateway for the identity, webhook and server tests: two
 tenants (``default`` and ``other``) plus the system tenant, a global ``echo`` tool and an
 ``approve``-gated ``wire`` tool, one profile and agent per tenant, and tokens for every role.
-Imported by the test modules (no conftest: the package is shared with other suites)."""
+Spoken to through :class:`tests.support.rest.RestClient`."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 from fastapi.testclient import TestClient
 
+from tests.support.rest import RestClient
 from toolkeeper import Activation, Agent, Gateway, Profile, Risk, SideEffect, tool
 from toolkeeper.api import ApiSettings, create_app
 from toolkeeper.bounds import TenantBounds
@@ -37,28 +37,6 @@ def echo(text: str) -> str:
 def wire(amount: int) -> dict[str, int]:
     """Move money: critical, so an approver must decide first."""
     return {"wired": amount}
-
-
-@dataclass
-class IdApi:
-    """The app, its gateway and one token per role (``tokens[who]``)."""
-
-    gw: Gateway
-    client: TestClient
-    tokens: dict[str, str] = field(default_factory=dict)
-
-    def call(self, method: str, path: str, who: str | None = "admin",
-             **kwargs: Any) -> httpx.Response:
-        """One request as ``who`` (a key of ``tokens``, a raw token, or ``None``)."""
-        headers = {}
-        if who is not None:
-            headers["Authorization"] = f"Bearer {self.tokens.get(who, who)}"
-        return self.client.request(method, path, headers=headers, **kwargs)
-
-    def echo(self, who: str, text: str) -> httpx.Response:
-        """``echo`` through ``POST /tools/execute``."""
-        return self.call("POST", "/tools/execute", who,
-                         json={"tool": "echo", "arguments": {"text": text}})
 
 
 LOOPBACK_BOUNDS = TenantBounds(networks=("127.0.0.0/8",))
@@ -98,7 +76,7 @@ def seed(gw: Gateway) -> dict[str, str]:
 
 @contextmanager
 def identity_api(where: Path | str, *, embedded: bool = True,
-                 tenant_bounds: TenantBounds = LOOPBACK_BOUNDS) -> Iterator[IdApi]:
+                 tenant_bounds: TenantBounds = LOOPBACK_BOUNDS) -> Iterator[RestClient]:
     """A seeded app on a fresh database (a URL, or a directory for a SQLite file)."""
     url = where if isinstance(where, str) else f"sqlite:///{where}/identities.db"
     gw = open_gateway(url, embedded=embedded, tenant_bounds=tenant_bounds)
@@ -107,7 +85,7 @@ def identity_api(where: Path | str, *, embedded: bool = True,
         app = create_app(gw, ApiSettings())
         app.state.system_tenant = "system"
         with TestClient(app) as client:
-            yield IdApi(gw=gw, client=client, tokens=tokens)
+            yield RestClient(gw=gw, client=client, tokens=tokens)
     finally:
         gw.close()
 

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from exec_fixtures import Api, api_for
 
-import audit_attacks as attack
+from tests.api.exec_fixtures import api_for
+from tests.support import audit_attacks as attack
+from tests.support.rest import RestClient
 
 INVOICE = {"invoice": "inv-1", "amount": 5}
 
@@ -22,7 +23,7 @@ def keyed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TOOLKEEPER_AUDIT_KEY", base64.b64encode(attack.KEY).decode())
 
 
-def _calls(api: Api, n: int = 3) -> None:
+def _calls(api: RestClient, n: int = 3) -> None:
     for i in range(n):
         paid = api.execute("bot", "charge", {**INVOICE, "invoice": f"inv-{i}"}).json()
         assert paid["status"] == "succeeded", paid
@@ -31,7 +32,7 @@ def _calls(api: Api, n: int = 3) -> None:
     api.gw.flush()
 
 
-def _verify(api: Api) -> dict[str, Any]:
+def _verify(api: RestClient) -> dict[str, Any]:
     resp = api.client.get("/audit/verify", headers=api.auth("operator"))
     assert resp.status_code == 200, resp.text
     body: dict[str, Any] = resp.json()
@@ -39,13 +40,13 @@ def _verify(api: Api) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api(db_url: str, keyed: None) -> Iterator[Api]:
+def api(db_url: str, keyed: None) -> Iterator[RestClient]:
     with api_for(db_url) as a:
         yield a
 
 
 def test_deleting_the_last_event_and_moving_the_head_back_fails_verify(
-        api: Api, db_url: str) -> None:
+        api: RestClient, db_url: str) -> None:
     _calls(api)
     assert _verify(api)["ok"] is True
     attack.delete_last_event(db_url)
@@ -54,14 +55,14 @@ def test_deleting_the_last_event_and_moving_the_head_back_fails_verify(
     assert any("chain head" in p for p in body["problems"]), body
 
 
-def test_editing_a_middle_event_and_rechaining_fails_verify(api: Api, db_url: str) -> None:
+def test_editing_a_middle_event_and_rechaining_fails_verify(api: RestClient, db_url: str) -> None:
     _calls(api)
     attack.edit_and_rechain(db_url, len(attack.events(db_url)) // 2, keep_mac=True)
     body = _verify(api)
     assert body["ok"] is False and body["problems"]
 
 
-def test_a_downgrade_to_plain_sha256_fails_verify(api: Api, db_url: str) -> None:
+def test_a_downgrade_to_plain_sha256_fails_verify(api: RestClient, db_url: str) -> None:
     _calls(api)
     attack.downgrade(db_url)
     body = _verify(api)
@@ -84,7 +85,7 @@ def test_a_replayed_head_fails_verify_through_the_checkpoint_file(
     assert any("rolled back" in p for p in body["problems"]), body
 
 
-def test_an_untouched_keyed_chain_verifies_clean(api: Api) -> None:
+def test_an_untouched_keyed_chain_verifies_clean(api: RestClient) -> None:
     _calls(api)
     body = _verify(api)
     assert body["ok"] is True and body["problems"] == []

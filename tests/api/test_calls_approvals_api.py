@@ -8,32 +8,34 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from exec_fixtures import Api, api_for, assert_error
+
+from tests.api.exec_fixtures import api_for
+from tests.support.rest import RestClient, assert_error
 
 INVOICE = {"invoice": "inv-7", "amount": 120}
 
 
 @pytest.fixture
-def api(db_url: str) -> Iterator[Api]:
+def api(db_url: str) -> Iterator[RestClient]:
     with api_for(db_url) as a:
         yield a
 
 
-def _ask_approval(api: Api, args: dict[str, Any] = INVOICE) -> str:
+def _ask_approval(api: RestClient, args: dict[str, Any] = INVOICE) -> str:
     resp = api.execute("intern", "bank", args, action="pay")
     assert resp.status_code == 200 and resp.json()["status"] == "approval_required"
     approval_id: str = resp.json()["approval_id"]
     return approval_id
 
 
-def _ask_confirmation(api: Api) -> str:
+def _ask_confirmation(api: RestClient) -> str:
     resp = api.execute("sup", "bank", INVOICE, action="pay")
     assert resp.status_code == 200 and resp.json()["status"] == "confirmation_required"
     approval_id: str = resp.json()["approval_id"]
     return approval_id
 
 
-def test_approved_call_runs_when_resubmitted_with_its_approval(api: Api) -> None:
+def test_approved_call_runs_when_resubmitted_with_its_approval(api: RestClient) -> None:
     approval_id = _ask_approval(api)
     inbox = api.client.get("/approvals", params={"status": "pending"},
                            headers=api.auth("approver"))
@@ -53,7 +55,7 @@ def test_approved_call_runs_when_resubmitted_with_its_approval(api: Api) -> None
         "/approvals", headers=api.auth("approver")).json()]
 
 
-def test_approval_with_edited_arguments_binds_the_edit(api: Api) -> None:
+def test_approval_with_edited_arguments_binds_the_edit(api: RestClient) -> None:
     approval_id = _ask_approval(api)
     edited = {"invoice": "inv-7", "amount": 100}
     ok = api.client.post(f"/approvals/{approval_id}/approve", json={"arguments": edited},
@@ -65,7 +67,7 @@ def test_approval_with_edited_arguments_binds_the_edit(api: Api) -> None:
     assert run.json()["status"] == "succeeded" and run.json()["output"]["amount"] == 100
 
 
-def test_agent_cannot_approve_its_own_call(api: Api) -> None:
+def test_agent_cannot_approve_its_own_call(api: RestClient) -> None:
     approval_id = _ask_approval(api)
     resp = api.client.post(f"/approvals/{approval_id}/approve", headers=api.auth("intern"))
     assert_error(resp, 403, "approver_not_allowed")
@@ -76,13 +78,13 @@ def test_agent_cannot_approve_its_own_call(api: Api) -> None:
     assert still.json()["status"] == "pending"
 
 
-def test_operator_without_approver_role_cannot_approve(api: Api) -> None:
+def test_operator_without_approver_role_cannot_approve(api: RestClient) -> None:
     approval_id = _ask_approval(api)
     resp = api.client.post(f"/approvals/{approval_id}/approve", headers=api.auth("operator"))
     assert_error(resp, 403, "approver_not_allowed")
 
 
-def test_confirm_gate_is_confirmed_by_the_agents_own_token(api: Api) -> None:
+def test_confirm_gate_is_confirmed_by_the_agents_own_token(api: RestClient) -> None:
     approval_id = _ask_confirmation(api)
     other = api.client.post(f"/approvals/{approval_id}/confirm", headers=api.auth("bot"))
     assert_error(other, 403, "approver_not_allowed")
@@ -94,7 +96,7 @@ def test_confirm_gate_is_confirmed_by_the_agents_own_token(api: Api) -> None:
     assert_error(twice, 409, "invalid_state")
 
 
-def test_denied_approval_stops_the_resubmitted_call(api: Api) -> None:
+def test_denied_approval_stops_the_resubmitted_call(api: RestClient) -> None:
     approval_id = _ask_approval(api)
     denied = api.client.post(f"/approvals/{approval_id}/deny", json={"note": "not today"},
                              headers=api.auth("approver"))
@@ -107,7 +109,7 @@ def test_denied_approval_stops_the_resubmitted_call(api: Api) -> None:
     assert_error(again, 409, "invalid_state")
 
 
-def test_agent_sees_only_its_own_approvals(api: Api) -> None:
+def test_agent_sees_only_its_own_approvals(api: RestClient) -> None:
     approval_id = _ask_approval(api)
     mine = api.client.get("/approvals", headers=api.auth("intern")).json()
     assert [a["id"] for a in mine] == [approval_id]
@@ -120,7 +122,7 @@ def test_agent_sees_only_its_own_approvals(api: Api) -> None:
     ("GET", "/approvals/{id}"), ("POST", "/approvals/{id}/approve"),
     ("POST", "/approvals/{id}/deny"), ("POST", "/approvals/{id}/confirm"),
 ])
-def test_another_tenants_approval_is_404(api: Api, method: str, path: str) -> None:
+def test_another_tenants_approval_is_404(api: RestClient, method: str, path: str) -> None:
     approval_id = _ask_approval(api)
     resp = api.client.request(method, path.format(id=approval_id),
                               headers=api.auth("acme_admin"))
@@ -128,19 +130,19 @@ def test_another_tenants_approval_is_404(api: Api, method: str, path: str) -> No
     assert api.client.get("/approvals", headers=api.auth("acme_admin")).json() == []
 
 
-def test_unknown_approval_id_is_404(api: Api) -> None:
+def test_unknown_approval_id_is_404(api: RestClient) -> None:
     resp = api.client.post("/approvals/ap_nope/approve", headers=api.auth("approver"))
     assert_error(resp, 404, "not_found")
 
 
-def _unknown_call(api: Api) -> str:
+def _unknown_call(api: RestClient) -> str:
     resp = api.execute("bot", "lost", {"x": 1}, idempotency_key="lost-1")
     assert resp.status_code == 200 and resp.json()["status"] == "unknown"
     call_id: str = resp.json()["call_id"]
     return call_id
 
 
-def test_recorded_call_is_fetched_by_id(api: Api) -> None:
+def test_recorded_call_is_fetched_by_id(api: RestClient) -> None:
     done = api.execute("bot", "charge", INVOICE, idempotency_key="c1").json()
     resp = api.client.get(f"/calls/{done['call_id']}", headers=api.auth("bot"))
     assert resp.status_code == 200
@@ -150,7 +152,7 @@ def test_recorded_call_is_fetched_by_id(api: Api) -> None:
     assert body["agent"] == "bot" and body["side_effect"] == "irreversible"
 
 
-def test_calls_are_listed_by_status(api: Api) -> None:
+def test_calls_are_listed_by_status(api: RestClient) -> None:
     api.execute("bot", "charge", INVOICE, idempotency_key="c2")
     call_id = _unknown_call(api)
     unknown = api.client.get("/calls", params={"status": "unknown"},
@@ -161,7 +163,7 @@ def test_calls_are_listed_by_status(api: Api) -> None:
     assert {c["status"] for c in everything} == {"succeeded", "unknown"}
 
 
-def test_operator_resolves_an_unknown_call(api: Api) -> None:
+def test_operator_resolves_an_unknown_call(api: RestClient) -> None:
     call_id = _unknown_call(api)
     again = api.execute("bot", "lost", {"x": 1}, idempotency_key="lost-1")
     assert again.json()["reason"] == "outcome_unknown"  # never re-executed by itself
@@ -178,21 +180,21 @@ def test_operator_resolves_an_unknown_call(api: Api) -> None:
     assert_error(twice, 409, "invalid_state")
 
 
-def test_agent_cannot_resolve_a_call(api: Api) -> None:
+def test_agent_cannot_resolve_a_call(api: RestClient) -> None:
     call_id = _unknown_call(api)
     resp = api.client.post(f"/calls/{call_id}/resolve", json={"status": "succeeded"},
                            headers=api.auth("bot"))
     assert_error(resp, 403, "forbidden")
 
 
-def test_resolve_needs_a_final_status(api: Api) -> None:
+def test_resolve_needs_a_final_status(api: RestClient) -> None:
     call_id = _unknown_call(api)
     resp = api.client.post(f"/calls/{call_id}/resolve", json={"status": "unknown"},
                            headers=api.auth("operator"))
     assert_error(resp, 422, "invalid_arguments")
 
 
-def test_another_tenants_call_is_404(api: Api) -> None:
+def test_another_tenants_call_is_404(api: RestClient) -> None:
     call_id = _unknown_call(api)
     assert_error(api.client.get(f"/calls/{call_id}", headers=api.auth("acme_admin")),
                  404, "not_found")
@@ -202,7 +204,7 @@ def test_another_tenants_call_is_404(api: Api) -> None:
     assert api.client.get("/calls", headers=api.auth("acme_admin")).json() == []
 
 
-def test_agent_cannot_see_another_agents_call(api: Api) -> None:
+def test_agent_cannot_see_another_agents_call(api: RestClient) -> None:
     call_id = _unknown_call(api)
     assert_error(api.client.get(f"/calls/{call_id}", headers=api.auth("other-bot")),
                  404, "not_found")

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tools_fixtures import ENABLED, WHY, Api, api_for, error_of
 
+from tests.api.tools_fixtures import ENABLED, WHY, api_for
+from tests.support.rest import RestClient, assert_error
 from toolkeeper.builtins import BUILTINS, definition
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Activation, Agent, Profile
@@ -21,7 +22,7 @@ from toolkeeper.services.discovery import Why, agent_enabled, agent_tools
 
 
 @pytest.fixture
-def api(db_url: str) -> Iterator[Api]:
+def api(db_url: str) -> Iterator[RestClient]:
     with api_for(db_url) as a:
         yield a
 
@@ -31,7 +32,7 @@ def tools_of(resp: Any) -> dict[str, dict[str, Any]]:
     return {t["name"]: t for t in resp.json()["tools"]}
 
 
-def test_catalog_lists_every_visible_tool_in_any_status(api: Api) -> None:
+def test_catalog_lists_every_visible_tool_in_any_status(api: RestClient) -> None:
     listed = tools_of(api.get("operator", "/discovery/catalog"))
     assert {"calculate", "sketch", "off", "quar", "old", "lookup"} <= set(listed)
     assert "private" not in listed
@@ -40,7 +41,7 @@ def test_catalog_lists_every_visible_tool_in_any_status(api: Api) -> None:
     assert set(tools_of(api.get("g_admin", "/discovery/catalog"))) == {"calculate", "private"}
 
 
-def test_available_is_active_runnable_or_quarantined(api: Api) -> None:
+def test_available_is_active_runnable_or_quarantined(api: RestClient) -> None:
     listed = set(tools_of(api.get("approver", "/discovery/available")))
     assert listed == {"calculate", "flaky", "guarded", "lookup", "notes", "old", "pinned",
                       "quar", "repo"}  # no draft (production), no disabled tool
@@ -52,7 +53,7 @@ def test_in_debug_mode_drafts_are_available_and_enabled(tmp_path: Path) -> None:
         assert "sketch" in tools_of(api.get("bot", "/discovery/agents/bot/enabled"))
 
 
-def test_enabled_lists_what_the_agent_may_call_in_name_order(api: Api) -> None:
+def test_enabled_lists_what_the_agent_may_call_in_name_order(api: RestClient) -> None:
     resp = api.get("bot", "/discovery/agents/bot/enabled")
     assert resp.status_code == 200
     assert (resp.json()["agent"], resp.json()["profile"]) == ("bot", "main")
@@ -64,21 +65,21 @@ def test_enabled_lists_what_the_agent_may_call_in_name_order(api: Api) -> None:
     assert by_name["lookup"]["actions"] == ["run"]
 
 
-def test_every_unavailable_tool_says_why(api: Api) -> None:
+def test_every_unavailable_tool_says_why(api: RestClient) -> None:
     listed = tools_of(api.get("operator", "/discovery/agents/bot/unavailable"))
     assert {n: t["why_unavailable"] for n, t in listed.items()} == WHY
     assert listed["guarded"]["missing_scopes"] == ["vault:read"]
     assert "9.9.9" in listed["pinned"]["message"]
 
 
-def test_enabled_and_unavailable_partition_available(api: Api) -> None:
+def test_enabled_and_unavailable_partition_available(api: RestClient) -> None:
     available = set(tools_of(api.get("admin", "/discovery/available")))
     enabled = set(tools_of(api.get("admin", "/discovery/agents/bot/enabled")))
     unavailable = set(tools_of(api.get("admin", "/discovery/agents/bot/unavailable")))
     assert enabled | unavailable == available and not enabled & unavailable
 
 
-def test_discovery_agrees_with_the_pipeline(api: Api) -> None:
+def test_discovery_agrees_with_the_pipeline(api: RestClient) -> None:
     expected = {"flaky": "tool_unavailable", "guarded": "scope_missing",
                 "notes": "tool_not_enabled", "pinned": "tool_not_published",
                 "quar": "tool_quarantined"}
@@ -92,7 +93,7 @@ def test_discovery_agrees_with_the_pipeline(api: Api) -> None:
     assert denied.reason == "scope_missing"
 
 
-def test_an_action_filter_that_allows_nothing_disables_the_tool(api: Api) -> None:
+def test_an_action_filter_that_allows_nothing_disables_the_tool(api: RestClient) -> None:
     profile = api.gw.catalog.profiles[("acme", "main")].profile
     acts = tuple(a for a in profile.activations if a.tool != "lookup")
     api.gw.registry.put_profile(profile.model_copy(update={
@@ -101,39 +102,39 @@ def test_an_action_filter_that_allows_nothing_disables_the_tool(api: Api) -> Non
     assert listed["lookup"]["why_unavailable"] == "disabled_for_agent"
 
 
-def test_registry_changes_show_at_once(api: Api) -> None:
+def test_registry_changes_show_at_once(api: RestClient) -> None:
     api.put("admin", f"/tools/{api.tool_id('lookup')}", {"status": "disabled"})
     assert "lookup" not in tools_of(api.get("bot", "/discovery/agents/bot/enabled"))
     assert "lookup" not in tools_of(api.get("bot", "/discovery/available"))
 
 
-def test_an_agent_without_its_profile_has_nothing_enabled(api: Api) -> None:
+def test_an_agent_without_its_profile_has_nothing_enabled(api: RestClient) -> None:
     assert tools_of(api.get("admin", "/discovery/agents/orphan/enabled")) == {}
     listed = tools_of(api.get("admin", "/discovery/agents/orphan/unavailable"))
     assert {t["why_unavailable"] for t in listed.values()} == {"disabled_for_agent"}
 
 
 @pytest.mark.parametrize("tier", ["enabled", "unavailable"])
-def test_agents_read_only_their_own_tools(api: Api, tier: str) -> None:
-    error_of(api.get("bot", f"/discovery/agents/other-bot/{tier}"), 403, "forbidden")
-    error_of(api.get("approver", f"/discovery/agents/bot/{tier}"), 403, "forbidden")
+def test_agents_read_only_their_own_tools(api: RestClient, tier: str) -> None:
+    assert_error(api.get("bot", f"/discovery/agents/other-bot/{tier}"), 403, "forbidden")
+    assert_error(api.get("approver", f"/discovery/agents/bot/{tier}"), 403, "forbidden")
     assert api.get("other-bot", f"/discovery/agents/other-bot/{tier}").status_code == 200
     assert api.get("operator", f"/discovery/agents/bot/{tier}").status_code == 200
 
 
 @pytest.mark.parametrize("tier", ["enabled", "unavailable"])
-def test_another_tenants_agent_is_not_found(api: Api, tier: str) -> None:
-    error_of(api.get("admin", f"/discovery/agents/gbot/{tier}"), 404, "not_found")
-    error_of(api.get("admin", f"/discovery/agents/nobody/{tier}"), 404, "not_found")
-    error_of(api.get("g_bot", f"/discovery/agents/bot/{tier}"), 403, "forbidden")
+def test_another_tenants_agent_is_not_found(api: RestClient, tier: str) -> None:
+    assert_error(api.get("admin", f"/discovery/agents/gbot/{tier}"), 404, "not_found")
+    assert_error(api.get("admin", f"/discovery/agents/nobody/{tier}"), 404, "not_found")
+    assert_error(api.get("g_bot", f"/discovery/agents/bot/{tier}"), 403, "forbidden")
     assert set(tools_of(api.get("g_bot", f"/discovery/agents/gbot/{tier}"))) <= {
         "calculate", "private"}
 
 
 @pytest.mark.parametrize("path", ["/discovery/catalog", "/discovery/available",
                                   "/discovery/agents/bot/enabled"])
-def test_discovery_needs_a_token(api: Api, path: str) -> None:
-    error_of(api.client.get(path), 401, "unauthenticated")
+def test_discovery_needs_a_token(api: RestClient, path: str) -> None:
+    assert_error(api.client.get(path), 401, "unauthenticated")
 
 
 def test_ten_thousand_tools_and_a_thousand_profiles_give_consistent_views() -> None:
@@ -161,13 +162,13 @@ def test_ten_thousand_tools_and_a_thousand_profiles_give_consistent_views() -> N
 
 # what an agent token is shown (SPEC §2: listing and calling follow one policy) ----------
 
-def test_an_agent_token_lists_only_the_tools_it_may_call(api: Api) -> None:
+def test_an_agent_token_lists_only_the_tools_it_may_call(api: RestClient) -> None:
     for tier in ("catalog", "available"):
         assert set(tools_of(api.get("bot", f"/discovery/{tier}"))) == set(ENABLED), tier
     assert set(tools_of(api.get("g_bot", "/discovery/catalog"))) == {"private"}
 
 
-def test_an_agent_is_shown_unavailable_only_what_its_profile_activates(api: Api) -> None:
+def test_an_agent_is_shown_unavailable_only_what_its_profile_activates(api: RestClient) -> None:
     own = tools_of(api.get("bot", "/discovery/agents/bot/unavailable"))
     assert set(own) == set(WHY) - {"notes"}  # notes is the tenant's, not activated for bot
     assert {n: t["why_unavailable"] for n, t in own.items()} == \
@@ -176,7 +177,7 @@ def test_an_agent_is_shown_unavailable_only_what_its_profile_activates(api: Api)
     assert full["notes"]["why_unavailable"] == "disabled_for_agent"
 
 
-def test_every_listing_carries_each_tools_input_schema(api: Api) -> None:
+def test_every_listing_carries_each_tools_input_schema(api: RestClient) -> None:
     lookup_schema = {"type": "object", "properties": {"key": {"title": "Key", "type": "string"}},
                      "required": ["key"], "additionalProperties": False}
     enabled = tools_of(api.get("bot", "/discovery/agents/bot/enabled"))

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from exec_fixtures import Api, api_for, assert_error
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+from tests.api.exec_fixtures import api_for
+from tests.support.rest import RestClient, assert_error
 from toolkeeper import Activation, Profile, Risk, SideEffect, tool
 
 SPEC_METRICS = ("tool_execution_duration_seconds", "tool_execution_total",
@@ -26,7 +27,7 @@ def acme_ledger(entry: str) -> str:
 
 
 @pytest.fixture
-def api(db_url: str) -> Iterator[Api]:
+def api(db_url: str) -> Iterator[RestClient]:
     with api_for(db_url) as a:
         gw = a.gw
         gw.registry.register(acme_ledger, tenant_id="acme")
@@ -42,7 +43,7 @@ def api(db_url: str) -> Iterator[Api]:
         yield a
 
 
-def _calls(api: Api) -> None:
+def _calls(api: RestClient) -> None:
     """Both tenants call: side effects, denials, gate decisions, a cache hit, an approval."""
     assert api.execute("bot", "add", {"a": 1, "b": 2}).json()["status"] == "succeeded"
     assert api.execute("bot", "charge", INVOICE).json()["status"] == "succeeded"
@@ -55,7 +56,7 @@ def _calls(api: Api) -> None:
     assert bad.status_code == 422, bad.text  # counted as a denial (invalid_arguments)
 
 
-def _scrape(api: Api, who: str) -> tuple[str, dict[str, list[Sample]]]:
+def _scrape(api: RestClient, who: str) -> tuple[str, dict[str, list[Sample]]]:
     resp = api.client.get("/metrics", headers=api.auth(who))
     assert resp.status_code == 200, resp.text
     assert resp.headers["content-type"].startswith("text/plain")
@@ -73,7 +74,7 @@ def _tools(families: dict[str, list[Sample]]) -> set[str]:
 
 
 @pytest.mark.parametrize("who", ["acme_admin", "acme_operator"])
-def test_a_tenant_token_sees_only_its_own_series(api: Api, who: str) -> None:
+def test_a_tenant_token_sees_only_its_own_series(api: RestClient, who: str) -> None:
     text, families = _scrape(api, who)
     assert _tenants(families) == {"acme"}  # every sample carries the caller's tenant
     assert _tools(families) == {"acme_ledger"}
@@ -86,7 +87,7 @@ def test_a_tenant_token_sees_only_its_own_series(api: Api, who: str) -> None:
     assert [s.value for s in families["approvals_pending"]] == [0.0]
 
 
-def test_the_other_tenant_sees_its_series_and_none_of_acme(api: Api) -> None:
+def test_the_other_tenant_sees_its_series_and_none_of_acme(api: RestClient) -> None:
     text, families = _scrape(api, "admin")
     assert _tenants(families) == {"default"}
     assert {"add", "charge", "bank"} <= _tools(families)
@@ -95,7 +96,7 @@ def test_the_other_tenant_sees_its_series_and_none_of_acme(api: Api) -> None:
 
 
 @pytest.mark.parametrize("who", ["sys_admin", "sys_operator"])
-def test_the_system_operator_sees_every_tenant(api: Api, who: str) -> None:
+def test_the_system_operator_sees_every_tenant(api: RestClient, who: str) -> None:
     _text, families = _scrape(api, who)
     assert {"default", "acme"} <= _tenants(families)  # type: ignore[operator]
     assert {"acme_ledger", "add", "charge", "bank"} <= _tools(families)
@@ -104,7 +105,7 @@ def test_the_system_operator_sees_every_tenant(api: Api, who: str) -> None:
 
 
 @pytest.mark.parametrize("who", ["admin", "acme_admin", "sys_admin"])
-def test_every_view_is_valid_exposition_with_every_spec_family(api: Api, who: str) -> None:
+def test_every_view_is_valid_exposition_with_every_spec_family(api: RestClient, who: str) -> None:
     text, families = _scrape(api, who)
     for name in SPEC_METRICS:
         family = name.removesuffix("_total")
@@ -120,5 +121,5 @@ def test_every_view_is_valid_exposition_with_every_spec_family(api: Api, who: st
 
 
 @pytest.mark.parametrize("who", ["bot", "acme_bot", "approver"])
-def test_agents_and_approvers_cannot_read_metrics(api: Api, who: str) -> None:
+def test_agents_and_approvers_cannot_read_metrics(api: RestClient, who: str) -> None:
     assert_error(api.client.get("/metrics", headers=api.auth(who)), 403, "forbidden")

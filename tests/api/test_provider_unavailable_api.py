@@ -6,18 +6,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from tools_fixtures import Api, api_for, error_of
 
+from tests.api.tools_fixtures import api_for
+from tests.support.rest import RestClient, assert_error
 from toolkeeper import Activation, Agent, Profile
 
 
 @pytest.fixture
-def api(db_url: str) -> Iterator[Api]:
+def api(db_url: str) -> Iterator[RestClient]:
     with api_for(db_url) as a:
         yield a
 
 
-def _function_tool(api: Api) -> str:
+def _function_tool(api: RestClient) -> str:
     api.gw.factory.functions["shout"] = lambda text: text.upper()  # config `functions:`
     created = api.post("admin", "/tools", {
         "name": "shouter", "side_effect": "pure", "risk_default": "low",
@@ -27,17 +28,17 @@ def _function_tool(api: Api) -> str:
     return str(created.json()["id"])
 
 
-def test_publishing_a_tool_whose_function_left_the_allow_list_is_refused(api: Api) -> None:
+def test_publishing_a_tool_whose_function_left_the_allow_list_is_refused(api: RestClient) -> None:
     tool_id = _function_tool(api)
     del api.gw.factory.functions["shout"]  # the operator dropped it from `functions:`
-    err = error_of(api.post("admin", f"/tools/{tool_id}/publish"), 422, "provider_unavailable")
+    err = assert_error(api.post("admin", f"/tools/{tool_id}/publish"), 422, "provider_unavailable")
     assert err["message"] == ("shouter: provider unavailable: function 'shout' is not in the "
                               "function allow-list")
     assert api.get("admin", f"/tools/{tool_id}").json()["status"] == "draft"
 
 
 def test_a_call_of_a_tool_whose_function_left_stops_with_provider_unavailable(
-        api: Api) -> None:
+        api: RestClient) -> None:
     tool_id = _function_tool(api)
     assert api.post("admin", f"/tools/{tool_id}/publish").status_code == 200
     api.gw.registry.put_profile(Profile(name="shouting", tenant_id="acme", autonomy=3,

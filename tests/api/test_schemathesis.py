@@ -22,7 +22,6 @@ from typing import Any, cast
 
 import pytest
 import schemathesis
-from exec_fixtures import Api, api_for
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -32,6 +31,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from tests.api.exec_fixtures import api_for
+from tests.support.rest import RestClient
 from toolkeeper.api import create_app
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
@@ -86,7 +87,7 @@ SEED_CALLS = [("bot", "add", {"a": 1, "b": 2}, None), ("bot", "lost", {"x": 1}, 
 awaiting a preview, invalid arguments."""
 
 
-def _seed(api: Api) -> Recorded:
+def _seed(api: RestClient) -> Recorded:
     answers = [api.execute(who, tool, args, action=action).json()
                for who, tool, args, action in SEED_CALLS]
     assert answers[-1]["error"]["reason"] == "invalid_arguments"
@@ -116,23 +117,23 @@ def _seed(api: Api) -> Recorded:
 
 
 @pytest.fixture(scope="module")
-def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, Recorded]]:
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[RestClient, Recorded]]:
     with api_for(tmp_path_factory.mktemp("schemathesis")) as a:
         yield a, _seed(a)
 
 
 @pytest.fixture(scope="module")
-def api(seeded: tuple[Api, Recorded]) -> Api:
+def api(seeded: tuple[RestClient, Recorded]) -> RestClient:
     return seeded[0]
 
 
 @pytest.fixture(scope="module")
-def api_schema(api: Api) -> Any:
+def api_schema(api: RestClient) -> Any:
     return schemathesis.openapi.from_asgi("/openapi.json", api.client.app)
 
 
 @pytest.mark.parametrize(("who", "method", "path", "mode"), _operations())
-def test_operation_conforms_to_its_schema(api: Api, api_schema: Any, who: str, method: str,
+def test_operation_conforms_to_its_schema(api: RestClient, api_schema: Any, who: str, method: str,
                                           path: str, mode: GenerationMode) -> None:
     operation = api_schema[path][method]
 

@@ -15,6 +15,8 @@ import anyio
 import httpx
 from test_server import _mcp_lookup
 
+from tests.support.waiting import wait_until
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -32,15 +34,12 @@ def test_two_workers_share_the_port_and_the_store(tmp_path: Path) -> None:
                             stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert time.monotonic() < deadline, "never became healthy"
+        def healthy() -> bool:
             assert proc.poll() is None, "serve exited early"
-            try:
-                if httpx.get(base + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+            return httpx.get(base + "/healthz", timeout=1).status_code == 200
+
+        wait_until(healthy, timeout=60, what=f"{base}/healthz answers",
+                   ignoring=(httpx.HTTPError,))
         agent, seen = _token_from_output(proc, "demo agent token")
         for _ in range(20):  # spread over both workers by the kernel
             res = httpx.post(base + "/tools/execute", timeout=10,

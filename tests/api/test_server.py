@@ -8,7 +8,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +18,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.waiting import wait_until
 from toolkeeper.cli import app
 from toolkeeper.errors import ConfigError
 from toolkeeper.server import ServerSettings
@@ -126,16 +126,12 @@ def serving(tmp_path: Path, name: str, *args: str,
                                 stdout=fout, stderr=ferr, env=env, cwd=tmp_path)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
+        def healthy() -> bool:
             assert proc.poll() is None, f"serve exited early: {err.read_text()}"
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"no /healthz within 30 s: {err.read_text()}"
-            time.sleep(0.1)
+            return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
+
+        wait_until(healthy, timeout=30, what=f"{base}/healthz answers",
+                   ignoring=(httpx.TransportError,))
         yield base, out
     finally:
         proc.terminate()

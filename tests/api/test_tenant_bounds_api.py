@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 
-from loopback import JsonHandler, serving
+from tests.support.loopback import JsonHandler, serving
 from toolkeeper import Activation, Agent, Gateway, Profile
 from toolkeeper.api import create_app
 from toolkeeper.builtins import definition

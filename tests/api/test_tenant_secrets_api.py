@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from identity_fixtures import IdApi, identity_api
 
-from loopback import JsonHandler, serving
+from tests.api.identity_fixtures import identity_api
+from tests.support.loopback import JsonHandler, serving
+from tests.support.rest import RestClient
 from toolkeeper import Activation, Agent, Autonomy, Profile, Risk, SideEffect, ToolDefinition
 from toolkeeper.secrets.embedded import EmbeddedSecretsStore
 
@@ -27,14 +28,14 @@ class _Echo(JsonHandler):
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[IdApi]:
+def api(tmp_path: Path) -> Iterator[RestClient]:
     with identity_api(tmp_path) as a:
         a.gw._secrets.set_secret("platform", "key", PLATFORM_VALUE)  # type: ignore[union-attr]
         a.gw.refresh_secrets()
         yield a
 
 
-def _tool(api: IdApi, name: str, ref: str, url: str, admin: str = "admin") -> None:
+def _tool(api: RestClient, name: str, ref: str, url: str, admin: str = "admin") -> None:
     """A published API-defined http tool of ``admin``'s tenant sending ``ref``."""
     created = api.call("POST", "/tools", admin, json={
         "name": name, "implementation_type": "http", "side_effect": "idempotent",
@@ -47,7 +48,7 @@ def _tool(api: IdApi, name: str, ref: str, url: str, admin: str = "admin") -> No
     assert published.status_code == 200, published.text
 
 
-def _run(api: IdApi, name: str) -> dict[str, Any]:
+def _run(api: RestClient, name: str) -> dict[str, Any]:
     api.gw.registry.put_profile(Profile(name="hooks", autonomy=Autonomy(3),
                                         activations=(Activation(tool=name),)))
     api.gw.registry.put_agent(Agent(name="hook-bot", profile="hooks"))
@@ -58,7 +59,7 @@ def _run(api: IdApi, name: str) -> dict[str, Any]:
     return body
 
 
-def test_an_api_defined_tool_cannot_reach_a_platform_secret(api: IdApi) -> None:
+def test_an_api_defined_tool_cannot_reach_a_platform_secret(api: RestClient) -> None:
     with serving(_Echo) as base:
         _tool(api, "exfil", "${secret:platform/key}", base + "/hook")
         result = _run(api, "exfil")
@@ -66,7 +67,7 @@ def test_an_api_defined_tool_cannot_reach_a_platform_secret(api: IdApi) -> None:
     assert PLATFORM_VALUE not in json.dumps(result)
 
 
-def test_an_api_defined_tool_uses_its_tenants_own_credential(api: IdApi) -> None:
+def test_an_api_defined_tool_uses_its_tenants_own_credential(api: RestClient) -> None:
     put = api.call("PUT", "/credentials/mine/key", json={"value": "tenant-owned-value-77"})
     assert put.status_code == 204, put.text
     with serving(_Echo) as base:
@@ -95,30 +96,30 @@ def _digest(value: str) -> str:
 
 
 @pytest.fixture
-def both(db_url: str) -> Iterator[IdApi]:
+def both(db_url: str) -> Iterator[RestClient]:
     """The identity app (tenants ``default`` and ``other``) on SQLite and PostgreSQL."""
     with identity_api(db_url) as a:
         yield a
 
 
-def _put(api: IdApi, tenant: str, name: str, value: str) -> int:
+def _put(api: RestClient, tenant: str, name: str, value: str) -> int:
     return api.call("PUT", f"/credentials/{name}", ADMINS[tenant],
                     json={"value": value}).status_code
 
 
-def _names(api: IdApi, tenant: str) -> list[str]:
+def _names(api: RestClient, tenant: str) -> list[str]:
     listing = api.call("GET", "/credentials", ADMINS[tenant])
     assert listing.status_code == 200, listing.text
     return [f"{c['connector']}/{c['key']}" for c in listing.json()]
 
 
-def _probe(api: IdApi, tenant: str, name: str, ref: str, url: str) -> str:
+def _probe(api: RestClient, tenant: str, name: str, ref: str, url: str) -> str:
     """An API-defined tool of ``tenant`` sending ``ref``; returns an agent token to call it."""
     _tool(api, name, ref, url, ADMINS[tenant])
     return _agent(api, tenant, name)
 
 
-def _agent(api: IdApi, tenant: str, tool_name: str) -> str:
+def _agent(api: RestClient, tenant: str, tool_name: str) -> str:
     api.gw.registry.put_profile(Profile(name=f"p-{tool_name}", tenant_id=tenant,
                                         autonomy=Autonomy(3),
                                         activations=(Activation(tool=tool_name),)))
@@ -128,7 +129,7 @@ def _agent(api: IdApi, tenant: str, tool_name: str) -> str:
                                       agent=f"a-{tool_name}")[1]
 
 
-def _sent(api: IdApi, token: str, tool_name: str) -> dict[str, Any]:
+def _sent(api: RestClient, token: str, tool_name: str) -> dict[str, Any]:
     res = api.call("POST", "/tools/execute", who=token, json={"tool": tool_name,
                                                               "arguments": {}})
     assert res.status_code == 200, res.text
@@ -136,7 +137,7 @@ def _sent(api: IdApi, token: str, tool_name: str) -> dict[str, Any]:
     return body
 
 
-def test_concurrent_puts_of_two_tenants_lose_nothing_and_never_cross(both: IdApi) -> None:
+def test_concurrent_puts_of_two_tenants_lose_nothing_and_never_cross(both: RestClient) -> None:
     names = [f"c{i}/token" for i in range(24)]
     jobs = [(tenant, name) for name in names for tenant in ADMINS]
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -152,7 +153,7 @@ def test_concurrent_puts_of_two_tenants_lose_nothing_and_never_cross(both: IdApi
             assert creds.get(tenant, connector, key) == f"{tenant}:{name}"
 
 
-def test_a_put_of_another_tenants_name_makes_the_callers_own_credential(both: IdApi) -> None:
+def test_a_put_of_another_tenants_name_makes_the_callers_own_credential(both: RestClient) -> None:
     assert _put(both, "other", "b0/token", "other-tenant-value-1") == 204
     # no 409, no hint that the name exists elsewhere: the caller's own credential
     assert _put(both, "default", "b0/token", "default-tenant-value-1") == 204
@@ -167,7 +168,7 @@ def test_a_put_of_another_tenants_name_makes_the_callers_own_credential(both: Id
             "digest": _digest("other-tenant-value-1")}
 
 
-def test_listing_and_deleting_see_only_the_callers_tenant(both: IdApi) -> None:
+def test_listing_and_deleting_see_only_the_callers_tenant(both: RestClient) -> None:
     assert _put(both, "other", "theirs/key", "other-only-value-1") == 204
     assert _put(both, "other", "shared/key", "other-shared-value") == 204
     assert _put(both, "default", "shared/key", "default-shared-value") == 204
@@ -186,7 +187,7 @@ def test_listing_and_deleting_see_only_the_callers_tenant(both: IdApi) -> None:
 
 
 def test_an_operator_tool_uses_the_tenants_credential_else_the_platform_secret(
-        both: IdApi) -> None:
+        both: RestClient) -> None:
     creds = both.gw.runtime.secrets
     assert isinstance(creds, EmbeddedSecretsStore)
     creds.set_secret("platform", "key", PLATFORM_VALUE)

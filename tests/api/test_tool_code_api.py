@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tools_fixtures import Api, api_for, error_of
 
+from tests.api.tools_fixtures import api_for
+from tests.support.rest import RestClient, assert_error
 from toolkeeper import (
     Activation,
     Agent,
@@ -60,7 +61,7 @@ def probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Probe]:
 
 
 @pytest.fixture
-def api(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
+def api(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[RestClient]:
     monkeypatch.setenv("TK_PROBE_CANARY", CANARY)  # in os.environ, which a probe may dump
     with api_for(db_url) as a:
         yield a
@@ -70,12 +71,12 @@ def _refs(probe: Probe) -> dict[str, str]:
     return {"os:environ": "os:environ", "this:s": "this:s", "probe": probe.ref}
 
 
-def _create(api: Api, **fields: Any) -> Any:
+def _create(api: RestClient, **fields: Any) -> Any:
     return api.post("admin", "/tools", {"name": "mine", "side_effect": "pure",
                                         "risk_default": "low", **fields})
 
 
-def _agent(api: Api, tool_name: str, autonomy: int = 3) -> str:
+def _agent(api: RestClient, tool_name: str, autonomy: int = 3) -> str:
     """An agent token of ``acme`` whose profile enables ``tool_name``."""
     api.gw.registry.put_profile(Profile(name="probe", tenant_id="acme", autonomy=autonomy,
                                         activations=(Activation(tool=tool_name),)))
@@ -83,7 +84,7 @@ def _agent(api: Api, tool_name: str, autonomy: int = 3) -> str:
     return api.gw.store.tokens.create(tenant_id="acme", role="agent", agent="probe-bot")[1]
 
 
-def _call(api: Api, token: str, tool_name: str) -> Any:
+def _call(api: RestClient, token: str, tool_name: str) -> Any:
     resp = api.client.post("/tools/execute", json={"tool": tool_name, "arguments": {}},
                            headers={"Authorization": f"Bearer {token}"})
     assert resp.status_code == 200, resp.text
@@ -93,9 +94,9 @@ def _call(api: Api, token: str, tool_name: str) -> Any:
 # write time ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("which", ["os:environ", "this:s", "probe"])
-def test_a_tenant_cannot_create_a_native_tool(api: Api, probe: Probe, which: str) -> None:
+def test_a_tenant_cannot_create_a_native_tool(api: RestClient, probe: Probe, which: str) -> None:
     ref = _refs(probe)[which]
-    err = error_of(_create(api, implementation_type="native",
+    err = assert_error(_create(api, implementation_type="native",
                            implementation_config={"entry_point": ref}),
                    422, "entry_point_not_allowed")
     assert err["details"]["pointer"] == "/implementation_config/entry_point"
@@ -104,8 +105,8 @@ def test_a_tenant_cannot_create_a_native_tool(api: Api, probe: Probe, which: str
     assert not probe.imported()
 
 
-def test_a_tool_without_a_type_is_native_and_refused(api: Api) -> None:
-    err = error_of(_create(api), 422, "entry_point_not_allowed")
+def test_a_tool_without_a_type_is_native_and_refused(api: RestClient) -> None:
+    err = assert_error(_create(api), 422, "entry_point_not_allowed")
     assert err["details"]["pointer"] == "/implementation_type"
 
 
@@ -119,20 +120,20 @@ def test_a_tool_without_a_type_is_native_and_refused(api: Api) -> None:
      "/implementation_config/init"),
 ])
 def test_artifacts_entry_points_and_constructor_arguments_are_refused(
-        api: Api, fields: dict[str, Any], pointer: str) -> None:
-    err = error_of(_create(api, **fields), 422, "entry_point_not_allowed")
+        api: RestClient, fields: dict[str, Any], pointer: str) -> None:
+    err = assert_error(_create(api, **fields), 422, "entry_point_not_allowed")
     assert err["details"]["pointer"] == pointer
 
 
-def test_a_tenant_may_still_reference_a_built_in(api: Api) -> None:
+def test_a_tenant_may_still_reference_a_built_in(api: RestClient) -> None:
     resp = _create(api, implementation_type="builtin",
                    implementation_config={"builtin_key": "calculate"})
     assert resp.status_code == 201, resp.text
 
 
-def test_an_update_cannot_point_a_tool_at_a_module(api: Api, probe: Probe) -> None:
+def test_an_update_cannot_point_a_tool_at_a_module(api: RestClient, probe: Probe) -> None:
     lookup = api.tool_id("lookup")  # a native tool the operator registered for acme
-    err = error_of(api.put("admin", f"/tools/{lookup}", {
+    err = assert_error(api.put("admin", f"/tools/{lookup}", {
         "implementation_config": {"entry_point": probe.ref}}), 422, "entry_point_not_allowed")
     assert err["details"]["pointer"] == "/implementation_config/entry_point"
     crm = _create(api, implementation_type="http",
@@ -140,11 +141,11 @@ def test_an_update_cannot_point_a_tool_at_a_module(api: Api, probe: Probe) -> No
     for body in ({"implementation_type": "native",
                   "implementation_config": {"entry_point": "os:environ"}},
                  {"implementation_type": "artifact"}):
-        error_of(api.put("admin", f"/tools/{crm}", body), 422, "entry_point_not_allowed")
+        assert_error(api.put("admin", f"/tools/{crm}", body), 422, "entry_point_not_allowed")
     assert not probe.imported()
 
 
-def test_editing_an_operator_tool_keeps_its_entry_point_and_it_still_runs(api: Api) -> None:
+def test_editing_an_operator_tool_keeps_its_entry_point_and_it_still_runs(api: RestClient) -> None:
     lookup = api.tool_id("lookup")
     resp = api.put("admin", f"/tools/{lookup}", {"description": "edited by the tenant"})
     assert resp.status_code == 200, resp.text
@@ -157,23 +158,23 @@ def test_editing_an_operator_tool_keeps_its_entry_point_and_it_still_runs(api: A
     assert resp.json()["output"] == "K"
 
 
-def test_a_function_tool_names_only_an_allow_listed_function(api: Api) -> None:
+def test_a_function_tool_names_only_an_allow_listed_function(api: RestClient) -> None:
     api.gw.factory.functions["shout"] = lambda text: text.upper()  # config `functions:`
     for name in ("os.system", "nope", None):
         impl = {} if name is None else {"function_name": name}
-        err = error_of(_create(api, implementation_type="function",
+        err = assert_error(_create(api, implementation_type="function",
                                implementation_config=impl), 422, "function_not_allowed")
         assert err["details"]["pointer"] == "/implementation_config/function_name"
     created = _create(api, implementation_type="function",
                       implementation_config={"function_name": "shout"})
     assert created.status_code == 201, created.text
-    error_of(api.put("admin", f"/tools/{created.json()['id']}", {
+    assert_error(api.put("admin", f"/tools/{created.json()['id']}", {
         "implementation_config": {"function_name": "nope"}}), 422, "function_not_allowed")
 
 
 # run time: a row written by an older version ----------------------------------------------
 
-def _legacy_row(api: Api, implementation_type: str, implementation: dict[str, Any],
+def _legacy_row(api: RestClient, implementation_type: str, implementation: dict[str, Any],
                 **fields: Any) -> None:
     """An API-defined tool as an older version stored it, published."""
     api.gw.store.registry.upsert_tool(ToolDefinition(
@@ -185,7 +186,7 @@ def _legacy_row(api: Api, implementation_type: str, implementation: dict[str, An
 
 @pytest.mark.parametrize("which", ["os:environ", "probe"])
 def test_an_api_row_naming_a_module_cannot_import_it_when_called(
-        api: Api, probe: Probe, which: str) -> None:
+        api: RestClient, probe: Probe, which: str) -> None:
     _legacy_row(api, "native", {"entry_point": _refs(probe)[which]})
     resp = _call(api, _agent(api, "legacy"), "legacy")
     body = resp.json()
@@ -200,7 +201,7 @@ def test_an_api_row_naming_a_module_cannot_import_it_when_called(
     assert CANARY not in unavailable.text
 
 
-def test_an_api_row_with_constructor_arguments_does_not_run(api: Api) -> None:
+def test_an_api_row_with_constructor_arguments_does_not_run(api: RestClient) -> None:
     _legacy_row(api, "builtin", {"init": {"verify": False}}, builtin_key="http_request",
                 actions={"request": {}})
     body = _call(api, _agent(api, "legacy"), "legacy").json()
@@ -210,7 +211,7 @@ def test_an_api_row_with_constructor_arguments_does_not_run(api: Api) -> None:
 # messages -------------------------------------------------------------------------------
 
 @pytest.fixture
-def keyed_api(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Api, str]]:
+def keyed_api(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[RestClient, str]]:
     """The app with ``TOOLKEEPER_SECRETS_KEY`` set, and tools whose errors echo it."""
     key = base64.b64encode(uuid.uuid4().bytes * 2).decode()
     monkeypatch.setenv("TOOLKEEPER_SECRETS_KEY", key)
@@ -243,7 +244,7 @@ def keyed_api(db_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Ap
 
 
 def test_a_tool_error_carrying_the_master_key_is_redacted(
-        keyed_api: tuple[Api, str]) -> None:
+        keyed_api: tuple[RestClient, str]) -> None:
     api, key = keyed_api
     for name in ("leaky", "flappy"):
         resp = _call(api, _agent(api, name), name)
@@ -256,7 +257,7 @@ def test_a_tool_error_carrying_the_master_key_is_redacted(
     assert flappy["last_error"] is not None and "***" in flappy["last_error"]
 
 
-def test_a_huge_tool_error_message_is_bounded(keyed_api: tuple[Api, str]) -> None:
+def test_a_huge_tool_error_message_is_bounded(keyed_api: tuple[RestClient, str]) -> None:
     api, _key = keyed_api
     body = _call(api, _agent(api, "chatty"), "chatty").json()
     assert body["status"] == "failed"
@@ -264,7 +265,7 @@ def test_a_huge_tool_error_message_is_bounded(keyed_api: tuple[Api, str]) -> Non
     assert len(body["message"]) <= 2000
 
 
-def test_a_preview_carrying_the_master_key_is_redacted(keyed_api: tuple[Api, str]) -> None:
+def test_a_preview_carrying_the_master_key_is_redacted(keyed_api: tuple[RestClient, str]) -> None:
     api, key = keyed_api
     resp = _call(api, _agent(api, "peek", autonomy=1), "peek")  # medium at 1: preview
     body = resp.json()

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from tools_fixtures import ENABLED, Api, api_for, error_of
 
+from tests.api.tools_fixtures import ENABLED, api_for
+from tests.support.rest import RestClient, assert_error
 from toolkeeper.errors import OperationRefused
 from toolkeeper.services.tool_views import redact, sensitive
 
@@ -19,7 +20,7 @@ NEW = {"name": "crm", "description": "CRM look-up", "implementation_type": "http
 
 
 @pytest.fixture
-def api(db_url: str) -> Iterator[Api]:
+def api(db_url: str) -> Iterator[RestClient]:
     with api_for(db_url) as a:
         yield a
 
@@ -29,13 +30,13 @@ def names(resp: Any) -> list[str]:
     return [t["name"] for t in resp.json()]
 
 
-def create(api: Api, **changes: Any) -> Any:
+def create(api: RestClient, **changes: Any) -> Any:
     return api.post("admin", "/tools", {**NEW, **changes})
 
 
 # listing ---------------------------------------------------------------------------------
 
-def test_listing_shows_own_and_global_tools_never_another_tenants(api: Api) -> None:
+def test_listing_shows_own_and_global_tools_never_another_tenants(api: RestClient) -> None:
     listed = names(api.get("admin", "/tools"))
     assert "calculate" in listed and "lookup" in listed and "sketch" in listed
     assert "private" not in listed
@@ -43,11 +44,11 @@ def test_listing_shows_own_and_global_tools_never_another_tenants(api: Api) -> N
 
 
 @pytest.mark.parametrize("who", ["operator", "approver", "bot"])
-def test_every_role_reads_the_registry(api: Api, who: str) -> None:
+def test_every_role_reads_the_registry(api: RestClient, who: str) -> None:
     assert "lookup" in names(api.get(who, "/tools"))
 
 
-def test_a_listed_tool_carries_the_spec_record_fields(api: Api) -> None:
+def test_a_listed_tool_carries_the_spec_record_fields(api: RestClient) -> None:
     tools = {t["name"]: t for t in api.get("admin", "/tools").json()}
     calc, look = tools["calculate"], tools["lookup"]
     assert (calc["scope"], calc["tool_type"], calc["tenant_id"]) == ("global", "built_in", None)
@@ -62,7 +63,7 @@ def test_a_listed_tool_carries_the_spec_record_fields(api: Api) -> None:
     assert look["actions"]["run"]["side_effect"] == "pure"
 
 
-def test_listing_filters_by_status_type_and_pages(api: Api) -> None:
+def test_listing_filters_by_status_type_and_pages(api: RestClient) -> None:
     assert names(api.get("admin", "/tools", status="draft")) == ["sketch"]
     assert names(api.get("admin", "/tools", tool_type="built_in")) == ["calculate"]
     assert names(api.get("admin", "/tools", implementation_type="builtin")) == ["calculate"]
@@ -72,17 +73,17 @@ def test_listing_filters_by_status_type_and_pages(api: Api) -> None:
 
 @pytest.mark.parametrize("params", [{"limit": 0}, {"limit": 501}, {"skip": -1},
                                     {"status": "live"}, {"tool_type": "plugin"}])
-def test_bad_listing_parameters_are_refused(api: Api, params: dict[str, Any]) -> None:
-    error_of(api.get("admin", "/tools", **params), 422, "invalid_arguments")
+def test_bad_listing_parameters_are_refused(api: RestClient, params: dict[str, Any]) -> None:
+    assert_error(api.get("admin", "/tools", **params), 422, "invalid_arguments")
 
 
-def test_no_token_is_unauthenticated(api: Api) -> None:
-    error_of(api.client.get("/tools"), 401, "unauthenticated")
+def test_no_token_is_unauthenticated(api: RestClient) -> None:
+    assert_error(api.client.get("/tools"), 401, "unauthenticated")
 
 
 # creation --------------------------------------------------------------------------------
 
-def test_creation_makes_a_draft_tenant_tool(api: Api) -> None:
+def test_creation_makes_a_draft_tenant_tool(api: RestClient) -> None:
     resp = create(api)
     assert resp.status_code == 201, resp.text
     body = resp.json()
@@ -95,22 +96,22 @@ def test_creation_makes_a_draft_tenant_tool(api: Api) -> None:
 
 
 @pytest.mark.parametrize("who", ["operator", "approver", "bot"])
-def test_only_admins_create(api: Api, who: str) -> None:
-    error_of(api.post(who, "/tools", NEW), 403, "forbidden")
+def test_only_admins_create(api: RestClient, who: str) -> None:
+    assert_error(api.post(who, "/tools", NEW), 403, "forbidden")
 
 
-def test_creating_published_must_go_through_the_publish_endpoint(api: Api) -> None:
-    error_of(create(api, status="published"), 422, "publish_via_endpoint")
-    error_of(create(api, status="disabled"), 422, "invalid_arguments")
+def test_creating_published_must_go_through_the_publish_endpoint(api: RestClient) -> None:
+    assert_error(create(api, status="published"), 422, "publish_via_endpoint")
+    assert_error(create(api, status="disabled"), 422, "invalid_arguments")
 
 
-def test_global_scope_cannot_be_created_by_a_tenant(api: Api) -> None:
-    error_of(create(api, scope="global"), 422, "invalid_arguments")
+def test_global_scope_cannot_be_created_by_a_tenant(api: RestClient) -> None:
+    assert_error(create(api, scope="global"), 422, "invalid_arguments")
 
 
-def test_a_taken_name_is_a_conflict(api: Api) -> None:
-    error_of(create(api, name="lookup"), 409, "conflict")
-    error_of(create(api, name="calculate"), 409, "conflict")  # a global tool's name
+def test_a_taken_name_is_a_conflict(api: RestClient) -> None:
+    assert_error(create(api, name="lookup"), 409, "conflict")
+    assert_error(create(api, name="calculate"), 409, "conflict")  # a global tool's name
     assert create(api, name="private").status_code == 201  # globex's name is free here
 
 
@@ -121,8 +122,8 @@ def test_a_taken_name_is_a_conflict(api: Api) -> None:
     ({"is_system": True}, "invalid_arguments"),
     ({"version": "one"}, "invalid_version"),
 ])
-def test_bad_definitions_are_refused(api: Api, changes: dict[str, Any], reason: str) -> None:
-    error_of(create(api, **changes), 422, reason)
+def test_bad_definitions_are_refused(api: RestClient, changes: dict[str, Any], reason: str) -> None:
+    assert_error(create(api, **changes), 422, reason)
 
 
 # retrieval tools -------------------------------------------------------------------------
@@ -132,16 +133,16 @@ RAG = {"name": "kb", "implementation_type": "rag_retrieval",
                         "required": ["top_k"], "additionalProperties": False}}
 
 
-def test_rag_tool_needs_a_pipeline_the_tenant_owns(api: Api) -> None:
+def test_rag_tool_needs_a_pipeline_the_tenant_owns(api: RestClient) -> None:
     api.gw.registry.add_retrieval_pipeline("globex", "pl-globex")
-    err = error_of(api.post("admin", "/tools", RAG), 422, "invalid_arguments")
+    err = assert_error(api.post("admin", "/tools", RAG), 422, "invalid_arguments")
     assert "pipeline_id" in err["message"]
     foreign = {**RAG, "implementation_config": {"pipeline_id": "pl-globex"}}
-    err = error_of(api.post("admin", "/tools", foreign), 422, "invalid_arguments")
+    err = assert_error(api.post("admin", "/tools", foreign), 422, "invalid_arguments")
     assert err["details"] == {"pipeline_id": "pl-globex"}
 
 
-def test_rag_schemas_are_normalised_so_query_is_a_required_string(api: Api) -> None:
+def test_rag_schemas_are_normalised_so_query_is_a_required_string(api: RestClient) -> None:
     api.gw.registry.add_retrieval_pipeline("acme", "pl-1")
     resp = api.post("admin", "/tools", {**RAG, "implementation_config": {"pipeline_id": "pl-1"}})
     assert resp.status_code == 201, resp.text
@@ -152,10 +153,10 @@ def test_rag_schemas_are_normalised_so_query_is_a_required_string(api: Api) -> N
     assert schema["additionalProperties"] is False
     assert body["output_schema"]["required"] == ["query"]
     # no retrieval provider runs in this gateway: never published as if it could be called
-    error_of(api.post("admin", f"/tools/{body['id']}/publish"), 422, "provider_unavailable")
+    assert_error(api.post("admin", f"/tools/{body['id']}/publish"), 422, "provider_unavailable")
 
 
-def test_retrieval_pipelines_are_registered_per_tenant_once(api: Api) -> None:
+def test_retrieval_pipelines_are_registered_per_tenant_once(api: RestClient) -> None:
     reg = api.gw.registry
     reg.add_retrieval_pipeline("acme", "pl-1")
     reg.add_retrieval_pipeline("acme", "pl-1")
@@ -169,14 +170,14 @@ def test_retrieval_pipelines_are_registered_per_tenant_once(api: Api) -> None:
 
 # fetch, update ---------------------------------------------------------------------------
 
-def test_fetch_by_id_sees_own_and_global_but_not_another_tenants(api: Api) -> None:
+def test_fetch_by_id_sees_own_and_global_but_not_another_tenants(api: RestClient) -> None:
     assert api.get("bot", f"/tools/{api.tool_id('lookup')}").json()["name"] == "lookup"
     assert api.get("bot", f"/tools/{api.tool_id('calculate', None)}").status_code == 200
-    error_of(api.get("admin", f"/tools/{api.tool_id('private', 'globex')}"), 404, "not_found")
-    error_of(api.get("admin", "/tools/no-such-id"), 404, "not_found")
+    assert_error(api.get("admin", f"/tools/{api.tool_id('private', 'globex')}"), 404, "not_found")
+    assert_error(api.get("admin", "/tools/no-such-id"), 404, "not_found")
 
 
-def test_update_changes_the_working_copy(api: Api) -> None:
+def test_update_changes_the_working_copy(api: RestClient) -> None:
     tool_id = create(api).json()["id"]
     resp = api.put("admin", f"/tools/{tool_id}", {"description": "new", "categories": ["crm"]})
     assert resp.status_code == 200, resp.text
@@ -184,36 +185,36 @@ def test_update_changes_the_working_copy(api: Api) -> None:
     assert resp.json()["config_schema"]["implementation"]["method"] == "GET"  # kept
 
 
-def test_update_refuses_a_transition_to_published(api: Api) -> None:
+def test_update_refuses_a_transition_to_published(api: RestClient) -> None:
     tool_id = create(api).json()["id"]
-    error_of(api.put("admin", f"/tools/{tool_id}", {"status": "published"}), 422,
+    assert_error(api.put("admin", f"/tools/{tool_id}", {"status": "published"}), 422,
              "publish_via_endpoint")
     assert api.get("admin", f"/tools/{tool_id}").json()["status"] == "draft"
 
 
-def test_a_published_tool_may_be_deprecated_but_not_returned_to_draft(api: Api) -> None:
+def test_a_published_tool_may_be_deprecated_but_not_returned_to_draft(api: RestClient) -> None:
     tool_id = api.tool_id("lookup")
-    error_of(api.put("admin", f"/tools/{tool_id}", {"status": "draft"}), 409, "invalid_state")
+    assert_error(api.put("admin", f"/tools/{tool_id}", {"status": "draft"}), 409, "invalid_state")
     assert api.put("admin", f"/tools/{tool_id}", {"status": "deprecated"}).json()[
         "status"] == "deprecated"
 
 
-def test_update_guards_roles_tenants_and_global_tools(api: Api) -> None:
+def test_update_guards_roles_tenants_and_global_tools(api: RestClient) -> None:
     body = {"description": "x"}
-    error_of(api.put("operator", f"/tools/{api.tool_id('lookup')}", body), 403, "forbidden")
-    error_of(api.put("admin", f"/tools/{api.tool_id('calculate', None)}", body), 403,
+    assert_error(api.put("operator", f"/tools/{api.tool_id('lookup')}", body), 403, "forbidden")
+    assert_error(api.put("admin", f"/tools/{api.tool_id('calculate', None)}", body), 403,
              "forbidden")
-    error_of(api.put("admin", f"/tools/{api.tool_id('private', 'globex')}", body), 404,
+    assert_error(api.put("admin", f"/tools/{api.tool_id('private', 'globex')}", body), 404,
              "not_found")
-    error_of(api.put("admin", f"/tools/{api.tool_id('lookup')}", {"name": "renamed"}), 422,
+    assert_error(api.put("admin", f"/tools/{api.tool_id('lookup')}", {"name": "renamed"}), 422,
              "invalid_arguments")
-    error_of(api.put("admin", f"/tools/{api.tool_id('lookup')}", {"risk_map": {"nope": "low"}}),
+    assert_error(api.put("admin", f"/tools/{api.tool_id('lookup')}", {"risk_map": {"nope": "low"}}),
              422, "invalid_arguments")
 
 
 # publish, versions -----------------------------------------------------------------------
 
-def test_publish_snapshots_and_sets_published_at(api: Api) -> None:
+def test_publish_snapshots_and_sets_published_at(api: RestClient) -> None:
     tool_id = create(api).json()["id"]
     resp = api.post("admin", f"/tools/{tool_id}/publish")
     assert resp.status_code == 200, resp.text
@@ -223,14 +224,14 @@ def test_publish_snapshots_and_sets_published_at(api: Api) -> None:
     assert versions[0]["tool"]["status"] == "published" and versions[0]["definition_hash"]
 
 
-def test_a_published_snapshot_never_changes(api: Api) -> None:
+def test_a_published_snapshot_never_changes(api: RestClient) -> None:
     tool_id = create(api).json()["id"]
     api.post("admin", f"/tools/{tool_id}/publish")
     api.put("admin", f"/tools/{tool_id}", {"description": "edited"})
     assert api.get("admin", f"/tools/{tool_id}").json()["description"] == "edited"
     snapshot = api.get("admin", f"/tools/{tool_id}/versions").json()[0]["tool"]
     assert snapshot["description"] == "CRM look-up"
-    error_of(api.post("admin", f"/tools/{tool_id}/publish"), 422, "invalid_version")
+    assert_error(api.post("admin", f"/tools/{tool_id}/publish"), 422, "invalid_version")
     resp = api.post("admin", f"/tools/{tool_id}/version", new_version="1.1.0")
     assert resp.status_code == 200, resp.text
     versions = api.get("admin", f"/tools/{tool_id}/versions").json()
@@ -239,37 +240,38 @@ def test_a_published_snapshot_never_changes(api: Api) -> None:
 
 
 @pytest.mark.parametrize("version", ["1.0.0", "0.9.0", "1.0", "v2", "1.0.0-rc.1"])
-def test_versions_must_be_semver_and_increase(api: Api, version: str) -> None:
+def test_versions_must_be_semver_and_increase(api: RestClient, version: str) -> None:
     tool_id = api.tool_id("lookup")
-    error_of(api.post("admin", f"/tools/{tool_id}/version", new_version=version), 422,
+    assert_error(api.post("admin", f"/tools/{tool_id}/version", new_version=version), 422,
              "invalid_version")
 
 
-def test_version_needs_its_parameter(api: Api) -> None:
-    error_of(api.post("admin", f"/tools/{api.tool_id('lookup')}/version"), 422,
+def test_version_needs_its_parameter(api: RestClient) -> None:
+    assert_error(api.post("admin", f"/tools/{api.tool_id('lookup')}/version"), 422,
              "invalid_arguments")
 
 
 @pytest.mark.parametrize("path", ["publish", "version"])
-def test_publish_and_version_guard_roles_tenants_and_global_tools(api: Api, path: str) -> None:
+def test_publish_and_version_guard_roles_tenants_and_global_tools(api: RestClient,
+                                                                  path: str) -> None:
     params = {"new_version": "2.0.0"}
-    error_of(api.post("bot", f"/tools/{api.tool_id('lookup')}/{path}", **params), 403,
+    assert_error(api.post("bot", f"/tools/{api.tool_id('lookup')}/{path}", **params), 403,
              "forbidden")
-    error_of(api.post("admin", f"/tools/{api.tool_id('calculate', None)}/{path}", **params),
+    assert_error(api.post("admin", f"/tools/{api.tool_id('calculate', None)}/{path}", **params),
              403, "forbidden")
-    error_of(api.post("admin", f"/tools/{api.tool_id('private', 'globex')}/{path}", **params),
+    assert_error(api.post("admin", f"/tools/{api.tool_id('private', 'globex')}/{path}", **params),
              404, "not_found")
 
 
-def test_versions_of_another_tenants_tool_are_not_found(api: Api) -> None:
-    error_of(api.get("admin", f"/tools/{api.tool_id('private', 'globex')}/versions"), 404,
+def test_versions_of_another_tenants_tool_are_not_found(api: RestClient) -> None:
+    assert_error(api.get("admin", f"/tools/{api.tool_id('private', 'globex')}/versions"), 404,
              "not_found")
 
 
 # built-ins, health -----------------------------------------------------------------------
 
-def test_builtin_templates_split_installed_and_available(api: Api) -> None:
-    error_of(api.get("bot", "/tools/builtins/templates"), 403, "forbidden")  # people only
+def test_builtin_templates_split_installed_and_available(api: RestClient) -> None:
+    assert_error(api.get("bot", "/tools/builtins/templates"), 403, "forbidden")  # people only
     resp = api.get("approver", "/tools/builtins/templates")
     assert resp.status_code == 200, resp.text
     body = resp.json()
@@ -280,10 +282,10 @@ def test_builtin_templates_split_installed_and_available(api: Api) -> None:
     assert {"git", "http_request", "datetime_utils"} <= available
     assert "calculate" not in available
     assert all(t["scope"] == "global" and t["tool_type"] == "built_in" for t in body["available"])
-    error_of(api.client.get("/tools/builtins/templates"), 401, "unauthenticated")
+    assert_error(api.client.get("/tools/builtins/templates"), 401, "unauthenticated")
 
 
-def test_health_reports_each_visible_tool(api: Api) -> None:
+def test_health_reports_each_visible_tool(api: RestClient) -> None:
     for _ in range(3):
         api.gw.runtime.health.failure("acme:lookup", "connection refused")
     health = {h["name"]: h for h in api.get("operator", "/tools/health").json()}
@@ -307,10 +309,10 @@ _LITERALS = {"url": "https://crm.example", "headers": {
              "steps": [{"client_secret": "s-1", "name": "a"}]}
 
 
-def test_literal_credentials_in_tool_config_are_refused(api: Api) -> None:
+def test_literal_credentials_in_tool_config_are_refused(api: RestClient) -> None:
     r = create(api, implementation_config=_LITERALS,
                policy={"accessToken": "tok", "max_tokens": 5})
-    err = error_of(r, 422, "secret_literal_refused")
+    err = assert_error(r, 422, "secret_literal_refused")
     assert [e["pointer"] for e in err["details"]["errors"]] == [
         "/implementation_config/headers/Authorization",
         "/implementation_config/headers/X-Api-Key", "/implementation_config/auth/password",
@@ -322,10 +324,10 @@ def test_literal_credentials_in_tool_config_are_refused(api: Api) -> None:
     assert ok.status_code == 201, ok.text
     edit = api.put("admin", f"/tools/{ok.json()['id']}", {"implementation_config": {
         "url": "https://crm.example", "headers": {"Authorization": "Bearer abc"}}})
-    error_of(edit, 422, "secret_literal_refused")
+    assert_error(edit, 422, "secret_literal_refused")
 
 
-def test_config_credentials_are_redacted_in_every_response(api: Api) -> None:
+def test_config_credentials_are_redacted_in_every_response(api: RestClient) -> None:
     # a row stored before literals were refused (or by the operator's code) still never
     # shows its credentials
     from toolkeeper import ToolDefinition
@@ -362,7 +364,7 @@ def test_redact_shows_only_pure_references() -> None:
 
 # an agent token reads only what its agent may call --------------------------------------
 
-def test_an_agent_token_lists_only_its_callable_tools_without_wiring(api: Api) -> None:
+def test_an_agent_token_lists_only_its_callable_tools_without_wiring(api: RestClient) -> None:
     listed = {t["name"]: t for t in api.get("bot", "/tools").json()}
     assert set(listed) == set(ENABLED)
     for tool in listed.values():
@@ -371,10 +373,10 @@ def test_an_agent_token_lists_only_its_callable_tools_without_wiring(api: Api) -
     assert "notes" in names(api.get("operator", "/tools"))
 
 
-def test_an_agent_token_cannot_read_other_tools_by_id(api: Api) -> None:
+def test_an_agent_token_cannot_read_other_tools_by_id(api: RestClient) -> None:
     notes = api.tool_id("notes")
     for path in (f"/tools/{notes}", f"/tools/{notes}/versions"):
-        error_of(api.get("bot", path), 404, "not_found")
+        assert_error(api.get("bot", path), 404, "not_found")
         assert api.get("operator", path).status_code == 200
     own = api.get("bot", f"/tools/{api.tool_id('lookup')}").json()
     assert own["name"] == "lookup" and "config_schema" not in own

@@ -7,21 +7,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from exec_fixtures import Api, api_for
 
 import toolkeeper.ui
+from tests.api.exec_fixtures import api_for
+from tests.support.rest import RestClient
 
 SCRIPT = Path(toolkeeper.ui.__file__).parent / "static" / "app.js"
 CALL = re.compile(r'api\("(GET|POST|PUT|DELETE)", "(/[^"?]*)')
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[Api]:
+def api(tmp_path: Path) -> Iterator[RestClient]:
     with api_for(f"sqlite:///{tmp_path}/ui.db") as a:
         yield a
 
 
-def test_the_page_and_its_assets_are_served_under_a_strict_csp(api: Api) -> None:
+def test_the_page_and_its_assets_are_served_under_a_strict_csp(api: RestClient) -> None:
     assert api.client.get("/ui", follow_redirects=False).headers["location"] == "/ui/"
     page = api.client.get("/ui/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -42,7 +43,7 @@ def test_the_script_writes_values_as_text_never_as_markup() -> None:
     assert "eval(" not in source and "document.write" not in source
 
 
-def test_every_endpoint_the_script_calls_exists_with_that_method(api: Api) -> None:
+def test_every_endpoint_the_script_calls_exists_with_that_method(api: RestClient) -> None:
     paths = api.client.get("/openapi.json").json()["paths"]
     calls = CALL.findall(SCRIPT.read_text())
     assert len(calls) >= 6, calls

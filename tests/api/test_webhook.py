@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from identity_fixtures import IdApi, Receiver, identity_api
 
+from tests.api.identity_fixtures import Receiver, identity_api
+from tests.support.rest import RestClient
 from toolkeeper.bounds import TenantBounds
 from toolkeeper.services.webhooks import (
     SIGNATURE_HEADER,
@@ -27,25 +28,25 @@ LOOPBACK = ["127.0.0.0/8"]
 
 
 @pytest.fixture
-def api(tmp_path: Path) -> Iterator[IdApi]:
+def api(tmp_path: Path) -> Iterator[RestClient]:
     with identity_api(tmp_path) as api:
         yield api
 
 
 @pytest.fixture
-def notifier(api: IdApi) -> WebhookNotifier:
+def notifier(api: RestClient) -> WebhookNotifier:
     n = api.gw.webhooks  # the gateway's own: every approval notifies
     n.timeout_s, n.backoff_s = 2.0, 0.01
     return n
 
 
-def set_hook(api: IdApi, url: str, allow: list[str] | None = LOOPBACK) -> None:
+def set_hook(api: RestClient, url: str, allow: list[str] | None = LOOPBACK) -> None:
     r = api.call("PUT", "/settings/webhook",
                  json={"url": url, "secret": SECRET, "allow_networks": allow or []})
     assert r.status_code == 200, r.text
 
 
-def needs_approval(api: IdApi) -> str:
+def needs_approval(api: RestClient) -> str:
     started = time.monotonic()
     r = api.call("POST", "/tools/execute", "agent",
                  json={"tool": "wire", "arguments": {"amount": 5}})
@@ -56,7 +57,7 @@ def needs_approval(api: IdApi) -> str:
 
 
 def test_a_new_approval_is_posted_signed_to_the_tenants_webhook(
-        api: IdApi, notifier: WebhookNotifier) -> None:
+        api: RestClient, notifier: WebhookNotifier) -> None:
     with Receiver() as rx:
         set_hook(api, rx.url)
         approval_id = needs_approval(api)
@@ -74,7 +75,7 @@ def test_a_new_approval_is_posted_signed_to_the_tenants_webhook(
 
 
 def test_another_tenants_approvals_are_not_sent_to_this_webhook(
-        api: IdApi, notifier: WebhookNotifier) -> None:
+        api: RestClient, notifier: WebhookNotifier) -> None:
     with Receiver() as rx:
         set_hook(api, rx.url)
         r = api.call("POST", "/tools/execute", "other_agent",
@@ -85,7 +86,7 @@ def test_another_tenants_approvals_are_not_sent_to_this_webhook(
 
 
 def test_a_failing_receiver_is_retried_three_times_and_never_fails_the_call(
-        api: IdApi, notifier: WebhookNotifier) -> None:
+        api: RestClient, notifier: WebhookNotifier) -> None:
     with Receiver(statuses=[500, 503, 502, 500, 500]) as rx:
         set_hook(api, rx.url)
         needs_approval(api)
@@ -94,7 +95,8 @@ def test_a_failing_receiver_is_retried_three_times_and_never_fails_the_call(
     assert not notifier.recent[-1].ok and notifier.recent[-1].error == "HTTP 500"
 
 
-def test_a_receiver_that_recovers_gets_the_event(api: IdApi, notifier: WebhookNotifier) -> None:
+def test_a_receiver_that_recovers_gets_the_event(api: RestClient,
+                                                 notifier: WebhookNotifier) -> None:
     with Receiver(statuses=[503]) as rx:
         set_hook(api, rx.url)
         needs_approval(api)
@@ -103,7 +105,7 @@ def test_a_receiver_that_recovers_gets_the_event(api: IdApi, notifier: WebhookNo
     assert notifier.recent[-1].ok and notifier.recent[-1].attempts == 2
 
 
-def test_a_loopback_url_without_allow_list_is_refused_when_set(api: IdApi) -> None:
+def test_a_loopback_url_without_allow_list_is_refused_when_set(api: RestClient) -> None:
     r = api.call("PUT", "/settings/webhook", json={"url": "http://127.0.0.1:9/hook",
                                                    "secret": SECRET})
     assert r.status_code == 422 and r.json()["error"]["reason"] == "address_not_allowed"
@@ -111,7 +113,7 @@ def test_a_loopback_url_without_allow_list_is_refused_when_set(api: IdApi) -> No
 
 
 def test_a_name_resolving_to_loopback_is_refused_at_delivery_without_allow_list(
-        api: IdApi, notifier: WebhookNotifier) -> None:
+        api: RestClient, notifier: WebhookNotifier) -> None:
     with Receiver() as rx:
         set_hook(api, f"http://localhost:{rx.port}/hook", allow=None)
         needs_approval(api)
@@ -121,7 +123,7 @@ def test_a_name_resolving_to_loopback_is_refused_at_delivery_without_allow_list(
     assert not last.ok and last.error == "address_not_allowed" and last.attempts == 1
 
 
-def test_the_queue_is_bounded_and_drops_when_full(api: IdApi) -> None:
+def test_the_queue_is_bounded_and_drops_when_full(api: RestClient) -> None:
     approval_id = needs_approval(api)
     rec = api.gw.approvals.get(approval_id, "default")
     idle = WebhookNotifier(setting=api.gw.store.registry.get_setting, secrets=lambda _: None,
@@ -132,7 +134,7 @@ def test_the_queue_is_bounded_and_drops_when_full(api: IdApi) -> None:
     assert not idle.wait_idle(0.05)
 
 
-def test_the_webhook_setting_is_admin_only_and_never_shows_the_secret(api: IdApi) -> None:
+def test_the_webhook_setting_is_admin_only_and_never_shows_the_secret(api: RestClient) -> None:
     set_hook(api, "https://hooks.example.com/toolkeeper", allow=None)
     r = api.call("GET", "/settings/webhook")
     assert r.json()["url"] == "https://hooks.example.com/toolkeeper"
@@ -151,12 +153,12 @@ def test_the_webhook_setting_is_admin_only_and_never_shows_the_secret(api: IdApi
     {"url": "https://h.example.com", "secret_ref": "plain"},
     {"url": "ftp://h.example.com", "secret": SECRET},
 ])
-def test_a_bad_webhook_setting_is_refused(api: IdApi, body: dict[str, str]) -> None:
+def test_a_bad_webhook_setting_is_refused(api: RestClient, body: dict[str, str]) -> None:
     assert api.call("PUT", "/settings/webhook", json=body).status_code == 422
 
 
 def test_the_webhook_secret_is_the_tenants_own_credential(
-        api: IdApi, notifier: WebhookNotifier) -> None:
+        api: RestClient, notifier: WebhookNotifier) -> None:
     with Receiver() as rx:
         set_hook(api, rx.url)
         assert api.gw.credentials is not None
@@ -169,7 +171,7 @@ def test_the_webhook_secret_is_the_tenants_own_credential(
 
 @pytest.mark.parametrize("ref", ["${secret:platform/key}", "${secret:theirs/key}"])
 def test_a_webhook_secret_ref_reaches_only_the_tenants_own_credentials(
-        api: IdApi, notifier: WebhookNotifier, ref: str) -> None:
+        api: RestClient, notifier: WebhookNotifier, ref: str) -> None:
     store = api.gw.runtime.secrets
     assert store is not None and hasattr(store, "set_secret")
     store.set_secret("platform", "key", "operator-platform-hmac-key")

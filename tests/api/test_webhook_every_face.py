@@ -8,8 +8,7 @@ import hmac
 import json
 from pathlib import Path
 
-from identity_fixtures import Receiver, wire
-
+from tests.api.identity_fixtures import Receiver, wire
 from toolkeeper import Activation, Agent, Gateway, Profile
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.secrets.embedded import generate_key_file

@@ -2,19 +2,19 @@
 
 Tenant ``acme`` has published tools covering every ``why_unavailable``, a draft, a
 disabled and a deprecated tool; the built-in ``calculate`` is installed as a global tool;
-tenant ``globex`` has its own tool and agent. Imported by the test modules (no conftest:
-``tests/api`` is shared with other suites)."""
+tenant ``globex`` has its own tool and agent. Spoken to through
+:class:`tests.support.rest.RestClient` (unqualified tool names are ``acme``'s)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from fastapi.testclient import TestClient
 
+from tests.support.rest import RestClient
 from toolkeeper import (
     ActionSpec,
     Activation,
@@ -140,34 +140,8 @@ def build_gateway(url: str, mode: str = "production") -> Gateway:
     return gw
 
 
-@dataclass(kw_only=True)
-class Api:
-    """One app, its gateway, and a token per role (``g_`` tokens are globex's)."""
-
-    gw: Gateway
-    client: TestClient
-    tokens: dict[str, str]
-
-    def auth(self, who: str) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.tokens[who]}"}
-
-    def get(self, who: str, path: str, **params: Any) -> Any:
-        return self.client.get(path, params=params, headers=self.auth(who))
-
-    def post(self, who: str, path: str, body: Any = None, **params: Any) -> Any:
-        return self.client.post(path, json=body, params=params, headers=self.auth(who))
-
-    def put(self, who: str, path: str, body: Any) -> Any:
-        return self.client.put(path, json=body, headers=self.auth(who))
-
-    def tool_id(self, name: str, tenant: str | None = "acme") -> str:
-        rec = self.gw.store.registry.tool(name, tenant)
-        assert rec is not None and rec[1].tenant_id == tenant
-        return rec[0]
-
-
 @contextmanager
-def api_for(where: Path | str, mode: str = "production") -> Iterator[Api]:
+def api_for(where: Path | str, mode: str = "production") -> Iterator[RestClient]:
     """The app over a fresh gateway: ``where`` is a database URL, or a directory for
     ``sqlite:///{where}/tk.db``; closed on exit."""
     gw = build_gateway((where if isinstance(where, str) else f"sqlite:///{where}/tk.db"), mode)
@@ -175,17 +149,6 @@ def api_for(where: Path | str, mode: str = "production") -> Iterator[Api]:
         tokens = {who: gw.store.tokens.create(tenant_id=t, role=r, agent=a)[1]
                   for who, (t, r, a) in _TOKENS.items()}
         with TestClient(create_app(gw), raise_server_exceptions=False) as client:
-            yield Api(gw=gw, client=client, tokens=tokens)
+            yield RestClient(gw=gw, client=client, tokens=tokens, tenant="acme")
     finally:
         gw.close()
-
-
-def error_of(resp: Any, status: int, reason: str) -> dict[str, Any]:
-    """``resp`` is the SPEC §7 error shape with ``status`` and ``reason``; its ``error``."""
-    assert resp.status_code == status, (resp.status_code, resp.text)
-    body = resp.json()
-    assert set(body) == {"error"}, body
-    err: dict[str, Any] = body["error"]
-    assert set(err) == {"reason", "message", "details"}, err
-    assert err["reason"] == reason, err
-    return err

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from loopback import serving
+from tests.support.loopback import serving
 from toolkeeper.builtins.http_request import HttpRequestPolicy, HttpRequestTool
 from toolkeeper.errors import ToolDenied, ToolError, UpstreamError
 from toolkeeper.model.enums import Autonomy, SideEffect

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import Invoke, as_json
 
-import audit_attacks as attack
+from tests.support import audit_attacks as attack
 from toolkeeper.secrets import generate_key_file
 
 KEY_ENV = {"TOOLKEEPER_AUDIT_KEY": base64.b64encode(attack.KEY).decode()}

@@ -1,18 +1,12 @@
-"""Config tests: ``config_sample_tools`` importable by module name, and a fresh gateway."""
+"""Config tests: a fresh gateway (the sample tools are ``tests.support.config_tools``)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from toolkeeper.gateway import Gateway
-
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:  # also under --import-mode=importlib
-    sys.path.insert(0, str(HERE))
 
 
 @pytest.fixture

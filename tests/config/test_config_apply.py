@@ -27,8 +27,8 @@ tenants:
     gates: {high: {3: confirm}}
 tools:
   - builtin: calculate
-  - native: config_sample_tools:add_numbers
-  - native: config_sample_tools:NotesTool
+  - native: tests.support.config_tools:add_numbers
+  - native: tests.support.config_tools:NotesTool
     version_placeholder: true
 profiles:
   - name: helper
@@ -139,7 +139,8 @@ def test_a_broken_wiring_is_refused_before_anything_is_written(gw: Gateway) -> N
 
 
 def test_draft_tools_stay_drafts_until_publish_is_set(gw: Gateway) -> None:
-    text = "version: 1\ntools:\n  - native: config_sample_tools:add_numbers\n    publish: false\n"
+    text = ("version: 1\ntools:\n  - native: tests.support.config_tools:add_numbers\n"
+            "    publish: false\n")
     _apply(gw, text)
     assert _working(gw, "add_numbers").status is ToolStatus.DRAFT
     report = _apply(gw, text.replace("publish: false", "publish: true"))

@@ -19,8 +19,8 @@ tenants:
     adjusters: [{name: big, when: [{arg: width, op: gt, value: 99}], raise_to: high}]
 tools:
   - builtin: calculate
-  - native: config_sample_tools:add_numbers
-  - native: config_sample_tools:NotesTool
+  - native: tests.support.config_tools:add_numbers
+  - native: tests.support.config_tools:NotesTool
     policy: {max_length: 50}
   - name: shorten
     implementation_type: function
@@ -48,8 +48,9 @@ BAD = [
      "agents[0].profile", 2),
     (Rule.UNKNOWN_TOOL, "version: 1\nprofiles:\n  - name: p\n    activations: [{tool: nope}]\n",
      "profiles[0].activations[0].tool", 4),
-    (Rule.UNKNOWN_TOOL, "version: 1\ntools:\n  - {native: 'config_sample_tools:add_numbers', "
-     "tenant: other}\nprofiles:\n  - name: p\n    activations: [{tool: add_numbers}]\n",
+    (Rule.UNKNOWN_TOOL, "version: 1\ntools:\n"
+     "  - {native: 'tests.support.config_tools:add_numbers', tenant: other}\n"
+     "profiles:\n  - name: p\n    activations: [{tool: add_numbers}]\n",
      "profiles[0].activations[0].tool", 6),
     (Rule.UNKNOWN_ACTION, "version: 1\ntools: [{builtin: calculate}]\nprofiles:\n  - name: p\n"
      "    activations:\n      - tool: calculate\n        actions: [run, explode]\n",
@@ -67,20 +68,22 @@ BAD = [
      "    overrides: {risk_default: critical}\ntenants:\n  default: {gates: {critical: "
      "{1: allow}}}\nprofiles:\n  - name: p\n    activations: [{tool: calculate}]\n",
      "profiles[0].activations[0]", 9),
-    (Rule.NATIVE_INVALID, "version: 1\ntools: [{native: 'config_sample_tools:NOT_A_TOOL'}]\n",
+    (Rule.NATIVE_INVALID,
+     "version: 1\ntools: [{native: 'tests.support.config_tools:NOT_A_TOOL'}]\n",
      "tools[0]", 2),
     (Rule.NATIVE_INVALID, "version: 1\ntools: [{native: 'no_such_module_xyz:T'}]\n",
      "tools[0]", 2),
     (Rule.INVALID_DEFINITION, "version: 1\ntools:\n  - builtin: calculate\n"
      "    overrides: {risk_map: {nope: high}}\n", "tools[0]", 3),
-    (Rule.POLICY_MODEL_MISSING, "version: 1\ntools:\n  - native: config_sample_tools:BareTool\n",
+    (Rule.POLICY_MODEL_MISSING,
+     "version: 1\ntools:\n  - native: tests.support.config_tools:BareTool\n",
      "tools[0].native", 3),
     (Rule.FUNCTION_INVALID, "version: 1\nfunctions: {f: 'textwrap:no_such_fn'}\n",
      "functions.f", 2),
     (Rule.FUNCTION_NOT_ALLOWED, "version: 1\ntools:\n  - name: f\n"
      "    implementation_type: function\n    implementation: {function_name: f}\n",
      "tools[0].implementation", 5),
-    (Rule.NAME_COLLISION, "version: 1\ntools:\n  - native: config_sample_tools:NotesTool\n"
+    (Rule.NAME_COLLISION, "version: 1\ntools:\n  - native: tests.support.config_tools:NotesTool\n"
      "  - {name: notes_read, implementation_type: http}\n", "tools[1]", 4),
     (Rule.NAME_COLLISION, "version: 1\ntools:\n  - name: " + "x" * 60 + "\n"
      "    implementation_type: http\n    actions: {run: {}, longaction: {}}\n", "tools[0]", 3),
@@ -131,18 +134,19 @@ def test_gates_confirmation_and_policy_make_high_risk_acceptable() -> None:
 
 
 def test_tests_missing_needs_a_test_mentioning_the_tool(tmp_path: Path) -> None:
-    text = "version: 1\ntools:\n  - native: config_sample_tools:NotesTool\n"
+    text = "version: 1\ntools:\n  - native: tests.support.config_tools:NotesTool\n"
     (tmp_path / "test_other.py").write_text("def test_x():\n    assert 'notebook'\n")
     [v] = check(load_text(text), base_dir=HERE, tests_dir=tmp_path)
     assert (v.rule, v.path, v.line) == ("tests_missing", "tools[0].native", 3)
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "test_notes.py").write_text("from config_sample_tools import NotesTool\n")
+    (tmp_path / "sub" / "test_notes.py").write_text(
+        "from tests.support.config_tools import NotesTool\n")
     assert check(load_text(text), base_dir=HERE, tests_dir=tmp_path) == []
 
 
 def test_tool_functions_need_no_policy_model_but_classes_do() -> None:
-    text = ("version: 1\ntools:\n  - native: config_sample_tools:add_numbers\n"
-            "  - native: config_sample_tools:BareTool\n")
+    text = ("version: 1\ntools:\n  - native: tests.support.config_tools:add_numbers\n"
+            "  - native: tests.support.config_tools:BareTool\n")
     rules = [(v.rule, v.path) for v in check(load_text(text), base_dir=HERE)]
     assert rules == [("policy_model_missing", "tools[1].native")]
 

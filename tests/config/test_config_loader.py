@@ -88,7 +88,7 @@ def test_lifecycle_fields_of_a_definition_are_refused() -> None:
 
 def test_tool_entries_are_told_apart() -> None:
     cfg = load_text("version: 1\ntools:\n  - builtin: calculate\n"
-                    "  - native: config_sample_tools:add_numbers\n    tenant: global\n"
+                    "  - native: tests.support.config_tools:add_numbers\n    tenant: global\n"
                     "  - name: w\n    implementation_type: http\n")
     kinds = [type(t) for t in cfg.tools]
     assert kinds == [BuiltinEntry, NativeEntry, DefinitionEntry]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ import uvicorn
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp import Client
+from tests.support.waiting import wait_until
 from toolkeeper import (
     ActionSpec,
     Activation,
@@ -145,10 +145,11 @@ def serving(url: str, *, max_body_bytes: int = 200_000, extra: tuple[Any, ...] =
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while not server.started:
-            assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-            time.sleep(0.02)
+        def started() -> bool:
+            assert thread.is_alive(), "the server thread died"
+            return bool(server.started)
+
+        wait_until(started, timeout=20, what="uvicorn started")
         base = f"http://127.0.0.1:{port}"
         yield McpServer(gw=gw, url=f"{base}/mcp", base=base, tokens=tokens)
     finally:

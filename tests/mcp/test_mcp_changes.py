@@ -3,7 +3,7 @@ own effective tool set changes, and not when only another agent's does."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -14,6 +14,10 @@ from mcp_fixtures import McpServer, connect, serving
 from toolkeeper import Activation, Profile
 
 WAIT_S = 10
+"""Upper bound for a notification that must arrive."""
+QUIET_S = 0.5
+"""How long a session must stay quiet, once the server has acted on a change, for a
+notification that must not arrive (an absence can only be observed over a window)."""
 
 
 @pytest.fixture
@@ -27,7 +31,8 @@ def _grant(srv: McpServer, profile: str, tools: tuple[str, ...], autonomy: int =
                                         activations=tuple(Activation(tool=t) for t in tools)))
 
 
-async def test_a_2025_session_hears_its_own_change_only(srv: McpServer) -> None:
+def _listener() -> tuple[list[Any], anyio.Event, Callable[[Any], Awaitable[None]]]:
+    """``(heard, changed, handler)``: the list_changed notifications a session got."""
     heard: list[Any] = []
     changed = anyio.Event()
 
@@ -36,13 +41,25 @@ async def test_a_2025_session_hears_its_own_change_only(srv: McpServer) -> None:
             heard.append(message)
             changed.set()
 
-    async with connect(srv, "reader", "legacy", message_handler=on_message) as c:
+    return heard, changed, on_message
+
+
+async def test_a_2025_session_hears_its_own_change_only(srv: McpServer) -> None:
+    heard, changed, on_message = _listener()
+    _, intern_changed, on_intern_message = _listener()
+    async with connect(srv, "reader", "legacy", message_handler=on_message) as c, \
+            connect(srv, "intern", "legacy", message_handler=on_intern_message) as witness:
         assert [t.name for t in (await c.list_tools()).tools] == ["add"]
+        await witness.list_tools()
         capabilities = c.server_capabilities
         assert capabilities.tools is not None and capabilities.tools.list_changed is True
-        # another agent's profile changes: nothing for this one
+        # another agent's (intern's) profile changes: intern hears it, so the server has
+        # acted on the change; this session stays quiet (a window: nothing must arrive)
         await anyio.to_thread.run_sync(_grant, srv, "manual", ("add",), 0)
-        await anyio.sleep(0.5)
+        with anyio.fail_after(WAIT_S):
+            await intern_changed.wait()
+        with anyio.move_on_after(QUIET_S):
+            await changed.wait()
         assert heard == []
         await anyio.to_thread.run_sync(_grant, srv, "reading", ("add", "pay"))
         with anyio.fail_after(WAIT_S):
@@ -63,8 +80,9 @@ async def test_a_2026_listen_stream_hears_its_own_change_only(srv: McpServer) ->
             with anyio.fail_after(WAIT_S):
                 event = await sub.__anext__()
             assert type(event).__name__ == "ToolsListChanged"
-            # bot's listing did not change: its stream stays quiet
-            with anyio.move_on_after(0.5) as quiet:
+            # bot's listing did not change: its stream stays quiet (the server has acted:
+            # reader heard, and bot's listing is compared first; a window: nothing must arrive)
+            with anyio.move_on_after(QUIET_S) as quiet:
                 await other_sub.__anext__()
             assert quiet.cancelled_caught
         names = [t.name for t in (await c.list_tools()).tools]

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
-from toolkeeper import Gateway, OperationRefused
+from tests.support.waiting import wait_until
+from toolkeeper import CallResult, Gateway, OperationRefused
 from toolkeeper.model.enums import ToolStatus
 
 FIXTURE = Path(__file__).resolve().parent / "upstream_fixture.py"
@@ -125,26 +126,27 @@ def test_a_changed_upstream_definition_quarantines_until_republished(fx: Setup) 
     assert gw.sync_servers()["fx"].unchanged[:1] == ["fx_echo"]
 
 
-def test_an_upstream_list_changed_triggers_the_drift_check(fx: Setup) -> None:
-    import time
+def _quarantined(gw: Gateway, name: str) -> bool:
+    return gw.store.registry.tool(name, None)[1].status is ToolStatus.QUARANTINED
 
+
+def test_an_upstream_list_changed_triggers_the_drift_check(fx: Setup) -> None:
     fx.description.write_text("Echo the text back, now with a new instruction.")
     assert fx.gw.call_sync("fx_echo", agent="a", arguments={"text": "notify"}).ok
-    deadline = time.monotonic() + 15
-    while fx.gw.store.registry.tool("fx_echo", None)[1].status is not ToolStatus.QUARANTINED:
-        assert time.monotonic() < deadline, "the upstream's list_changed was not acted on"
-        time.sleep(0.05)
+    wait_until(lambda: _quarantined(fx.gw, "fx_echo"), timeout=15,
+               what="the upstream's list_changed quarantines the drifted tool")
+
     # the store is written first; this gateway's snapshot follows once the sync's batch of
     # writes (the quarantine and its audit event) ends
-    while (res := fx.gw.call_sync("fx_echo", agent="a", arguments={"text": "x"})).ok:
-        assert time.monotonic() < deadline, "the quarantine never reached the catalog"
-        time.sleep(0.05)
+    def refused() -> CallResult | None:
+        res = fx.gw.call_sync("fx_echo", agent="a", arguments={"text": "x"})
+        return None if res.ok else res
+
+    res = wait_until(refused, timeout=15, what="the quarantine reaches the catalog")
     assert res.reason == "tool_quarantined"
 
 
 def test_a_running_gateway_lists_its_upstreams_again_periodically(tmp_path: Path) -> None:
-    import time
-
     (tmp_path / "description.txt").write_text("Echo.")
     cfg = _config(tmp_path, [_fixture_server(tmp_path)], ["fx_echo"])
     doc = yaml.safe_load(cfg.read_text())
@@ -152,10 +154,8 @@ def test_a_running_gateway_lists_its_upstreams_again_periodically(tmp_path: Path
     cfg.write_text(yaml.safe_dump(doc))
     with Gateway.open(f"sqlite:///{tmp_path}/tk.db", config=cfg) as gw:
         (tmp_path / "description.txt").write_text("Echo. Changed without telling anyone.")
-        deadline = time.monotonic() + 20
-        while gw.store.registry.tool("fx_echo", None)[1].status is not ToolStatus.QUARANTINED:
-            assert time.monotonic() < deadline, "no periodic re-listing within 20 s"
-            time.sleep(0.1)
+        wait_until(lambda: _quarantined(gw, "fx_echo"), timeout=20,
+                   what="a periodic re-listing (mcp_resync_s: 1) quarantines the drifted tool")
 
 
 def test_an_unreachable_upstream_is_reported_not_fatal(tmp_path: Path) -> None:

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-from gw_helpers import build_gateway
-from sample_tools import LEDGER, reset_ledger
-
+from tests.pipeline.gw_helpers import build_gateway
+from tests.pipeline.sample_tools import LEDGER, reset_ledger
 from toolkeeper import Gateway, Principal, Role
 
 GatewayFactory = Callable[..., Gateway]

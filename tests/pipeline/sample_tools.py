@@ -44,7 +44,7 @@ def add(a: int, b: int) -> int:
 async def charge(invoice: str, amount: int) -> dict[str, Any]:
     """Charge an invoice (irreversible): counts executions in LEDGER."""
     LEDGER["runs"] += 1
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # the behaviour under test: concurrent callers overlap
     LEDGER["payments"].append(invoice)
     return {"charged": invoice, "amount": amount}
 
@@ -56,7 +56,7 @@ def file_charge(invoice: str, path: str) -> dict[str, Any]:
         fh.write(f"{invoice}:{os.getpid()}\n")
     import time
 
-    time.sleep(0.05)
+    time.sleep(0.05)  # the behaviour under test: concurrent callers overlap
     return {"charged": invoice}
 
 
@@ -174,5 +174,5 @@ def hang_charge(invoice: str, marker: str) -> dict[str, Any]:
         fh.write(f"{invoice}:{os.getpid()}\n")
     import time
 
-    time.sleep(60)
+    time.sleep(60)  # the behaviour under test: hangs until the test kills the process
     return {"charged": invoice}

@@ -7,9 +7,9 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from gw_helpers import update_profile
-from sample_tools import LEDGER, Email, Payments
 
+from tests.pipeline.gw_helpers import update_profile
+from tests.pipeline.sample_tools import LEDGER, Email, Payments
 from toolkeeper import (
     ApprovalStatus,
     CallStatus,

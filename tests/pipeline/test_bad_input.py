@@ -10,8 +10,8 @@ import pytest
 import rfc8785
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sample_tools import add, charge
 
+from tests.pipeline.sample_tools import add, charge
 from toolkeeper import CallStatus, Reason
 from toolkeeper.canonical import NotCanonicalizable, canonical_bytes, digest
 
@@ -28,7 +28,7 @@ STOPS = {Reason.INVALID_ARGUMENTS, Reason.PAYLOAD_TOO_LARGE}
 
 @pytest.fixture(scope="module")
 def gw(tmp_path_factory: Any) -> Any:
-    from gw_helpers import build_gateway
+    from tests.pipeline.gw_helpers import build_gateway
 
     g = build_gateway(f"sqlite:///{tmp_path_factory.mktemp('bad')}/tk.db", tools=[add, charge])
     yield g

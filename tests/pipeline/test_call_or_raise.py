@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sample_tools import LEDGER, Email, Payments, add, broken
 
+from tests.pipeline.sample_tools import LEDGER, Email, Payments, add, broken
 from toolkeeper import (
     ApprovalRequired,
     CallDenied,

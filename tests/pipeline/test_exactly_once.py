@@ -7,16 +7,17 @@ import concurrent.futures as cf
 import multiprocessing as mp
 import os
 import signal
-import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from gw_helpers import build_gateway
-from sample_tools import LEDGER, charge, file_charge, hang_charge
-from workers import call_and_hang, call_many, open_gateway
 
+from tests.pipeline.gw_helpers import build_gateway
+from tests.pipeline.sample_tools import LEDGER, charge, file_charge, hang_charge
+from tests.pipeline.workers import call_and_hang, call_many, open_gateway
+from tests.support.waiting import wait_until
 from toolkeeper import CallStatus, OutcomeState, Principal, Reason, Role
 
 ALLOWED = {("succeeded", None), ("in_progress", "idempotency_in_progress")}
@@ -56,12 +57,11 @@ def test_100_calls_from_separate_processes_one_execution(db_url: str, tmp_path: 
     sink = tmp_path / "executions.txt"
     args = {"invoice": "inv-7", "path": str(sink)}
     ctx = mp.get_context("spawn")
-    start = ctx.Manager().Event()
-    with cf.ProcessPoolExecutor(4, mp_context=ctx) as pool:
+    with ctx.Manager() as manager, cf.ProcessPoolExecutor(4, mp_context=ctx) as pool:
+        start = manager.Barrier(5)  # the four children with their gateways open, and us
         futs = [pool.submit(call_many, db_url, "file_charge", args, "key-inv-7", 25, start)
                 for _ in range(4)]
-        time.sleep(1.0)  # let the children open their gateways, then release them together
-        start.set()
+        start.wait(timeout=120)  # all released together
         results = [r for f in futs for r in f.result(timeout=300)]
     assert len(results) == 100
     assert sink.read_text().count("inv-7") == 1
@@ -76,17 +76,17 @@ def test_sigkill_mid_call_leaves_unknown_and_no_reexecution(db_url: str, tmp_pat
     ctx = mp.get_context("spawn")
     child = ctx.Process(target=call_and_hang, args=(db_url, str(marker), "k-hang"))
     child.start()
-    deadline = time.monotonic() + 60
-    while not marker.exists() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert marker.exists(), "the child never started the tool"
+    wait_until(marker.exists, timeout=60, what="the child started the tool")
     os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
     child.join(timeout=30)
 
-    time.sleep(2.2)  # past the tool's timeout (2 s): the in_progress record is now stale
-    gw = open_gateway(db_url, stale_grace=__import__("datetime").timedelta(0))
+    # no background recovery (its first round is an hour away): this test recovers by hand
+    gw = open_gateway(db_url, stale_grace=timedelta(0), recovery_every_s=3600)
     try:
-        recovered = gw.calls.recover()
+        # the in_progress record turns stale once the tool's timeout (2 s) has passed since
+        # it started; the services read the wall clock (none to inject), so poll recovery
+        recovered = wait_until(gw.calls.recover, timeout=30,
+                               what="the killed call's record is stale and recovered")
         assert [r.state for r in recovered] == [OutcomeState.UNKNOWN]
         call_id = recovered[0].call_id
         retry = gw.call_sync("hang_charge", arguments={"invoice": "inv-9", "marker": str(marker)},
@@ -143,7 +143,7 @@ def test_default_key_is_scoped_to_the_turn_group_and_agent(db_url: str) -> None:
 
 
 def test_pure_calls_record_no_outcome_unless_keyed(make_gateway: Any) -> None:
-    from sample_tools import add
+    from tests.pipeline.sample_tools import add
 
     gw = make_gateway(tools=[add])
     gw.call_sync("add", arguments={"a": 1, "b": 1}, agent="bot", turn_group_id="t")

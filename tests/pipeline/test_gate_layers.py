@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from gw_helpers import update_profile
-from sample_tools import Payments
 
+from tests.pipeline.gw_helpers import update_profile
+from tests.pipeline.sample_tools import Payments
 from toolkeeper import Activation, CallStatus, Gate, Reason, Risk
 from toolkeeper.errors import OperationRefused
 from toolkeeper.services.discovery import agent_enabled

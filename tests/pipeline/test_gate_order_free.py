@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sample_tools import Payments
 
+from tests.pipeline.sample_tools import Payments
 from toolkeeper import Activation, Agent, Autonomy, Gate, Gateway, Profile, Risk
 from toolkeeper.errors import OperationRefused
 from toolkeeper.model.gates import combine

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sample_tools import Email, Payments, add, charge
-
+from tests.pipeline.sample_tools import Email, Payments, add, charge
 from toolkeeper import (
     Activation,
     Agent,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gw_helpers import update_profile
-from sample_tools import (
+from tests.pipeline.gw_helpers import update_profile
+from tests.pipeline.sample_tools import (
     LEDGER,
     Grouped,
     Payments,
@@ -18,7 +18,7 @@ from sample_tools import (
     slow_irreversible,
     slow_pure,
 )
-
+from tests.support.waiting import wait_until
 from toolkeeper import CallRequest, CallStatus, Health, Principal, Reason, Role
 
 OPS = Principal(name="ops", tenant_id="default", roles=frozenset({Role.OPERATOR}))
@@ -166,7 +166,6 @@ def test_sequential_batch_rolls_back_after_a_failed_critical_call(make_gateway: 
 
 
 def test_stale_in_progress_outcomes_are_recovered_periodically(make_gateway: Any) -> None:
-    import time
     from datetime import UTC, datetime, timedelta
 
     from toolkeeper import OutcomeState
@@ -179,10 +178,8 @@ def test_stale_in_progress_outcomes_are_recovered_periodically(make_gateway: Any
         action="run", tool_version="1.0.0", args_digest="sha256:x", side_effect="irreversible",
         state=OutcomeState.IN_PROGRESS, status="in_progress", created_at=past,
         updated_at=past, expires_at=past + timedelta(days=1), stale_after=past))
-    deadline = time.monotonic() + 10
-    while gw.store.outcomes.get("dead-call").state is OutcomeState.IN_PROGRESS:
-        assert time.monotonic() < deadline, "never recovered"
-        time.sleep(0.05)
+    wait_until(lambda: gw.store.outcomes.get("dead-call").state is not OutcomeState.IN_PROGRESS,
+               what="the background recovery settles the dead call")
     assert gw.store.outcomes.get("dead-call").state is OutcomeState.UNKNOWN
 
 

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from gw_helpers import update_profile
-from sample_tools import LEDGER, Payments, charge
 
+from tests.pipeline.gw_helpers import update_profile
+from tests.pipeline.sample_tools import LEDGER, Payments, charge
 from toolkeeper import (
     Adjuster,
     Autonomy,

@@ -8,9 +8,9 @@ import logging
 from typing import Any
 
 import pytest
-from gw_helpers import build_gateway
 from sqlalchemy import text
 
+from tests.pipeline.gw_helpers import build_gateway
 from toolkeeper import SideEffect, ToolContext, ToolError, tool
 from toolkeeper.secrets.env import EnvSecretsStore
 
@@ -133,7 +133,7 @@ def test_arguments_are_audited_only_when_opted_in_and_redacted(tmp_path: Any) ->
 
 
 def test_batched_audit_durability_still_records_every_event(tmp_path: Any) -> None:
-    from sample_tools import charge
+    from tests.pipeline.sample_tools import charge
 
     url = f"sqlite:///{tmp_path}/batched.db"
     gw = build_gateway(url, tools=[charge], audit_durability="batched")

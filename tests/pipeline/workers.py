@@ -18,10 +18,11 @@ def open_gateway(url: str, **settings: Any) -> Gateway:
 
 def call_many(url: str, tool: str, arguments: dict[str, Any], key: str, threads: int,
               start: Any) -> list[tuple[str, str | None, bool]]:
-    """``threads`` simultaneous identical calls; returns (status, reason, deduped) each."""
+    """``threads`` simultaneous identical calls once ``start`` (a barrier) lets them go;
+    returns (status, reason, deduped) each."""
     gw = open_gateway(url)
     try:
-        start.wait(timeout=60)
+        start.wait(timeout=120)  # a barrier: every caller's gateway is open before any calls
         with cf.ThreadPoolExecutor(threads) as pool:
             futs = [pool.submit(gw.call_sync, tool, arguments=arguments, agent="bot",
                                 idempotency_key=key) for _ in range(threads)]

@@ -5,29 +5,29 @@ one unforked audit chain. Real processes, loopback only, every wait bounded."""
 from __future__ import annotations
 
 import concurrent.futures as cf
-import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.processes import child_env
+from tests.support.waiting import wait_until
 from toolkeeper import Gateway
 
-HERE = Path(__file__).parent
 CONFIG = """\
 version: 1
 tools:
-  - native: replica_tools:stamp
-  - native: replica_tools:pay
-  - native: replica_tools:echo
-  - native: replica_tools:hold
+  - native: tests.support.replica_tools:stamp
+  - native: tests.support.replica_tools:pay
+  - native: tests.support.replica_tools:echo
+  - native: tests.support.replica_tools:hold
     overrides: {execution: {concurrency_group: single, max_concurrency: 1, timeout_s: 60}}
 profiles:
   - name: stamper
@@ -73,17 +73,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], seconds: float = 60) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"replica exited: {proc.stdout.read().decode()[-2000:]}")  # type: ignore[union-attr]
-        try:
-            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} never became healthy")
+def _healthy(url: str, proc: subprocess.Popen[bytes]) -> bool:
+    if proc.poll() is not None:
+        raise RuntimeError(f"replica exited: {proc.stdout.read().decode()[-2000:]}")  # type: ignore[union-attr]
+    return httpx.get(url + "/healthz", timeout=1).status_code == 200
 
 
 @contextmanager
@@ -91,19 +84,13 @@ def _two_replicas(pg_url: str, work: Path, redis_url: str | None = None) -> Iter
     """Two ``serve`` processes on ``pg_url`` (and ``redis_url`` when given)."""
     config = work / "toolkeeper.yaml"
     config.write_text(CONFIG)
-    sys.path.insert(0, str(HERE))
-    try:
-        with Gateway.open(pg_url, config=config) as gw:
-            tokens = {name: gw.store.tokens.create(tenant_id="default", role="agent",
-                                                   agent=name)[1]
-                      for name in ("stamp-bot", "pay-bot", "echo-bot", "capped-bot")}
-            tokens["approver"] = gw.store.tokens.create(tenant_id="default",
-                                                        role="approver")[1]
-            tokens["admin"] = gw.store.tokens.create(tenant_id="default", role="admin")[1]
-    finally:
-        sys.path.remove(str(HERE))
-    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           "TOOLKEEPER_DATABASE_URL": pg_url}
+    with Gateway.open(pg_url, config=config) as gw:
+        tokens = {name: gw.store.tokens.create(tenant_id="default", role="agent",
+                                               agent=name)[1]
+                  for name in ("stamp-bot", "pay-bot", "echo-bot", "capped-bot")}
+        tokens["approver"] = gw.store.tokens.create(tenant_id="default", role="approver")[1]
+        tokens["admin"] = gw.store.tokens.create(tenant_id="default", role="admin")[1]
+    env = child_env(TOOLKEEPER_DATABASE_URL=pg_url)
     env.pop("TOOLKEEPER_REDIS_URL", None)
     if redis_url is not None:
         env["TOOLKEEPER_REDIS_URL"] = redis_url
@@ -116,7 +103,8 @@ def _two_replicas(pg_url: str, work: Path, redis_url: str | None = None) -> Iter
                 env=env, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
             urls.append(f"http://127.0.0.1:{port}")
         for url, proc in zip(urls, procs, strict=True):
-            _wait_healthy(url, proc)
+            wait_until(partial(_healthy, url, proc), timeout=60,
+                       what=f"replica {url} answers /healthz", ignoring=(httpx.HTTPError,))
         yield Replicas(urls, tokens, work)
     finally:
         for proc in procs:

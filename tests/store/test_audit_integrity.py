@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, text
 
-import audit_attacks as attack
+from tests.support import audit_attacks as attack
 from toolkeeper import Gateway
 from toolkeeper.errors import ConfigError
 from toolkeeper.secrets import generate_key_file

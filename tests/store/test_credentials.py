@@ -4,13 +4,13 @@ the tenant bound, and credentials written before the rows existed surviving the 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
 
+from tests.support.waiting import wait_until
 from toolkeeper import Gateway
 from toolkeeper.errors import ToolError
 from toolkeeper.secrets.embedded import EmbeddedSecretsStore
@@ -120,10 +120,8 @@ def test_a_credential_written_by_another_gateway_is_redacted_here(db_url: str) -
     a, b = (Gateway(s, secrets=EmbeddedSecretsStore(s.blobs, KEY)) for s in stores)
     try:
         _creds(a).put("acme", "crm", "api_key", "written-by-replica-a")
-        deadline = time.monotonic() + 10
-        while "written-by-replica-a" not in b.runtime.redactor.values:
-            assert time.monotonic() < deadline, "replica b never learned the value"
-            time.sleep(0.05)
+        wait_until(lambda: "written-by-replica-a" in b.runtime.redactor.values,
+                   what="replica b learns the value")
         assert b.runtime.redactor.redact_text("x written-by-replica-a") == "x ***"
     finally:
         a.close()

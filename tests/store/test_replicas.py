@@ -3,8 +3,7 @@ changes without a restart (SPEC §12)."""
 
 from __future__ import annotations
 
-import time
-
+from tests.support.waiting import wait_until
 from toolkeeper import Activation, Agent, Autonomy, Gateway, Profile, Reason, Risk, SideEffect
 from toolkeeper import tool as tool_decorator
 from toolkeeper.store import Store
@@ -17,15 +16,6 @@ def ping(n: int) -> int:
     return n
 
 
-def _wait_until(predicate, seconds: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_profile_change_reaches_the_other_gateway(db_url: str) -> None:
     a = Gateway(Store.open(db_url))
     b = Gateway(Store.open(db_url))
@@ -33,12 +23,14 @@ def test_a_profile_change_reaches_the_other_gateway(db_url: str) -> None:
         a.registry.register(ping)
         a.registry.put_profile(Profile(name="p", autonomy=Autonomy(2)))
         a.registry.put_agent(Agent(name="bot", profile="p"))
-        assert _wait_until(lambda: ("default", "bot") in b.catalog.agents)
+        wait_until(lambda: ("default", "bot") in b.catalog.agents,
+                   what="the agent reaches the other gateway")
         assert b.call_sync("ping", arguments={"n": 1}, agent="bot").reason == \
             Reason.TOOL_NOT_ENABLED
         a.registry.put_profile(Profile(name="p", autonomy=Autonomy(2),
                                        activations=(Activation(tool="ping"),)))
-        assert _wait_until(lambda: b.call_sync("ping", arguments={"n": 2}, agent="bot").ok)
+        wait_until(lambda: b.call_sync("ping", arguments={"n": 2}, agent="bot").ok,
+                   what="the activation reaches the other gateway")
     finally:
         a.close()
         b.close()
@@ -63,7 +55,8 @@ def test_a_token_revoked_elsewhere_stops_working_here(db_url: str) -> None:
         rec, token = a.store.tokens.create(tenant_id="default", role="operator")
         assert a.authenticate(token) is not None  # now cached in a
         assert b.store.tokens.revoke(rec.id)
-        assert _wait_until(lambda: a.authenticate(token) is None)
+        wait_until(lambda: a.authenticate(token) is None,
+                   what="the revocation reaches the other gateway")
     finally:
         a.close()
         b.close()

@@ -51,6 +51,7 @@ def test_shared_rate_counter_counts_and_resets(store: Store) -> None:
     assert store.rates.hit("fresh", limit=1, window_s=0.01) is None
     import time
 
+    # time must pass: the counter reads the wall clock (none to inject); 2x the window
     time.sleep(0.02)
     assert store.rates.hit("fresh", limit=1, window_s=0.01) is None  # the window rolled over
 

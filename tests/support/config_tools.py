@@ -1,7 +1,5 @@
-"""Native tools the config tests reference as ``config_sample_tools:Name``.
-
-(Not ``sample_tools``: ``tests/pipeline`` has a module of that name on the same path.)
-"""
+"""Native tools the config tests reference by entry point,
+``tests.support.config_tools:Name``."""
 
 from __future__ import annotations
 

@@ -6,8 +6,9 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
+
+from tests.support.waiting import wait_until
 
 
 class RedisUnavailable(RuntimeError):
@@ -31,15 +32,17 @@ class RedisServer:
             [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
              "--appendonly", "no", "--dir", str(self.dir)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return f"redis://127.0.0.1:{self.port}/0"
-            except OSError:
-                time.sleep(0.05)
-        self.stop()
-        raise RuntimeError("redis-server did not start within 10 s")
+        try:
+            wait_until(self._accepting, timeout=10, what="redis-server accepts connections",
+                       ignoring=(OSError,))
+        except TimeoutError:
+            self.stop()
+            raise
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def _accepting(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+            return True
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -1,4 +1,5 @@
-"""Tools for the two-replica test, loaded by the server processes (via PYTHONPATH)."""
+"""Tools for the two-replica test, loaded by the ``serve`` processes as
+``tests.support.replica_tools:…`` (the repository root is on their ``PYTHONPATH``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def stamp(mark: str, path: str) -> dict[str, Any]:
     """Irreversible: appends one line per execution (any process) to ``path``."""
     with Path(path).open("a") as fh:
         fh.write(f"{mark}:{os.getpid()}\n")
-    time.sleep(0.05)
+    time.sleep(0.05)  # the behaviour under test: a slow execution, so callers overlap
     return {"stamped": mark}
 
 

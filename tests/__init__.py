@@ -1,0 +1,1 @@
+"""toolkeeper's test suite (a package, so ``tests.support`` is importable by dotted path)."""
