@@ -98,7 +98,8 @@ def _seed(api: RestClient) -> Recorded:
     admin = api.auth("admin")
     tool = api.client.post("/tools", headers=admin, json={
         "name": "unlisted", "implementation_type": "http",
-        "implementation_config": {"url": "https://example.com", "api_key": "${secret:x/y}"}})
+        "implementation_config": {"url": "https://example.com",
+                                  "headers": {"X-Api-Key": "${secret:x/y}"}}})
     assert tool.status_code == 201, tool.text
     unlisted = tool.json()["id"]
     assert api.client.post(f"/tools/{unlisted}/publish", headers=admin).status_code == 200
