@@ -100,6 +100,9 @@ BAD = [
      "agents: [{name: a, profile: p}, {name: a, profile: p}]\n", "agents[1].name", 3),
     (Rule.ADJUSTER_NO_EFFECT, "version: 1\ntenants:\n  t:\n    adjusters: [{name: x}]\n",
      "tenants.t.adjusters[0]", 4),
+    (Rule.GATE_LOOSER_THAN_TENANT, "version: 1\ntenants:\n  default: {gates: {high: {2: "
+     "approve}}}\nprofiles:\n  - name: p\n    gates: {high: {2: confirm}}\n",
+     "profiles[0].gates", 6),
 ]
 
 

@@ -27,7 +27,7 @@ from toolkeeper.config.resolve import (
 from toolkeeper.config.violations import Rule, Violation
 from toolkeeper.errors import ConfigError
 from toolkeeper.model.enums import Gate, Risk
-from toolkeeper.model.gates import GateMatrix, stricter
+from toolkeeper.model.gates import GateMatrix, loosening, stricter
 from toolkeeper.model.profile import Activation, Profile
 from toolkeeper.model.tool import NAME_RE, ToolDefinition
 from toolkeeper.providers.base import ToolPolicy
@@ -89,6 +89,7 @@ def check(config: ConfigFile, *, base_dir: Path, tests_dir: Path | None = None,
                 ctx.add(Rule.LITERAL_SECRET, path,
                         f"a literal credential in config: {LITERAL_SECRET_ADVICE}")
     for i, profile in enumerate(config.profiles):
+        _check_profile_gates(ctx, profile, ("profiles", i, "gates"))
         for j, act in enumerate(profile.activations):
             _check_activation(ctx, profile, act, ("profiles", i, "activations", j))
     _check_names(ctx)
@@ -178,6 +179,15 @@ def _upstream(ctx: _Ctx, tenant: str, name: str) -> bool:
     """Whether ``name`` is one of a configured upstream server's ``{server}_…`` tools."""
     return any(name.startswith(f"{s.name}_") and s.tenant in (None, tenant)
                for s in ctx.config.servers)
+
+
+def _check_profile_gates(ctx: _Ctx, profile: Profile, path: NodePath) -> None:
+    """Below the tenant a gate can only tighten: a looser profile cell is refused by apply,
+    so say so before it runs."""
+    tenant = ctx.config.tenants.get(profile.tenant_id)
+    for problem in loosening(GateMatrix(tenant.gates if tenant else {}), profile.gates):
+        ctx.add(Rule.GATE_LOOSER_THAN_TENANT, path, f"{problem}; loosen it in the tenant's "
+                "gates (tenants.<id>.gates) instead")
 
 
 def _check_activation(ctx: _Ctx, profile: Profile, act: Activation, path: NodePath) -> None:

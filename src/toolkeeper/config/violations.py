@@ -27,6 +27,7 @@ class Rule(StrEnum):
     DUPLICATE_PROFILE = "duplicate_profile"
     DUPLICATE_AGENT = "duplicate_agent"
     ADJUSTER_NO_EFFECT = "adjuster_no_effect"
+    GATE_LOOSER_THAN_TENANT = "gate_looser_than_tenant"
 
 
 @dataclass(frozen=True, slots=True)
