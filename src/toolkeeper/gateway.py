@@ -24,10 +24,10 @@ from toolkeeper.observability.calls import observe_call
 from toolkeeper.observability.logs import redact_handlers
 from toolkeeper.observability.metrics import Metrics
 from toolkeeper.observability.tracing import record_span, tracer_from_global
-from toolkeeper.opening import open_gateway, tenant_policy
+from toolkeeper.opening import open_gateway
 from toolkeeper.pipeline import steps
 from toolkeeper.pipeline.audit_sink import AuditSink
-from toolkeeper.pipeline.catalog import Catalog, TenantPolicy
+from toolkeeper.pipeline.catalog import Catalog, snapshot
 from toolkeeper.pipeline.health import HealthBoard
 from toolkeeper.pipeline.ids import new_call_id
 from toolkeeper.pipeline.limiters import ConcurrencyGroups, RateLimiter, TurnCounter
@@ -51,7 +51,6 @@ from toolkeeper.store import Store, changes
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.records import ApprovalRecord
 from toolkeeper.token_cache import AgentPrincipals, TokenCache
-from toolkeeper.upstream.link import SERVERS_SETTING, servers_from
 
 log = logging.getLogger("toolkeeper")
 
@@ -271,17 +270,9 @@ class Gateway:
             self._reload()
 
     def _reload(self) -> None:
-        reg = self.store.registry
-        self._definitions_seen = reg.definitions_version()
-        tenants: dict[str, TenantPolicy] = {}
-        for key, value in (reg.get_setting("tenant_policies") or {}).items():
-            tenants[key] = tenant_policy(value)
-        catalog = Catalog(mode=self.settings.mode, provider_factory=self.factory)
-        catalog.tenant_bounds = self.settings.tenant_bounds
-        catalog.mcp_servers = servers_from(reg.get_setting(SERVERS_SETTING))
-        catalog.load(reg.tools(all_tenants=True), reg.versions, reg.profiles(),
-                     reg.agents(), tenants)
-        self._rt.catalog = catalog
+        self._definitions_seen = self.store.registry.definitions_version()
+        self._rt.catalog = snapshot(self.store.registry, mode=self.settings.mode,
+                                    factory=self.factory, bounds=self.settings.tenant_bounds)
         self._rt.listeners.reloaded()
 
     def definitions_changed(self) -> None:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from toolkeeper.errors import ConfigError
 from toolkeeper.model.enums import Mode
-from toolkeeper.pipeline.catalog import TenantPolicy
 from toolkeeper.pipeline.runtime import Settings
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
@@ -142,15 +141,3 @@ def default_checkpoint_path(url: str) -> Path | None:
     if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
         return None
     return Path(os.path.abspath(parsed.database + ".audit-checkpoints"))
-
-
-def tenant_policy(value: dict[str, Any]) -> TenantPolicy:
-    from toolkeeper.model.profile import Adjuster, Limits
-
-    try:
-        return TenantPolicy(gates=value.get("gates") or {},
-                            adjusters=tuple(Adjuster.model_validate(a)
-                                            for a in value.get("adjusters") or ()),
-                            limits=Limits.model_validate(value.get("limits") or {}))
-    except ValueError as exc:
-        raise ConfigError(f"stored tenant policy is invalid: {exc}") from exc

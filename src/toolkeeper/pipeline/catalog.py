@@ -26,6 +26,8 @@ from toolkeeper.model.profile import Activation, Adjuster, Agent, Condition, Lim
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.coercions import Coercions
 from toolkeeper.providers.base import Provider, ToolPolicy
+from toolkeeper.store.registry import RegistryRepo
+from toolkeeper.upstream.link import SERVERS_SETTING, servers_from
 
 ProviderFactory = Callable[[ToolDefinition], Provider]
 SnapshotLoader = Callable[[str], list[ToolDefinition]]
@@ -72,6 +74,17 @@ class TenantPolicy:
     gates: dict[str, dict[str, str]] = field(default_factory=dict)
     adjusters: tuple[Adjuster, ...] = ()
     limits: Limits = field(default_factory=Limits)
+
+    @classmethod
+    def from_setting(cls, value: dict[str, Any]) -> TenantPolicy:
+        """The policy as stored in the ``tenant_policies`` setting."""
+        try:
+            return cls(gates=value.get("gates") or {},
+                       adjusters=tuple(Adjuster.model_validate(a)
+                                       for a in value.get("adjusters") or ()),
+                       limits=Limits.model_validate(value.get("limits") or {}))
+        except ValueError as exc:
+            raise ConfigError(f"stored tenant policy is invalid: {exc}") from exc
 
 
 class CompiledTool:
@@ -344,3 +357,17 @@ def _choose_version(working: ToolDefinition, snapshots: Sequence[ToolDefinition]
     if mode is Mode.DEBUG and working.status is ToolStatus.DRAFT:
         return working
     return snapshots[-1] if snapshots else None
+
+
+def snapshot(reg: RegistryRepo, *, mode: Mode, factory: ProviderFactory,
+             bounds: TenantBounds) -> Catalog:
+    """A new snapshot of every definition in the store: tools and their versions,
+    profiles, agents, tenant policies and upstream servers."""
+    tenants = {key: TenantPolicy.from_setting(value)
+               for key, value in (reg.get_setting("tenant_policies") or {}).items()}
+    catalog = Catalog(mode=mode, provider_factory=factory)
+    catalog.tenant_bounds = bounds
+    catalog.mcp_servers = servers_from(reg.get_setting(SERVERS_SETTING))
+    catalog.load(reg.tools(all_tenants=True), reg.versions, reg.profiles(), reg.agents(),
+                 tenants)
+    return catalog
