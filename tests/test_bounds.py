@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from toolkeeper.api.webhook import WebhookConfig
 from toolkeeper.bounds import (
     HostCommand,
     HostNetworks,
@@ -19,6 +18,7 @@ from toolkeeper.bounds import (
 from toolkeeper.builtins.git import GitPolicy
 from toolkeeper.builtins.http_request import HttpRequestPolicy
 from toolkeeper.providers.http import HttpEndpointConfig
+from toolkeeper.services.webhooks import WebhookConfig
 
 
 def test_the_host_touching_fields_are_declared_on_their_models() -> None:

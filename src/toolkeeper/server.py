@@ -217,21 +217,13 @@ def demo_tokens(gw: Gateway, settings: ServerSettings,
 
 
 def secrets_choice(settings: ServerSettings) -> tuple[str | None, Path | None]:
-    """The secrets backend and key file to open (``None``: the config file decides).
+    """The secrets backend and key file to open (``None``: the config file decides), by the
+    rule the CLI shares (:mod:`toolkeeper.secrets.choice`): the demo, with no backend
+    chosen, uses the embedded store so ``PUT /credentials`` works."""
+    from toolkeeper.secrets.choice import secrets_choice as choose
 
-    The demo, with no backend chosen, uses the embedded store so ``PUT /credentials`` works;
-    its key is generated once (mode 0600) unless ``TOOLKEEPER_SECRETS_KEY`` is set.
-    """
-    from toolkeeper.secrets.embedded import DEMO_KEY_FILE, KEY_ENV, generate_key_file
-
-    backend, key_file = settings.secrets_backend, settings.secrets_key_file
-    if backend is None and settings.demo and settings.config is None:
-        backend = "embedded"
-        if key_file is None and not os.environ.get(KEY_ENV):
-            key_file = DEMO_KEY_FILE.resolve()
-            if not key_file.exists():
-                generate_key_file(key_file)
-    return backend, key_file
+    return choose(settings.secrets_backend, settings.secrets_key_file,
+                  config=settings.config is not None, demo=settings.demo)
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]")

@@ -74,6 +74,19 @@ def test_a_new_approval_is_posted_signed_to_the_tenants_webhook(
     assert notifier.recent[-1].ok and notifier.recent[-1].attempts == 1
 
 
+def test_the_delivered_approval_is_what_rest_shows(
+        api: RestClient, notifier: WebhookNotifier) -> None:
+    """The webhook's ``approval`` and ``GET /approvals/{id}`` say the same, field by field."""
+    with Receiver() as rx:
+        set_hook(api, rx.url)
+        approval_id = needs_approval(api)
+        assert notifier.wait_idle(10)
+    delivered = json.loads(rx.got[0].body)["approval"]
+    shown = api.call("GET", f"/approvals/{approval_id}", "approver")
+    assert shown.status_code == 200, shown.text
+    assert delivered == shown.json()
+
+
 def test_another_tenants_approvals_are_not_sent_to_this_webhook(
         api: RestClient, notifier: WebhookNotifier) -> None:
     with Receiver() as rx:

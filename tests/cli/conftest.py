@@ -15,7 +15,9 @@ from toolkeeper.cli import app
 def cli(db_url: str) -> Invoke:
     """``cli("calls", "list")`` runs ``toolkeeper --db <db_url> calls list`` in-process."""
     runner = CliRunner(env={"TOOLKEEPER_TOKEN": None, "TOOLKEEPER_DATABASE_URL": None,
-                            "TOOLKEEPER_TENANT": None, "COLUMNS": "200"})
+                            "TOOLKEEPER_TENANT": None, "TOOLKEEPER_CONFIG": None,
+                            "TOOLKEEPER_SECRETS_BACKEND": None, "TOOLKEEPER_SECRETS_KEY": None,
+                            "TOOLKEEPER_SECRETS_KEY_FILE": None, "COLUMNS": "200"})
 
     def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
         return runner.invoke(app, ["--db", db_url, *args], env=env)

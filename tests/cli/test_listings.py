@@ -87,3 +87,20 @@ def test_tools_publish_and_version_follow_the_lifecycle(
     assert [v["version"] for v in shown["versions"]] == ["1.0.0", "1.1.0"]
     missing = cli("tools", "publish", "nope", "--token", admin_token)
     assert missing.exit_code == 1 and "not_found" in missing.stderr
+
+
+@pytest.mark.parametrize("command", [("publish", "calculate"),
+                                     ("version", "calculate", "9.0.0")])
+def test_a_tenant_admin_cannot_change_a_global_tool(
+        cli: Invoke, db_url: str, demo_store: str, command: tuple[str, ...]) -> None:
+    """The registry's rule, as over REST (403 ``forbidden``): global tools come from the
+    operator's code and configuration; the library refuses the same way."""
+    from toolkeeper import Gateway
+    from toolkeeper.errors import OperationRefused
+
+    res = cli("tools", *command, "--token", demo_store)
+    assert res.exit_code == 1
+    assert "forbidden" in res.stderr and "global tool" in res.stderr, res.stderr
+    with Gateway.open(db_url) as gw, pytest.raises(OperationRefused) as refused:
+        gw.registry.publish("calculate", "default")
+    assert refused.value.reason == "forbidden"

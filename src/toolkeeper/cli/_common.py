@@ -27,7 +27,7 @@ from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
-from toolkeeper.secrets.embedded import demo_key_file
+from toolkeeper.secrets.choice import secrets_choice
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_STOPPED = 0, 1, 2, 3
 DEFAULT_DB = "sqlite:///./toolkeeper.db"
@@ -93,11 +93,13 @@ def refusals() -> Iterator[None]:
 
 @contextmanager
 def gateway(ctx: typer.Context, url: str | None = None, **kwargs: Any) -> Iterator[Gateway]:
-    """Open the gateway on the ``--db`` store (or ``url``) and always close it. Next to a
-    ``serve --demo`` store (its key file here, no key configured) the demo's key is used."""
-    if kwargs.get("secrets_key_file") is None and kwargs.get("config") is None:
-        kwargs["secrets_key_file"] = demo_key_file()
+    """Open the gateway on the ``--db`` store (or ``url``) and always close it, with the
+    secrets backend ``serve`` would open there (:mod:`toolkeeper.secrets.choice`): so a
+    call resolves tenants' credentials and an approval's webhook is signed and sent."""
     with refusals():
+        if "secrets" not in kwargs:
+            kwargs["secrets"], kwargs["secrets_key_file"] = secrets_choice(
+                None, kwargs.get("secrets_key_file"), config=kwargs.get("config") is not None)
         gw = Gateway.open(url or state(ctx).db, **kwargs)
     with gw, refusals():
         yield gw

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -85,6 +86,10 @@ def call(
         "--approval-id", help="Re-submit with this approval/confirmation.")] = None,
     preview_token: Annotated[str | None, typer.Option(
         "--preview-token", help="Re-submit with this preview token.")] = None,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="toolkeeper.yaml to sync first: its settings (tenant_bounds, "
+        "…), functions and secrets apply, as for `serve` [env TOOLKEEPER_CONFIG].",
+        envvar="TOOLKEEPER_CONFIG")] = None,
     json_out: JsonFlag = False,
 ) -> None:
     """Call TOOL [ACTION] as --agent through the governed pipeline.
@@ -92,7 +97,7 @@ def call(
     Exit 0 succeeded, 3 stopped for approval/confirmation/preview, 1 otherwise.
     """
     arguments = parse_args(arg or [], args_json)
-    with gateway(ctx) as gw:
+    with gateway(ctx, config=str(config) if config else None) as gw:
         res = gw.call_sync(tool, action, arguments, agent=agent, tenant_id=state(ctx).tenant,
                            idempotency_key=idempotency_key, turn_group_id=turn_group,
                            approval_id=approval_id, preview_token=preview_token)

@@ -100,3 +100,17 @@ class ApprovalService:
         if rec.expires_at <= utcnow():
             raise OperationRefused(Reason.APPROVAL_EXPIRED, "the approval expired")
         return rec
+
+
+def approval_json(rec: ApprovalRecord) -> dict[str, Any]:
+    """An approval as JSON: what REST answers (``ApprovalOut``) and what a webhook delivery
+    carries as its ``approval`` — one function, so the two never differ."""
+    return {"id": rec.id, "kind": rec.kind, "status": rec.status.value, "agent": rec.agent,
+            "tool": rec.tool, "action": rec.action, "tool_version": rec.tool_version,
+            "arguments": rec.arguments, "args_digest": rec.args_digest, "risk": rec.risk,
+            "gate": rec.gate, "summary": rec.summary, "call_id": rec.call_id,
+            "created_at": rec.created_at.isoformat(), "expires_at": rec.expires_at.isoformat(),
+            "decided_by": rec.decided_by,
+            "decided_at": rec.decided_at.isoformat() if rec.decided_at else None,
+            "note": rec.note, "edited_arguments": rec.edited_arguments,
+            "consumed_by": rec.consumed_by}

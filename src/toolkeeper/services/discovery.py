@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from toolkeeper.errors import ConfigError
+from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import Gate, Health, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
@@ -149,6 +149,28 @@ def agent_listing(catalog: Catalog, health: HealthBoard, tenant_id: str,
     return [t.definition for t in view[1]] if view is not None else []
 
 
+def enabled_by_id(catalog: Catalog, health: HealthBoard, tenant_id: str,
+                  agent: str) -> dict[str, EnabledTool]:
+    """The tools ``agent`` may call, by registry id: all an agent token may see of the
+    registry (any other id is not found to it)."""
+    view = agent_enabled(catalog, health, tenant_id, agent)
+    out: dict[str, EnabledTool] = {}
+    for item in view[1] if view else ():
+        rec = catalog.record(tenant_id, item.definition.name)
+        if rec is not None:
+            out[rec[0]] = item
+    return out
+
+
+def enabled_tool(catalog: Catalog, health: HealthBoard, tenant_id: str, agent: str,
+                 tool_id: str) -> EnabledTool:
+    """The tool ``tool_id`` as ``agent`` may call it; ``not_found`` for any other id."""
+    item = enabled_by_id(catalog, health, tenant_id, agent).get(tool_id)
+    if item is None:
+        raise OperationRefused(Reason.NOT_FOUND, f"no tool {tool_id!r}")
+    return item
+
+
 _WHY = {Reason.TOOL_QUARANTINED: Why.QUARANTINED, Reason.TOOL_NOT_PUBLISHED: Why.NOT_PUBLISHED,
         Reason.SCOPE_MISSING: Why.SCOPE_MISSING, Reason.GATE_DENIED: Why.GATE_DENIED,
         Reason.TOOL_NOT_FOUND: Why.UNHEALTHY, Reason.PROVIDER_UNAVAILABLE: Why.UNHEALTHY,
@@ -206,4 +228,4 @@ def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
 
 __all__ = ["AgentTools", "EnabledTool", "UnavailableTool", "Why", "agent_enabled",
            "agent_listing", "agent_tools", "as_seen_by_agent", "available_tools",
-           "catalog_tools", "judge"]
+           "catalog_tools", "enabled_by_id", "enabled_tool", "judge"]

@@ -24,7 +24,7 @@ from toolkeeper.services.events import system_event
 from toolkeeper.services.tool_code import check_tenant_code, refuse_literal_secrets
 from toolkeeper.store import Store
 from toolkeeper.store.db import utcnow
-from toolkeeper.store.registry import definition_hash
+from toolkeeper.store.registry import ToolRow, definition_hash
 
 SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?"
                     r"(?:\+[0-9A-Za-z.-]+)?$")
@@ -56,6 +56,25 @@ def with_query(schema: dict[str, Any] | None) -> dict[str, Any]:
     rest = [r for r in required if r != "query"] if isinstance(required, list) else []
     out["properties"], out["required"] = props, ["query", *rest]
     return out
+
+
+def visible_to(tool: ToolDefinition | None, tenant_id: str | None, what: str) -> ToolDefinition:
+    """``tool`` if ``tenant_id`` may see it: its own tools and the global ones. Another
+    tenant's tool is ``not_found``, exactly like one that does not exist (``what`` names
+    the tool asked for)."""
+    if tool is None or tool.tenant_id not in (tenant_id, None):
+        raise OperationRefused(Reason.NOT_FOUND, f"no tool {what!r}")
+    return tool
+
+
+def owned_by(tool: ToolDefinition | None, tenant_id: str | None, what: str) -> ToolDefinition:
+    """``tool`` if ``tenant_id`` may change it: ``not_found`` as :func:`visible_to`, and
+    ``forbidden`` for a global tool (they come from the operator's code and config)."""
+    tool = visible_to(tool, tenant_id, what)
+    if tool.tenant_id != tenant_id:
+        raise OperationRefused(Reason.FORBIDDEN, f"{tool.name} is a global tool: no tenant "
+                               "may change it")
+    return tool
 
 
 class RegistryService:
@@ -229,10 +248,25 @@ class RegistryService:
                                        "output_schema": with_query(tool.output_schema),
                                        "actions": actions})
 
+    def visible_row(self, tenant_id: str, tool_id: str) -> ToolRow:
+        """The stored tool ``tool_id`` if the tenant may see it (:func:`visible_to`)."""
+        row = self._store.registry.tool_by_id(tool_id)
+        visible_to(row.definition if row else None, tenant_id, tool_id)
+        assert row is not None
+        return row
+
+    def own_row(self, tenant_id: str, tool_id: str) -> ToolRow:
+        """The stored tool ``tool_id`` if the tenant may change it (:func:`owned_by`)."""
+        row = self._store.registry.tool_by_id(tool_id)
+        owned_by(row.definition if row else None, tenant_id, tool_id)
+        assert row is not None
+        return row
+
     def _own(self, name: str, tenant_id: str | None) -> tuple[str, ToolDefinition]:
+        """The tool ``name`` as ``tenant_id`` may change it (:func:`owned_by`)."""
         rec = self._store.registry.tool(name, tenant_id)
-        if rec is None or rec[1].tenant_id != tenant_id:
-            raise OperationRefused(Reason.NOT_FOUND, f"no tool {name!r} in this tenant")
+        owned_by(rec[1] if rec else None, tenant_id, name)
+        assert rec is not None
         return rec
 
     def put_profile(self, profile: Profile) -> None:

@@ -41,6 +41,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.netguard import NetGuard, Resolver
 from toolkeeper.secrets.base import parse_ref
 from toolkeeper.secrets.credentials import Getter
+from toolkeeper.services.approvals import approval_json
 from toolkeeper.store.records import ApprovalRecord
 
 log = logging.getLogger("toolkeeper.webhook")
@@ -57,19 +58,6 @@ def setting_key(tenant_id: str) -> str:
 def sign(secret: str, body: bytes) -> str:
     """The signature header value: ``sha256=`` + hex HMAC-SHA256 of ``body``."""
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
-
-
-def approval_json(rec: ApprovalRecord) -> dict[str, Any]:
-    """An approval as JSON (the delivery's ``approval``; REST shows the same fields)."""
-    return {"id": rec.id, "kind": rec.kind, "status": rec.status.value, "agent": rec.agent,
-            "tool": rec.tool, "action": rec.action, "tool_version": rec.tool_version,
-            "arguments": rec.arguments, "args_digest": rec.args_digest, "risk": rec.risk,
-            "gate": rec.gate, "summary": rec.summary, "call_id": rec.call_id,
-            "created_at": rec.created_at.isoformat(), "expires_at": rec.expires_at.isoformat(),
-            "decided_by": rec.decided_by,
-            "decided_at": rec.decided_at.isoformat() if rec.decided_at else None,
-            "note": rec.note, "edited_arguments": rec.edited_arguments,
-            "consumed_by": rec.consumed_by}
 
 
 class WebhookConfig(BaseModel):

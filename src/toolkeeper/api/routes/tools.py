@@ -33,8 +33,8 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ImplementationType, ToolDefinition
-from toolkeeper.services.discovery import EnabledTool, agent_enabled
-from toolkeeper.services.tool_views import agent_tool_out, record_id, tool_out
+from toolkeeper.services.discovery import EnabledTool, enabled_by_id, enabled_tool
+from toolkeeper.services.tool_views import agent_tool_out, tool_out
 from toolkeeper.store.registry import ToolRow
 
 router = APIRouter(tags=["tools"])
@@ -44,36 +44,12 @@ _PEOPLE = (Role.OPERATOR, Role.APPROVER)
 
 def _enabled(gw: Gateway, caller: Principal, agent: str) -> dict[str, EnabledTool]:
     """The tools ``agent`` may call, by registry id."""
-    snap, tenant = gw.catalog, caller.tenant_id
-    view = agent_enabled(snap, gw.runtime.health, tenant, agent)
-    out: dict[str, EnabledTool] = {}
-    for item in view[1] if view else ():
-        tool_id = record_id(snap, tenant, item.definition.name)
-        if tool_id is not None:
-            out[tool_id] = item
-    return out
+    return enabled_by_id(gw.catalog, gw.runtime.health, caller.tenant_id, agent)
 
 
 def _out(row: ToolRow) -> dict[str, Any]:
     return tool_out(row.definition, row.id, created_at=row.created_at,
                     updated_at=row.updated_at)
-
-
-def _visible_row(gw: Gateway, caller: Principal, tool_id: str) -> ToolRow:
-    """The tool if the caller's tenant may see it (its own or global); 404 otherwise."""
-    row = gw.store.registry.tool_by_id(tool_id)
-    if row is None or row.definition.tenant_id not in (caller.tenant_id, None):
-        raise ApiError(404, Reason.NOT_FOUND, f"no tool {tool_id!r}")
-    return row
-
-
-def _own_row(gw: Gateway, caller: Principal, tool_id: str) -> ToolRow:
-    """The caller's tenant's own tool; 404 if unseen, 403 for a global tool."""
-    row = _visible_row(gw, caller, tool_id)
-    if row.definition.tenant_id is None:
-        raise ApiError(403, Reason.FORBIDDEN, f"{row.definition.name} is a global tool: no "
-                       "tenant may change it")
-    return row
 
 
 def _reread(gw: Gateway, tool_id: str) -> dict[str, Any]:
@@ -177,11 +153,9 @@ async def get_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, An
     require(caller, *_READERS)
     agent = seen_as_agent(caller)
     if agent is not None:
-        item = _enabled(gw, caller, agent).get(tool_id)
-        if item is None:
-            raise ApiError(404, Reason.NOT_FOUND, f"no tool {tool_id!r}")
+        item = enabled_tool(gw.catalog, gw.runtime.health, caller.tenant_id, agent, tool_id)
         return agent_tool_out(item.definition, tool_id, item.actions)
-    row = await anyio.to_thread.run_sync(_visible_row, gw, caller, tool_id)
+    row = await anyio.to_thread.run_sync(gw.registry.visible_row, caller.tenant_id, tool_id)
     return _out(row)
 
 
@@ -192,7 +166,7 @@ async def update_tool(tool_id: str, body: ToolChanges, gw: GatewayDep,
     require(caller, Role.ADMIN)
 
     def update() -> dict[str, Any]:
-        current = _own_row(gw, caller, tool_id).definition
+        current = gw.registry.own_row(caller.tenant_id, tool_id).definition
         data = {**current.model_dump(), **body.fields()}
         gw.registry.update(build_definition(data))
         return _reread(gw, tool_id)
@@ -206,7 +180,7 @@ async def publish_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str
     require(caller, Role.ADMIN)
 
     def publish() -> dict[str, Any]:
-        tool = _own_row(gw, caller, tool_id).definition
+        tool = gw.registry.own_row(caller.tenant_id, tool_id).definition
         gw.registry.publish(tool.name, tool.tenant_id)
         return _reread(gw, tool_id)
 
@@ -221,7 +195,7 @@ async def version_tool(tool_id: str, gw: GatewayDep, caller: Caller,
     require(caller, Role.ADMIN)
 
     def bump() -> dict[str, Any]:
-        tool = _own_row(gw, caller, tool_id).definition
+        tool = gw.registry.own_row(caller.tenant_id, tool_id).definition
         gw.registry.new_version(tool.name, new_version, tool.tenant_id)
         return _reread(gw, tool_id)
 
@@ -234,12 +208,12 @@ async def version_tool(tool_id: str, gw: GatewayDep, caller: Caller,
 async def tool_versions(tool_id: str, gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     require(caller, *_READERS)
     agent = seen_as_agent(caller)
-    if agent is not None and tool_id not in _enabled(gw, caller, agent):
-        raise ApiError(404, Reason.NOT_FOUND, f"no tool {tool_id!r}")
+    if agent is not None:
+        enabled_tool(gw.catalog, gw.runtime.health, caller.tenant_id, agent, tool_id)
     show = tool_out if agent is None else agent_tool_out
 
     def versions() -> list[tuple[ToolDefinition, Any]]:
-        _visible_row(gw, caller, tool_id)
+        gw.registry.visible_row(caller.tenant_id, tool_id)
         return gw.store.registry.version_rows(tool_id)
 
     snapshots = await anyio.to_thread.run_sync(versions)
