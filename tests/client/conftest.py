@@ -50,6 +50,8 @@ class Server:
     url: str
     tokens: dict[str, str]
     work: Path
+    db: str
+    """The store's URL (another process may open it: a second replica, the CLI)."""
 
 
 def free_port() -> int:
@@ -87,7 +89,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         wait_until(partial(_healthy, url, proc, log), timeout=60, what=f"{url}/healthz answers",
                    ignoring=(httpx.HTTPError,))
-        yield Server(url, tokens, work)
+        yield Server(url, tokens, work, db)
     finally:
         proc.terminate()
         try:

@@ -12,9 +12,11 @@ import httpx
 import pytest
 
 from tests.client.conftest import Server
+from toolkeeper import Gateway
 from toolkeeper.client import AsyncClient, Client, RequestRefused
 from toolkeeper.errors import ApprovalRequired
-from toolkeeper.model.enums import CallStatus
+from toolkeeper.model.call import Principal
+from toolkeeper.model.enums import CallStatus, Role
 from toolkeeper.model.reasons import Reason
 
 
@@ -90,6 +92,31 @@ async def test_wait_for_decision_returns_when_another_client_approves(server: Se
     assert first.status is CallStatus.SUCCEEDED
     assert rerun.status is CallStatus.SUCCEEDED and rerun.deduped
     assert sink.read_text() == "INV-9\n"
+
+
+async def test_a_decision_made_by_another_process_ends_the_wait(server: Server) -> None:
+    async with AsyncClient(server.url, server.tokens["pay-bot"], timeout=10) as bot:
+        pending = await bot.execute("pay", {"invoice": "INV-12", "path": "/nonexistent"})
+        approval_id = pending.approval_id
+        assert approval_id
+        decided = None
+
+        async def waiter() -> None:
+            nonlocal decided
+            decided = await bot.wait_for_decision(approval_id, timeout_s=60)
+
+        def deny_elsewhere() -> None:  # not through the server: only its store sees it
+            person = Principal(name="ops", tenant_id="default",
+                               roles=frozenset({Role.APPROVER}))
+            with Gateway.open(server.db, recover=False) as gw:
+                gw.approvals.deny(approval_id, person, note="elsewhere")
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(waiter)
+                await anyio.to_thread.run_sync(deny_elsewhere)
+    assert decided is not None and decided.status == "denied"
+    assert decided.note == "elsewhere"
 
 
 async def test_a_wait_without_a_decision_returns_the_pending_approval(server: Server) -> None:

@@ -96,8 +96,8 @@ class Core:
                    json: Any = None, params: dict[str, Any] | None = None,
                    headers: dict[str, str] | None = None,
                    timeout: float | None = None) -> httpx.Response:
-        """The final answer (any status) after bounded retries; :class:`ServerUnavailable`
-        when there is none."""
+        """The final answer after bounded retries; :class:`ServerUnavailable` when there is
+        none, or only a 503."""
         lim, waited, attempt, sent = self.limits, 0.0, 0, False
         while True:
             try:
@@ -119,11 +119,20 @@ class Core:
                 delay_or_none = self._retry_delay(resp, attempt, retry_safe, sent)
                 if delay_or_none is None or attempt >= lim.max_retries \
                         or waited + delay_or_none > lim.max_wait_s:
-                    return resp
+                    return self._final(resp, attempt, sent)
                 delay = delay_or_none
             await anyio.sleep(delay)
             waited += delay
             attempt += 1
+
+    def _final(self, resp: httpx.Response, attempt: int, sent: bool) -> httpx.Response:
+        """``resp``, unless it says the server cannot serve at all (503)."""
+        if resp.status_code != 503:
+            return resp
+        reason, message, _details = _problem(resp)
+        raise ServerUnavailable(
+            f"the toolkeeper server at {self.base_url} answered 503 {reason} ({message}) "
+            f"to {attempt + 1} attempt(s)", may_have_applied=sent)
 
     def _retry_delay(self, resp: httpx.Response, attempt: int, retry_safe: bool,
                      sent: bool) -> float | None:
@@ -162,9 +171,8 @@ class Core:
         reason, message, details = _problem(resp)
         if is_call_result(details):  # refused by the pipeline: its own result
             return call_result(details)
-        # 503: the server did not take the call; another 5xx may have come after it ran
-        status = CallStatus.DENIED if resp.status_code < 500 else \
-            CallStatus.FAILED if resp.status_code == 503 else CallStatus.UNKNOWN
+        # a 5xx may have come after the call ran (a 503 never reaches here)
+        status = CallStatus.DENIED if resp.status_code < 500 else CallStatus.UNKNOWN
         return CallResult(call_id=_local_id(), status=status, tool=tool, action=action,
                           reason=_reason_of(reason), message=message,
                           details=details or None, retry_after=_retry_after(resp),
