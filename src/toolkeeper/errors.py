@@ -50,6 +50,21 @@ class CallFailed(CallStopped):
     """The call ran, or may have run, and did not succeed."""
 
 
+_STOPPED_BY_STATUS: dict[str, type[CallStopped]] = {
+    "approval_required": ApprovalRequired,
+    "confirmation_required": ApprovalRequired,
+    "preview_required": ApprovalRequired,
+    "denied": CallDenied,
+    "superseded": CallDenied,
+}
+
+
+def stopped(result: CallResult) -> CallStopped:
+    """The exception ``call_or_raise`` raises for a result that did not succeed (every face:
+    the library and ``toolkeeper.client``); any status not named above is a ``CallFailed``."""
+    return _STOPPED_BY_STATUS.get(str(result.status.value), CallFailed)(result)
+
+
 class ToolSignal(ToolkeeperError):
     """Raised by tool code; translated into a call result by the pipeline."""
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from toolkeeper.errors import ApprovalRequired, CallDenied, CallFailed
+from toolkeeper.errors import stopped
 from toolkeeper.loops import ThreadLoops
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode
@@ -53,14 +53,6 @@ from toolkeeper.store.records import ApprovalRecord
 from toolkeeper.token_cache import AgentPrincipals, TokenCache
 
 log = logging.getLogger("toolkeeper")
-
-_RAISES = {
-    CallStatus.APPROVAL_REQUIRED: ApprovalRequired,
-    CallStatus.CONFIRMATION_REQUIRED: ApprovalRequired,
-    CallStatus.PREVIEW_REQUIRED: ApprovalRequired,
-    CallStatus.DENIED: CallDenied,
-    CallStatus.SUPERSEDED: CallDenied,
-}
 
 
 class Gateway:
@@ -217,7 +209,7 @@ class Gateway:
         res = await self.call(*args, **kwargs)
         if res.status is CallStatus.SUCCEEDED:
             return res
-        raise _RAISES.get(res.status, CallFailed)(res)
+        raise stopped(res)
 
     def call_sync(self, *args: Any, **kwargs: Any) -> CallResult:
         """Blocking :meth:`call` (one event loop per calling thread, reused)."""

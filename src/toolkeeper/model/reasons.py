@@ -60,6 +60,9 @@ class Reason(StrEnum):
     INVALID_OUTPUT = "invalid_output"
     SECRET_NOT_FOUND = "secret_not_found"
     INTERNAL_ERROR = "internal_error"
+    UNAVAILABLE = "unavailable"
+    """The REST client (``toolkeeper.client``) got no answer from the server within its
+    bounded wait: the server is down, unreachable or kept answering 503."""
     CONFIG_INVALID = "config_invalid"
     POLICY_EXCEEDS_BOUNDS = "policy_exceeds_bounds"
     """A tenant-written host path, network or command beyond the operator's ceiling."""
