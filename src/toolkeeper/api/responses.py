@@ -223,6 +223,11 @@ class DiscoveryToolOut(Out):
 
 class EnabledToolOut(DiscoveryToolOut):
     actions: list[str]
+    names: dict[str, str]
+    """Action → the name a model sees (MCP's): the tool's name for a one-action tool, else
+    ``{tool}_{action}``."""
+    action_descriptions: dict[str, str]
+    """Action → its own description (``""`` when it has none)."""
 
 
 class UnavailableToolOut(DiscoveryToolOut):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,8 +40,19 @@ class ExecuteBody(Body):
             preview_token=self.preview_token, scopes=self.scopes)
 
 
+class BatchCallBody(ExecuteBody):
+    """One call of ``POST /tools/execute-batch``."""
+
+    critical: bool | None = None
+    """In a sequential batch, a failure of this call stops the batch and rolls back the
+    completed compensatable calls (SPEC §5); unset: when its risk is critical."""
+
+    def request(self, idempotency_header: str | None) -> CallRequest:
+        return replace(super().request(idempotency_header), critical=self.critical)
+
+
 class BatchBody(Body):
-    calls: list[ExecuteBody] = Field(min_length=1, max_length=100)
+    calls: list[BatchCallBody] = Field(min_length=1, max_length=100)
     mode: Literal["sequential", "parallel_safe"] = "sequential"
     agent: str | None = Field(default=None, max_length=200)
 

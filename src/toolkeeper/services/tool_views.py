@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from toolkeeper.model.mcp_names import mcp_name
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.secrets.base import only_references, sensitive
@@ -94,9 +95,13 @@ def discovery_out(tool: ToolDefinition, tool_id: str | None) -> dict[str, Any]:
 
 def enabled_out(item: EnabledTool, tool_id: str | None) -> dict[str, Any]:
     """An agent-enabled tool: the version that runs, the actions the agent may call and the
-    JSON Schema each one's arguments are validated against."""
-    return {**discovery_out(item.definition, tool_id), "actions": list(item.actions),
-            "input_schemas": item.input_schemas()}
+    JSON Schema each one's arguments are validated against, the name a model sees and the
+    description of each."""
+    tool = item.definition
+    return {**discovery_out(tool, tool_id), "actions": list(item.actions),
+            "input_schemas": item.input_schemas(),
+            "names": {a: mcp_name(tool, a) for a in item.actions},
+            "action_descriptions": {a: tool.actions[a].description for a in item.actions}}
 
 
 def unavailable_out(item: UnavailableTool, tool_id: str | None) -> dict[str, Any]:
