@@ -24,6 +24,12 @@ tools:
   - native: tests.client.client_tools:stamp
   - native: tests.client.client_tools:pay
   - native: tests.client.client_tools:echo
+  - native: tests.client.client_tools:Ledger
+    overrides: {categories: [finance]}
+  - native: tests.client.client_tools:wipe
+    overrides: {categories: [danger], confirmation_prompt: "Really wipe?"}
+  - native: tests.client.client_tools:vault
+  - native: tests.client.client_tools:broken
 profiles:
   - {name: worker, autonomy: 2, activations: [{tool: stamp}, {tool: echo}]}
   - {name: payer, autonomy: 0, activations: [{tool: pay}]}
@@ -36,12 +42,18 @@ profiles:
     autonomy: 2
     activations: [{tool: echo}]
     limits: {rate: [{limit: 1, window_s: 3600, per: agent}]}
+  - name: boxed
+    autonomy: 2
+    activations: [{tool: ledger}, {tool: wipe}, {tool: echo}, {tool: vault}]
+  - {name: batcher, autonomy: 3, activations: [{tool: ledger}, {tool: broken}]}
 agents:
   - {name: worker-bot, profile: worker}
   - {name: pay-bot, profile: payer}
   - {name: careful-bot, profile: careful}
   - {name: burst-bot, profile: burst}
   - {name: capped-bot, profile: capped}
+  - {name: box-bot, profile: boxed}
+  - {name: batch-bot, profile: batcher}
 """
 
 
@@ -75,7 +87,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         tokens = {name: gw.store.tokens.create(tenant_id="default", role="agent",
                                                agent=name)[1]
                   for name in ("worker-bot", "pay-bot", "careful-bot", "burst-bot",
-                               "capped-bot")}
+                               "capped-bot", "box-bot", "batch-bot")}
         tokens["approver"] = gw.store.tokens.create(tenant_id="default", role="approver")[1]
         tokens["admin"] = gw.store.tokens.create(tenant_id="default", role="admin")[1]
     port = free_port()

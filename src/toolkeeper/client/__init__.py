@@ -26,8 +26,10 @@ from toolkeeper.client._models import (
     DiscoveredTool,
     Outcome,
     Superseded,
+    ToolView,
 )
 from toolkeeper.client._sync import Approvals, Audit, Calls, Client, Discovery
+from toolkeeper.client.backend import RemoteBackend
 
 __all__ = [
     "AgentTools",
@@ -47,7 +49,9 @@ __all__ = [
     "DiscoveredTool",
     "Discovery",
     "Outcome",
+    "RemoteBackend",
     "RequestRefused",
     "ServerUnavailable",
     "Superseded",
+    "ToolView",
 ]

@@ -20,13 +20,16 @@ from toolkeeper.client._models import (
     AuditVerification,
     Outcome,
     Superseded,
+    ToolView,
     agent_tools,
     call_result,
     from_json,
 )
+from toolkeeper.client.backend import RemoteBackend
 from toolkeeper.errors import stopped
 from toolkeeper.model.call import CallRequest, CallResult
 from toolkeeper.model.enums import CallStatus
+from toolkeeper.toolbox.toolbox import Toolbox
 
 MAX_WAIT_PER_REQUEST_S = 30.0
 """The server's cap on one ``/approvals/{id}/wait``; longer waits loop."""
@@ -54,7 +57,8 @@ def _request_body(req: CallRequest | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(req, CallRequest):
         fields = {"task_id": req.task_id, "step_id": req.step_id, "trace_id": req.trace_id,
                   "approval_id": req.approval_id, "preview_token": req.preview_token,
-                  "scopes": list(req.scopes) if req.scopes is not None else None}
+                  "scopes": list(req.scopes) if req.scopes is not None else None,
+                  "critical": req.critical}
         return execute_body(req.tool, req.arguments, action=req.action,
                             idempotency_key=req.idempotency_key,
                             turn_group_id=req.turn_group_id, **fields)
@@ -63,6 +67,19 @@ def _request_body(req: CallRequest | Mapping[str, Any]) -> dict[str, Any]:
                         action=spec.pop("action", None),
                         idempotency_key=spec.pop("idempotency_key", None),
                         turn_group_id=spec.pop("turn_group_id", None), **spec)
+
+
+class _Shared(httpx.AsyncBaseTransport):
+    """Another client's transport, left open when this client closes."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        """The owning client closes it."""
 
 
 class AsyncCalls:
@@ -155,6 +172,10 @@ class AsyncDiscovery:
         return agent_tools(await self._core.json(
             "GET", f"/discovery/agents/{agent}/unavailable"))
 
+    async def tool(self, tool_id: str) -> ToolView:
+        """One tool by registry id (an agent token: only a tool it may call, else 404)."""
+        return from_json(ToolView, await self._core.json("GET", f"/tools/{tool_id}"))
+
 
 class AsyncAudit:
     """The audit trail (operator or approver token)."""
@@ -188,6 +209,7 @@ class AsyncClient:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         limits = Limits(timeout=timeout, max_retries=max_retries, max_wait_s=max_wait_s)
         self._core = Core(base_url, token, limits=limits, transport=transport)
+        self._transport = transport
         self.calls = AsyncCalls(self._core)
         self.approvals = AsyncApprovals(self._core)
         self.discovery = AsyncDiscovery(self._core)
@@ -202,6 +224,24 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self._core.aclose()
 
+    def with_token(self, token: str) -> AsyncClient:
+        """A client of the same server, bounds and transport with another token (an
+        approver's, for a decision); close it (``async with``) — the transport stays open."""
+        lim = self._core.limits
+        shared = None if self._transport is None else _Shared(self._transport)
+        return AsyncClient(self._core.base_url, token, timeout=lim.timeout,
+                           max_retries=lim.max_retries, max_wait_s=lim.max_wait_s,
+                           transport=shared)
+
+    def toolbox_backend(self, *, approver_token: str | None = None) -> RemoteBackend:
+        """The Toolbox backend over this client (what ``build_tools`` looks for)."""
+        return RemoteBackend(self, approver_token=approver_token)
+
+    def toolbox(self, agent: str, *, approver_token: str | None = None) -> Toolbox:
+        """The Toolbox of ``agent`` on this server (this token's tenant): the same interface
+        as in-process. Decisions are made with ``approver_token`` unless one is given."""
+        return Toolbox(self.toolbox_backend(approver_token=approver_token), agent=agent)
+
     async def execute(self, tool: str, arguments: Any = None, *, action: str | None = None,
                       idempotency_key: str | None = None, turn_group_id: str | None = None,
                       **fields: Any) -> CallResult:
@@ -211,6 +251,16 @@ class AsyncClient:
         return await self._core.execute(execute_body(
             tool, arguments, action=action, idempotency_key=idempotency_key,
             turn_group_id=turn_group_id, **fields))
+
+    async def execute_request(self, request: CallRequest, *,
+                              agent: str | None = None) -> CallResult:
+        """Run one :class:`CallRequest` as :meth:`execute` does (``critical`` matters in a
+        batch only, so it is not sent)."""
+        body = _request_body(request)
+        body.pop("critical", None)
+        if agent is not None:
+            body["agent"] = agent
+        return await self._core.execute(body)
 
     async def call_or_raise(self, tool: str, arguments: Any = None, **kw: Any) -> CallResult:
         """Like :meth:`execute`, but a call that did not succeed raises as

@@ -130,11 +130,34 @@ class DiscoveredTool:
     """Action → the JSON Schema its arguments are validated against."""
     actions: list[str] = field(default_factory=list)
     """Enabled listing: the actions the agent may call."""
+    names: dict[str, str] = field(default_factory=dict)
+    """Enabled listing: action → the name a model sees (``{tool}_{action}`` when the tool
+    has several actions)."""
+    action_descriptions: dict[str, str] = field(default_factory=dict)
+    """Enabled listing: action → its own description."""
     why_unavailable: str | None = None
     """Unavailable listing: ``disabled_for_agent``, ``not_published``, ``unhealthy``,
     ``scope_missing`` or ``quarantined``."""
     message: str | None = None
     missing_scopes: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolView:
+    """One tool as ``GET /tools/{id}`` shows it (to an agent token: only the actions it may
+    call, without wiring or policy values)."""
+
+    id: str | None
+    name: str
+    version: str
+    description: str = ""
+    actions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Action → its spec, with the ``side_effect`` and ``risk`` it has."""
+    requires_confirmation: bool = False
+    confirmation_prompt: str | None = None
+    compensation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Action → how the gateway undoes it (``action``, ``tool``, ``arguments``)."""
+    categories: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True, kw_only=True)

@@ -20,7 +20,9 @@ from toolkeeper.client._models import (
     Outcome,
     Superseded,
 )
+from toolkeeper.client.backend import RemoteBackend
 from toolkeeper.model.call import CallRequest, CallResult
+from toolkeeper.toolbox.toolbox import Toolbox
 
 T = TypeVar("T")
 
@@ -146,6 +148,15 @@ class Client:
             return
         self._loop.run(self._async.aclose())
         self._loop.close()
+
+    def toolbox_backend(self, *, approver_token: str | None = None) -> RemoteBackend:
+        """The Toolbox backend over this client: requests run on the client's own loop."""
+        return RemoteBackend(self._async, approver_token=approver_token, loop=self._loop.loop)
+
+    def toolbox(self, agent: str, *, approver_token: str | None = None) -> Toolbox:
+        """See :meth:`AsyncClient.toolbox`; its ``*_sync`` methods block, the async ones
+        may be awaited from any event loop."""
+        return Toolbox(self.toolbox_backend(approver_token=approver_token), agent=agent)
 
     def execute(self, tool: str, arguments: Any = None, *, action: str | None = None,
                 idempotency_key: str | None = None, turn_group_id: str | None = None,

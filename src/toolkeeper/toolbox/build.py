@@ -40,13 +40,15 @@ def build_tools(target: Toolbox | Gateway | Any, *, framework: str, agent: str |
                 tenant_id: str = "default", **options: Any) -> Any:
     """The tools of ``agent`` for ``framework`` (``pydantic_ai``, ``openai_agents``,
     ``langchain``, ``strands``) over ``target``: a :class:`Toolbox`, a :class:`Gateway`
-    (in-process) or a ``toolkeeper.client`` client. ``options`` go to the adapter's
-    ``build``; what it returns is the framework's own (a toolset, a list of tools…)."""
+    (in-process) or a ``toolkeeper.client`` client (``Client``/``AsyncClient``; the client
+    sits in the layer above, so it is recognised by its ``toolbox_backend()`` method, and
+    its token fixes the tenant). ``options`` go to the adapter's ``build``; what it returns
+    is the framework's own (a toolset, a list of tools…)."""
+    toolbox = _toolbox(target, agent, tenant_id)
     spec = FRAMEWORKS.get(framework)
     if spec is None:
         known = ", ".join(sorted(FRAMEWORKS))
         raise UserError(f"unknown framework {framework!r}; known: {known}")
-    toolbox = _toolbox(target, agent, tenant_id)
     adapter = _adapter(framework, spec)
     built: Any = adapter.build(toolbox, **options)
     return built
@@ -61,6 +63,9 @@ def _toolbox(target: Any, agent: str | None, tenant_id: str) -> Toolbox:
         raise UserError("build_tools needs agent= (the agent whose tools to build)")
     if isinstance(target, Gateway):
         return Toolbox(InProcessBackend(target), agent=agent, tenant_id=tenant_id)
+    backend = getattr(target, "toolbox_backend", None)
+    if callable(backend):  # a toolkeeper.client client
+        return Toolbox(backend(), agent=agent, tenant_id=tenant_id)
     raise UserError("build_tools takes a Toolbox, a Gateway or a toolkeeper client, not a "
                     f"{type(target).__name__}")
 
