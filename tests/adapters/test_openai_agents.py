@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from agents import Agent as SdkAgent
 from agents import (
+    AgentsException,
     FunctionTool,
     Model,
     ModelResponse,
@@ -53,6 +54,7 @@ from toolkeeper.adapters.openai_agents import (
     pending_approvals,
     resolve_interruptions,
 )
+from toolkeeper.errors import UserError
 from toolkeeper.pipeline.runtime import Settings
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.store import Store
@@ -380,4 +382,13 @@ async def test_undecided_calls_stay_paused(tools: list[FunctionTool],
     assert [i.call_id for i in again.interruptions] == ["c1"]
     assert pending_approvals(again)["c1"]["approval_id"] == \
         pending_approvals(first)["c1"]["approval_id"]
+    assert counts == {}
+
+
+async def test_a_context_that_cannot_hold_the_approvals_is_refused_clearly(
+        tools: list[FunctionTool], counts: dict[str, int]) -> None:
+    agent = Script(calls=[TRANSFER_50]).agent(tools)
+    with pytest.raises(AgentsException, match="context to be a mapping") as raised:
+        await Runner.run(agent, "go", context=object())
+    assert isinstance(raised.value.__cause__, UserError)
     assert counts == {}

@@ -274,14 +274,6 @@ async def resolve_interruptions(result_or_state: RunResult | RunState[Any],
     return state
 
 
-def resolve_interruptions_sync(result_or_state: RunResult | RunState[Any],
-                               decisions: Mapping[str, Decision], *, approver: Approver,
-                               toolbox: Toolbox) -> RunState[Any]:
-    """:func:`resolve_interruptions` from synchronous code."""
-    return toolbox.backend.run_sync(
-        resolve_interruptions(result_or_state, decisions, approver=approver))
-
-
 async def _approve(box: Toolbox, record: Mapping[str, Any], approver: Approver) -> None:
     approval_id = record.get("approval_id")
     if approval_id is None:  # a preview: its token already lets the reviewed call run
