@@ -145,7 +145,7 @@ class McpFace:
         if entry is None:  # unknown, or another agent's: the same answer
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         meta: dict[str, Any] = dict(ctx.meta or {})
-        fields = {f: str(meta[META_PREFIX + f]) for f in CALL_META
+        fields: dict[str, Any] = {f: str(meta[META_PREFIX + f]) for f in CALL_META
                   if meta.get(META_PREFIX + f) is not None}
         request = CallRequest(tool=entry.tool, action=entry.action,
                               arguments=params.arguments if params.arguments is not None

@@ -29,6 +29,9 @@ class CallRequest:
     preview_token: str | None = None
     scopes: Sequence[str] | None = None
     """Narrows the granted scopes for this call; can never widen them."""
+    critical: bool | None = None
+    """In a sequential batch: whether this call failing stops the batch and rolls back the
+    completed compensatable calls (SPEC §5); ``None`` means "when its risk is critical"."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,6 +1,8 @@
 """Batches (SPEC §5): ``sequential`` stops after a failed critical call (rolling back
-completed compensatable effects, saga-style); ``parallel_safe`` runs pure calls and calls
-with free concurrency-group capacity together, the rest in order. Results keep request order.
+completed compensatable effects, saga-style) — critical as the caller flags it
+(``CallRequest.critical``), else when the call's risk is ``critical``; ``parallel_safe``
+runs pure calls and calls with free concurrency-group capacity together, the rest in order.
+Results keep request order.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ def _skipped(req: CallRequest) -> CallResult:
     return CallResult(call_id="", status=CallStatus.DENIED, tool=str(req.tool),
                       action=req.action, reason=Reason.BATCH_ABORTED,
                       message="not run: an earlier critical call in the batch failed")
+
+
+def _critical(req: CallRequest, res: CallResult) -> bool:
+    """The caller's flag wins; without one, a call is critical when its risk is."""
+    return req.critical if req.critical is not None else res.risk is Risk.CRITICAL
 
 
 class Batches:
@@ -47,7 +54,7 @@ class Batches:
         for i, req in enumerate(requests):
             res = await self._call(req, principal=principal)
             results.append(res)
-            if res.status is not CallStatus.SUCCEEDED and res.risk is Risk.CRITICAL:
+            if res.status is not CallStatus.SUCCEEDED and _critical(req, res):
                 await self._rollback(results, principal)
                 results.extend(_skipped(r) for r in requests[i + 1:])
                 break

@@ -1,0 +1,33 @@
+"""The Toolbox (seed 004): one agent's tools over an in-process gateway or a remote server,
+and :func:`build_tools`, which turns them into an agent framework's tools.
+
+    from toolkeeper.toolbox import InProcessBackend, Toolbox
+
+    box = Toolbox(InProcessBackend(gw), agent="release-bot")
+    async with box.turn() as turn:
+        result = await turn.execute("git", {"cmd": "status"}, action="status")
+"""
+
+from toolkeeper.toolbox.backend import Approver, Backend, Decision
+from toolkeeper.toolbox.build import FRAMEWORKS, Framework, build_tools
+from toolkeeper.toolbox.inprocess import InProcessBackend
+from toolkeeper.toolbox.toolbox import BatchItem, Toolbox, Turn, new_turn_group_id
+from toolkeeper.toolbox.types import Approval, ToolInfo, ToolMetadata, UnavailableInfo
+
+__all__ = [
+    "FRAMEWORKS",
+    "Approval",
+    "Approver",
+    "Backend",
+    "BatchItem",
+    "Decision",
+    "Framework",
+    "InProcessBackend",
+    "ToolInfo",
+    "ToolMetadata",
+    "Toolbox",
+    "Turn",
+    "UnavailableInfo",
+    "build_tools",
+    "new_turn_group_id",
+]

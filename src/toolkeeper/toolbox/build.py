@@ -1,0 +1,83 @@
+"""``build_tools`` (seed 001): the one entry point that hands an agent framework its tools.
+
+Each framework has an adapter module ``toolkeeper.adapters.<framework>`` exposing
+``build(toolbox, **options)``, installed with an optional extra. The adapter is found by
+name (a plugin lookup: the adapters sit in the layer above the Toolbox), so a framework that
+is not installed costs nothing until it is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from typing import Any
+
+from toolkeeper.errors import UserError
+from toolkeeper.gateway import Gateway
+from toolkeeper.toolbox.inprocess import InProcessBackend
+from toolkeeper.toolbox.toolbox import Toolbox
+
+
+@dataclass(frozen=True, slots=True)
+class Framework:
+    """An adapter: the extra that installs its framework and the modules it imports."""
+
+    extra: str
+    modules: tuple[str, ...]
+
+
+FRAMEWORKS: dict[str, Framework] = {
+    "pydantic_ai": Framework("pydantic-ai", ("pydantic_ai",)),
+    "openai_agents": Framework("openai-agents", ("agents",)),
+    "langchain": Framework("langchain", ("langchain_core", "langgraph")),
+    "strands": Framework("strands", ("strands",)),
+}
+"""Framework name → its extra (``pip install 'toolkeeper[<extra>]'``); read-only."""
+
+
+def build_tools(target: Toolbox | Gateway | Any, *, framework: str, agent: str | None = None,
+                tenant_id: str = "default", **options: Any) -> Any:
+    """The tools of ``agent`` for ``framework`` (``pydantic_ai``, ``openai_agents``,
+    ``langchain``, ``strands``) over ``target``: a :class:`Toolbox`, a :class:`Gateway`
+    (in-process) or a ``toolkeeper.client`` client. ``options`` go to the adapter's
+    ``build``; what it returns is the framework's own (a toolset, a list of tools…)."""
+    spec = FRAMEWORKS.get(framework)
+    if spec is None:
+        known = ", ".join(sorted(FRAMEWORKS))
+        raise UserError(f"unknown framework {framework!r}; known: {known}")
+    toolbox = _toolbox(target, agent, tenant_id)
+    adapter = _adapter(framework, spec)
+    built: Any = adapter.build(toolbox, **options)
+    return built
+
+
+def _toolbox(target: Any, agent: str | None, tenant_id: str) -> Toolbox:
+    if isinstance(target, Toolbox):
+        if agent is not None and agent != target.agent:
+            raise UserError(f"the toolbox is agent {target.agent!r}'s, not {agent!r}'s")
+        return target
+    if agent is None:
+        raise UserError("build_tools needs agent= (the agent whose tools to build)")
+    if isinstance(target, Gateway):
+        return Toolbox(InProcessBackend(target), agent=agent, tenant_id=tenant_id)
+    raise UserError("build_tools takes a Toolbox, a Gateway or a toolkeeper client, not a "
+                    f"{type(target).__name__}")
+
+
+def _missing(spec: Framework) -> UserError:
+    return UserError(f"this adapter needs its optional dependencies: "
+                     f"pip install 'toolkeeper[{spec.extra}]'")
+
+
+def _adapter(framework: str, spec: Framework) -> Any:
+    for module in spec.modules:
+        if importlib.util.find_spec(module) is None:
+            raise _missing(spec)
+    try:
+        return importlib.import_module(f"toolkeeper.adapters.{framework}")
+    except ImportError as exc:  # a dependency of the framework itself is missing
+        root = (exc.name or "").partition(".")[0]
+        if root and not root.startswith("toolkeeper"):
+            raise _missing(spec) from exc
+        raise
