@@ -2,7 +2,9 @@
 
 ``lookup`` is pure and allowed; ``transfer`` is irreversible and high risk, which profile
 ``p`` gates with ``approve`` — and with ``deny`` once an adjuster raises an amount over 1000
-to critical; ``post_note`` is irreversible and allowed. Executions are counted per gateway.
+to critical; ``post_note`` is irreversible and allowed; ``send_email`` is previewed first
+(its activation gates it with ``preview``); ``deploy`` requires confirmation. Executions
+are counted.
 """
 
 from __future__ import annotations
@@ -64,12 +66,28 @@ def open_gateway(url: str, counts: dict[str, int]) -> Gateway:
         counts["post_note"] = counts.get("post_note", 0) + 1
         return {"posted": text}
 
+    def email_preview(to: str, body: str) -> str:
+        return f"email {to}: {body[:40]}"
+
+    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW, preview=email_preview)
+    def send_email(to: str, body: str) -> dict[str, Any]:
+        """Send an email."""
+        counts["send_email"] = counts.get("send_email", 0) + 1
+        return {"sent_to": to}
+
+    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW, requires_confirmation=True)
+    def deploy(service: str) -> dict[str, Any]:
+        """Deploy a service."""
+        counts["deploy"] = counts.get("deploy", 0) + 1
+        return {"deployed": service}
+
     gw = Gateway(Store.open(url), settings=Settings(), factory=ProviderFactory())
-    for fn in (lookup, transfer, post_note):
+    for fn in (lookup, transfer, post_note, send_email, deploy):
         gw.registry.register(fn)
     gw.registry.put_profile(Profile(
         name="p", autonomy=Autonomy.GUARDED,
-        activations=tuple(Activation(tool=n) for n in ("lookup", "transfer", "post_note")),
+        activations=(*(Activation(tool=n) for n in ("lookup", "transfer", "post_note", "deploy")),
+                     Activation(tool="send_email", gates={"run": Gate.PREVIEW})),
         gates={Risk.HIGH: {Autonomy.GUARDED: Gate.APPROVE},
                Risk.CRITICAL: {Autonomy.GUARDED: Gate.DENY}},
         adjusters=(Adjuster(name="big", tools=("transfer",), raise_to=Risk.CRITICAL,

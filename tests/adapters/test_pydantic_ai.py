@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from pydantic_ai import DeferredToolRequests, ToolDenied
+from pydantic_ai import DeferredToolRequests, ToolApproved, ToolDenied
 from pydantic_ai.messages import ModelResponse
 
 from tests.adapters.pai_support import Script, open_gateway, said
@@ -46,7 +46,8 @@ async def test_tools_are_the_enabled_actions_with_their_schemas_unchanged(
     await script.agent(toolset(box)).run("weather?")
     seen = {t.name: t.parameters_json_schema for t in script.seen_tools}
     enabled = {info.name: info.input_schemas["run"] for info in await box.enabled()}
-    assert seen == enabled and set(seen) == {"lookup", "transfer", "post_note"}
+    assert seen == enabled and set(seen) == {"lookup", "transfer", "post_note",
+                                                 "send_email", "deploy"}
     assert seen["transfer"]["required"] == ["account", "amount"]
 
 
@@ -88,9 +89,10 @@ async def test_an_approve_gate_pauses_and_the_approved_call_runs_once(
     record = gw.store.approvals.get(meta["approval_id"])
     assert record is not None and record.status is ApprovalStatus.CONSUMED
     assert record.decided_by == "alice"
-    # the call ran in the turn of the run that asked for it
+    # the call ran in the turn of the run that asked for it, under its tool call's key
     (outcome,) = [o for o in gw.calls.list("default") if o.tool == "transfer"]
-    assert outcome.turn_group_id == meta["turn_group_id"]
+    assert outcome.turn_group_id == meta["turn_group_id"] == first.run_id != resumed.run_id
+    assert outcome.key.endswith(f"pydantic-ai:{first.conversation_id}:c1")
 
     # the resumed run retried (a crash, a redelivered job): deduped, not executed again
     again = await agent.run(message_history=first.all_messages(),
@@ -187,3 +189,64 @@ async def test_malformed_arguments_come_back_as_invalid_arguments(
     pointers = [e["pointer"] for e in told["details"]["errors"]]
     assert pointers and all(p == "" or p.startswith("/") for p in pointers)
     assert script.retries == [] and counts == {}
+
+
+async def test_a_previewed_call_shows_the_preview_and_runs_once_approved(
+        box: Toolbox, counts: dict[str, int]) -> None:
+    script = Script(calls=[("send_email", {"to": "ops@example.com", "body": "hi"}, "c1")])
+    agent = script.agent(toolset(box))
+    first = await agent.run("mail ops")
+    assert isinstance(first.output, DeferredToolRequests)
+    meta = first.output.metadata["c1"]
+    assert meta["kind"] == "preview"
+    assert meta["preview"]["summary"] == "email ops@example.com: hi"
+    assert counts == {}
+    results = await resolve_deferred(box, first.output, {"c1": True}, approver=ALICE)
+    for _ in range(2):  # resumed, then the resume retried: one email
+        resumed = await agent.run(message_history=first.all_messages(),
+                                  deferred_tool_results=results)
+        assert said(resumed.output) == {"c1": {"sent_to": "ops@example.com"}}
+    assert counts == {"send_email": 1}
+
+
+async def test_a_rejected_preview_never_runs(box: Toolbox, counts: dict[str, int]) -> None:
+    script = Script(calls=[("send_email", {"to": "ops@example.com", "body": "hi"}, "c1")])
+    agent = script.agent(toolset(box))
+    first = await agent.run("mail ops")
+    assert isinstance(first.output, DeferredToolRequests)
+    results = await resolve_deferred(box, first.output, {"c1": False}, approver=ALICE)
+    resumed = await agent.run(message_history=first.all_messages(),
+                              deferred_tool_results=results)
+    assert said(resumed.output)["c1"]["reason"] == "approval_denied"
+    assert counts == {}
+
+
+async def test_a_confirm_gate_is_confirmed_and_runs_once(
+        gw: Gateway, box: Toolbox, counts: dict[str, int]) -> None:
+    script = Script(calls=[("deploy", {"service": "api"}, "c1")])
+    agent = script.agent(toolset(box))
+    first = await agent.run("deploy api")
+    assert isinstance(first.output, DeferredToolRequests)
+    meta = first.output.metadata["c1"]
+    assert (meta["kind"], meta["status"]) == ("confirm", "confirmation_required")
+    results = await resolve_deferred(box, first.output, {"c1": True}, approver=ALICE)
+    resumed = await agent.run(message_history=first.all_messages(),
+                              deferred_tool_results=results)
+    assert said(resumed.output) == {"c1": {"deployed": "api"}}
+    assert counts == {"deploy": 1}
+    record = gw.store.approvals.get(meta["approval_id"])
+    assert record is not None and record.status is ApprovalStatus.CONSUMED
+
+
+async def test_an_approver_may_approve_edited_arguments(
+        gw: Gateway, box: Toolbox, counts: dict[str, int]) -> None:
+    script = Script(calls=[("transfer", {"account": "acme", "amount": 500}, "c1")])
+    agent = script.agent(toolset(box))
+    first = await agent.run("pay acme 500")
+    assert isinstance(first.output, DeferredToolRequests)
+    edited = ToolApproved(override_args={"account": "acme", "amount": 50})
+    results = await resolve_deferred(box, first.output, {"c1": edited}, approver=ALICE)
+    resumed = await agent.run(message_history=first.all_messages(),
+                              deferred_tool_results=results)
+    assert said(resumed.output) == {"c1": {"transferred": 50, "to": "acme"}}
+    assert counts == {"transfer": 1}
