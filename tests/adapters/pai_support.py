@@ -4,7 +4,7 @@
 ``p`` gates with ``approve`` — and with ``deny`` once an adjuster raises an amount over 1000
 to critical; ``post_note`` is irreversible and allowed; ``send_email`` is previewed first
 (its activation gates it with ``preview``); ``deploy`` requires confirmation. Executions
-are counted.
+are counted. ``refund`` is activated but needs a scope the profile lacks (unavailable).
 """
 
 from __future__ import annotations
@@ -81,12 +81,18 @@ def open_gateway(url: str, counts: dict[str, int]) -> Gateway:
         counts["deploy"] = counts.get("deploy", 0) + 1
         return {"deployed": service}
 
+    @tool(side_effect=SideEffect.COMPENSATABLE, risk=Risk.LOW, scopes=("refunds",))
+    def refund(invoice: str) -> dict[str, Any]:
+        """Refund an invoice (needs a scope profile p does not grant)."""
+        return {"refunded": invoice}
+
     gw = Gateway(Store.open(url), settings=Settings(), factory=ProviderFactory())
-    for fn in (lookup, transfer, post_note, send_email, deploy):
+    for fn in (lookup, transfer, post_note, send_email, deploy, refund):
         gw.registry.register(fn)
     gw.registry.put_profile(Profile(
         name="p", autonomy=Autonomy.GUARDED,
-        activations=(*(Activation(tool=n) for n in ("lookup", "transfer", "post_note", "deploy")),
+        activations=(*(Activation(tool=n) for n in ("lookup", "transfer", "post_note", "deploy",
+                                                    "refund")),
                      Activation(tool="send_email", gates={"run": Gate.PREVIEW})),
         gates={Risk.HIGH: {Autonomy.GUARDED: Gate.APPROVE},
                Risk.CRITICAL: {Autonomy.GUARDED: Gate.DENY}},
@@ -104,10 +110,12 @@ class Script:
 
     calls: Sequence[tuple[str, Any, str]]
     seen_tools: list[ToolDefinition] = field(default_factory=list)
+    instructions: list[str | None] = field(default_factory=list)
     retries: list[RetryPromptPart] = field(default_factory=list)
 
     def respond(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.seen_tools[:] = info.function_tools
+        self.instructions.append(info.instructions)
         last = messages[-1]
         parts = last.parts if isinstance(last, ModelRequest) else []
         self.retries += [p for p in parts if isinstance(p, RetryPromptPart)]

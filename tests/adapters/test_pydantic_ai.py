@@ -51,6 +51,26 @@ async def test_tools_are_the_enabled_actions_with_their_schemas_unchanged(
     assert seen["transfer"]["required"] == ["account", "amount"]
 
 
+async def test_the_model_is_told_which_tools_it_lacks_and_why(box: Toolbox) -> None:
+    script = Script(calls=[("lookup", {"city": "Oslo"}, "c1")])
+    await script.agent(toolset(box)).run("weather?")
+    told = script.instructions[0] or ""
+    assert "refund (scope_missing)" in told and "an administrator could enable" in told
+    quiet = Script(calls=[("lookup", {"city": "Oslo"}, "c1")])
+    await quiet.agent(build_tools(box, framework="pydantic_ai",
+                                  explain_unavailable=False)).run("weather?")
+    assert quiet.instructions[0] is None
+
+
+async def test_calls_carry_the_toolbox_turn_entered_around_the_run(
+        gw: Gateway, box: Toolbox) -> None:
+    script = Script(calls=[("post_note", {"text": "shipped"}, "c1")])
+    async with box.turn("turn-42"):
+        await script.agent(toolset(box)).run("tell the team")
+    (outcome,) = [o for o in gw.calls.list("default") if o.tool == "post_note"]
+    assert outcome.turn_group_id == "turn-42"
+
+
 async def test_an_allowed_call_returns_its_output_to_the_model(box: Toolbox) -> None:
     script = Script(calls=[("lookup", {"city": "Oslo"}, "c1")])
     run = await script.agent(toolset(box)).run("weather?")

@@ -99,11 +99,6 @@ def idempotency_key(ctx: RunContext[Any]) -> str:
     return f"{FRAMEWORK}:{ctx.conversation_id}:{ctx.tool_call_id}"
 
 
-def run_turn_group(ctx: RunContext[Any]) -> str | None:
-    """The default turn group: the Pydantic AI run."""
-    return ctx.run_id
-
-
 @dataclass(frozen=True, slots=True)
 class _Target:
     """The toolkeeper call behind one Pydantic AI tool name."""
@@ -116,10 +111,11 @@ class ToolkeeperToolset(AbstractToolset[Any]):
     """The enabled tools of a :class:`Toolbox`'s agent as a Pydantic AI toolset."""
 
     def __init__(self, toolbox: Toolbox, *, id: str | None = "toolkeeper",
-                 turn_group: TurnGroup = run_turn_group) -> None:
+                 turn_group: TurnGroup | None = None, explain_unavailable: bool = True) -> None:
         self.toolbox = toolbox
         self._id = id
         self._turn_group = turn_group
+        self._explain_unavailable = explain_unavailable
 
     @property
     def id(self) -> str | None:
@@ -130,10 +126,31 @@ class ToolkeeperToolset(AbstractToolset[Any]):
         for info in await self.toolbox.enabled():
             for action in info.actions:
                 definition = tool_definition(info, action)
-                tools[definition.name] = ToolsetTool(
+                # a global and a tenant tool may share a name: the first listed wins
+                tools.setdefault(definition.name, ToolsetTool(
                     toolset=self, tool_def=definition, max_retries=0,
-                    args_validator=_Unvalidated())
+                    args_validator=_Unvalidated()))
         return tools
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> str | None:
+        """Which tools the agent's profile names but it may not use now, and why, so the
+        model can tell the user what an admin could enable. Only names and reason codes
+        (operator-controlled), never tool descriptions."""
+        if not self._explain_unavailable:
+            return None
+        missing = await self.toolbox.unavailable()
+        if not missing:
+            return None
+        listed = "; ".join(f"{u.name} ({u.why_unavailable})" for u in missing)
+        return ("These tools exist for you but are unavailable now; an administrator could "
+                f"enable them: {listed}.")
+
+    def turn_group_id(self, ctx: RunContext[Any]) -> str | None:
+        """The turn a call belongs to: ``turn_group(ctx)`` when given, else the Toolbox turn
+        entered around the run, else the Pydantic AI run id."""
+        if self._turn_group is not None:
+            return self._turn_group(ctx)
+        return self.toolbox.turn_group_id or ctx.run_id
 
     async def call_tool(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
                         tool: ToolsetTool[Any]) -> Any:
@@ -141,7 +158,7 @@ class ToolkeeperToolset(AbstractToolset[Any]):
         arguments = tool_args.get(MALFORMED, tool_args)
         resumed: dict[str, Any] = ctx.tool_call_metadata if ctx.tool_call_approved and \
             isinstance(ctx.tool_call_metadata, dict) else {}
-        turn_group_id = resumed.get("turn_group_id") or self._turn_group(ctx)
+        turn_group_id = resumed.get("turn_group_id") or self.turn_group_id(ctx)
         result = await self.toolbox.execute(
             target.tool, arguments, action=target.action, idempotency_key=idempotency_key(ctx),
             turn_group_id=turn_group_id, approval_id=resumed.get("approval_id"),
@@ -188,7 +205,8 @@ def pending_metadata(result: CallResult, arguments: Any,
 def build(toolbox: Toolbox, **options: Any) -> ToolkeeperToolset:
     """The toolset ``build_tools(…, framework="pydantic_ai")`` returns. ``options``: ``id``
     (the toolset id, default ``"toolkeeper"``), ``turn_group`` (``RunContext`` → turn group
-    id; default the run id)."""
+    id; default the Toolbox turn entered around the run, else the run id),
+    ``explain_unavailable`` (tell the model which tools it lacks and why; default on)."""
     return ToolkeeperToolset(toolbox, **options)
 
 
