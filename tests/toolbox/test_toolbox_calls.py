@@ -124,3 +124,36 @@ def test_sync_turn_and_supersede(make_box: Any, ledger: Any) -> None:
         assert box.supersede_sync("t-sync")
         late = turn.execute_sync("charge", {"invoice": "b", "amount": 1})
     assert late.reason == Reason.SUPERSEDED and ledger["payments"] == ["a"]
+
+
+async def test_waiting_for_a_decision_returns_it(make_box: Any, approver: Any) -> None:
+    import asyncio
+
+    box = make_box(tools=[Payments], autonomy=0, scopes=("payments",))
+    ask = await box.execute("payments", PAY, action="pay")
+
+    async def decide_once_waiting() -> None:
+        await asyncio.sleep(0)  # let the waiter read the pending approval first
+        await box.approve(ask.approval_id, by=approver)
+
+    waited, _ = await asyncio.gather(box.wait_for_decision(ask.approval_id, timeout_s=30),
+                                     decide_once_waiting())
+    assert waited.status is ApprovalStatus.APPROVED
+
+
+def test_waiting_is_bounded(make_box: Any) -> None:
+    box = make_box(tools=[Payments], autonomy=0, scopes=("payments",))
+    ask = box.execute_sync("payments", PAY, action="pay")
+    still = box.wait_for_decision_sync(ask.approval_id, timeout_s=0.01)
+    assert still.status is ApprovalStatus.PENDING
+
+
+def test_an_expired_approval_is_decided_as_expired(make_box: Any) -> None:
+    from datetime import timedelta
+
+    box = make_box(tools=[Payments], autonomy=0, scopes=("payments",),
+                   approval_ttl=timedelta(seconds=-1))
+    ask = box.execute_sync("payments", PAY, action="pay")
+    assert box.approval_sync(ask.approval_id).status is ApprovalStatus.EXPIRED
+    waited = box.wait_for_decision_sync(ask.approval_id, timeout_s=30)
+    assert waited.status is ApprovalStatus.EXPIRED

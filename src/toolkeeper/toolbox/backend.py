@@ -58,6 +58,12 @@ class Backend(Protocol):
         """Approve, deny or confirm as ``by``."""
         ...
 
+    async def wait_for_decision(self, approval_id: str, tenant_id: str,
+                                timeout_s: float) -> Approval:
+        """The approval once decided (approved, denied, consumed, expired), else its pending
+        state after ``timeout_s`` seconds."""
+        ...
+
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run one of the backend's coroutines from synchronous code."""
         ...

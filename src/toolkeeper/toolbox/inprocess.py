@@ -8,12 +8,15 @@ decisions through ``gw.approvals`` as an approver principal.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar, cast
 
 from toolkeeper.errors import OperationRefused, UserError
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import CallRequest, CallResult, Principal
+from toolkeeper.model.enums import ApprovalStatus
 from toolkeeper.model.mcp_names import mcp_name
 from toolkeeper.model.reasons import Reason
 from toolkeeper.services.discovery import (
@@ -22,11 +25,15 @@ from toolkeeper.services.discovery import (
     agent_tools,
     as_seen_by_agent,
 )
+from toolkeeper.store.db import utcnow
 from toolkeeper.store.records import ApprovalRecord
 from toolkeeper.toolbox.backend import Approver, Decision
 from toolkeeper.toolbox.types import Approval, ToolInfo, ToolMetadata, UnavailableInfo
 
 T = TypeVar("T")
+POLL_S = 0.05
+"""How often :meth:`InProcessBackend.wait_for_decision` re-reads a pending approval (the
+decision may come from another process sharing the store)."""
 
 
 class InProcessBackend:
@@ -88,6 +95,16 @@ class InProcessBackend:
             rec = approvals.confirm(approval_id, who)
         return approval_of(rec)
 
+    async def wait_for_decision(self, approval_id: str, tenant_id: str,
+                                timeout_s: float) -> Approval:
+        deadline = time.monotonic() + max(0.0, timeout_s)
+        while True:
+            approval = await self.approval(approval_id, tenant_id)
+            left = deadline - time.monotonic()
+            if approval.status is not ApprovalStatus.PENDING or left <= 0:
+                return approval
+            await asyncio.sleep(min(POLL_S, left))
+
     def _who(self, by: Approver) -> Principal:
         if isinstance(by, Principal):
             return by
@@ -127,8 +144,11 @@ def _metadata(item: EnabledTool) -> ToolMetadata:
 
 
 def approval_of(rec: ApprovalRecord) -> Approval:
-    """An approval record as a Toolbox shows it."""
-    return Approval(id=rec.id, kind=rec.kind, status=rec.status, agent=rec.agent,
+    """An approval record as a Toolbox shows it (a pending one past its time: expired)."""
+    status = rec.status
+    if status is ApprovalStatus.PENDING and rec.expires_at <= utcnow():
+        status = ApprovalStatus.EXPIRED
+    return Approval(id=rec.id, kind=rec.kind, status=status, agent=rec.agent,
                     tool=rec.tool, action=rec.action, arguments=rec.arguments, risk=rec.risk,
                     gate=rec.gate, summary=rec.summary, preview=rec.preview,
                     call_id=rec.call_id, expires_at=rec.expires_at,

@@ -117,6 +117,11 @@ class Toolbox:
         """Resolve a ``confirm`` gate (the agent's own user may)."""
         return await self.backend.decide(approval_id, "confirm", self.tenant_id, by=by)
 
+    async def wait_for_decision(self, approval_id: str, *, timeout_s: float) -> Approval:
+        """The approval once a human decided it (or it expired), else still pending after
+        ``timeout_s`` seconds — bounded, for a loop that waits instead of pausing."""
+        return await self.backend.wait_for_decision(approval_id, self.tenant_id, timeout_s)
+
     # -- blocking twins ----------------------------------------------------------------
 
     def enabled_sync(self) -> list[ToolInfo]:
@@ -149,6 +154,9 @@ class Toolbox:
 
     def confirm_sync(self, approval_id: str, **kwargs: Any) -> Approval:
         return self.backend.run_sync(self.confirm(approval_id, **kwargs))
+
+    def wait_for_decision_sync(self, approval_id: str, *, timeout_s: float) -> Approval:
+        return self.backend.run_sync(self.wait_for_decision(approval_id, timeout_s=timeout_s))
 
 
 def _fields(req: CallRequest) -> dict[str, Any]:
