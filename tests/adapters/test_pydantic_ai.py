@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelResponse
 
 from tests.adapters.pai_support import Script, open_gateway, said
 from toolkeeper import ApprovalStatus, Gateway, OperationRefused, Principal, Reason, Role
-from toolkeeper.adapters.pydantic_ai import resolve_deferred
+from toolkeeper.adapters.pydantic_ai import resolve_deferred, resolve_deferred_sync
 from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
 
 ALICE = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
@@ -268,5 +268,17 @@ async def test_an_approver_may_approve_edited_arguments(
     results = await resolve_deferred(box, first.output, {"c1": edited}, approver=ALICE)
     resumed = await agent.run(message_history=first.all_messages(),
                               deferred_tool_results=results)
+    assert said(resumed.output) == {"c1": {"transferred": 50, "to": "acme"}}
+    assert counts == {"transfer": 1}
+
+
+def test_the_flow_from_synchronous_code(box: Toolbox, counts: dict[str, int]) -> None:
+    script = Script(calls=[("transfer", {"account": "acme", "amount": 50}, "c1")])
+    agent = script.agent(toolset(box))
+    first = agent.run_sync("pay acme 50")
+    assert isinstance(first.output, DeferredToolRequests)
+    results = resolve_deferred_sync(box, first.output, {"c1": True}, approver=ALICE)
+    resumed = agent.run_sync(message_history=first.all_messages(),
+                             deferred_tool_results=results)
     assert said(resumed.output) == {"c1": {"transferred": 50, "to": "acme"}}
     assert counts == {"transfer": 1}

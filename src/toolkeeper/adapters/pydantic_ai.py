@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolkeeper.errors import UserError
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.reasons import Reason
@@ -259,7 +260,8 @@ async def _approve(box: Toolbox, meta: Mapping[str, Any], edited: Any,
     approval_id = meta.get("approval_id")
     if approval_id is None:  # a preview: its token already lets the reviewed call run
         if edited is not None:
-            raise ValueError("a previewed call cannot be approved with other arguments")
+            raise UserError("a previewed call cannot be approved with other arguments; "
+                            "the agent must call again with them")
         return
     if meta["kind"] == "confirm" and edited is None:
         await box.confirm(approval_id, by=approver)
