@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -389,3 +390,27 @@ async def test_an_approver_may_approve_edited_arguments(
     resumed = await graph.ainvoke(Command(resume=edit), THREAD)
     assert said(resumed) == {"c1": {"transferred": 50, "to": "acme"}}
     assert counts == {"transfer": 1}
+
+
+async def test_create_agent_pauses_parallel_gated_calls_together(
+        gw: Gateway, box: Toolbox, counts: dict[str, int]) -> None:
+    """LangChain's agent factory runs each tool call as its own task: both gates pause in
+    one interrupt, each resumed by its id — one approved and run once, one rejected."""
+    model = Scripted(calls=[("transfer", {"account": "acme", "amount": 50}, "c1"),
+                            ("deploy", {"service": "api"}, "c2"),
+                            ("lookup", {"city": "Oslo"}, "c3")])
+    agent = create_agent(model, build_tools(box, framework="langchain", approver=ALICE),
+                         checkpointer=InMemorySaver())
+    first = await agent.ainvoke(ask(), THREAD)
+    pauses = {p.value["tool"]: p for p in first["__interrupt__"]}
+    assert set(pauses) == {"transfer", "deploy"}
+    resume = {pauses["transfer"].id: {"type": "approve"},
+              pauses["deploy"].id: {"type": "reject", "message": "freeze"}}
+    for _ in range(2):  # resumed, then the same resume redelivered
+        done = said(await agent.ainvoke(Command(resume=resume), THREAD))
+        assert done["c1"] == {"transferred": 50, "to": "acme"}
+        assert (done["c2"]["reason"], done["c3"]) == ("approval_denied",
+                                                     {"city": "Oslo", "sky": "clear"})
+    assert counts == {"transfer": 1}
+    deploy = gw.approvals.get(pauses["deploy"].value["approval_id"], "default")
+    assert deploy.status is ApprovalStatus.DENIED

@@ -21,6 +21,10 @@ same approval. The human's decision (the resume value) is recorded in toolkeeper
 agent's — and the exact call is re-submitted under the same key, so it executes once. Any
 stop (gate deny, rejection, rate limit…) is the tool's answer, a short JSON object with its
 reason code, never an exception out of the graph.
+
+Several gated calls in one model turn: run each tool call as its own task, as
+``langchain.agents.create_agent`` does, so their pauses come together and each resumes by
+its interrupt id; one ``ToolNode`` task over all of them pauses on one gate at a time.
 """
 
 from __future__ import annotations
