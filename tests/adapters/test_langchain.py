@@ -12,7 +12,10 @@ to critical; ``post_note`` is irreversible and allowed; ``send_email`` is previe
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,6 +30,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 from pydantic import PrivateAttr
 
+from tests.support.processes import child_env
 from toolkeeper import (
     Activation,
     Adjuster,
@@ -51,6 +55,7 @@ from toolkeeper.store import Store
 from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
 
 ALICE = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_agent.py"
 THREAD = {"configurable": {"thread_id": "t1", "turn_group_id": "turn-1"}}
 
 
@@ -414,3 +419,14 @@ async def test_create_agent_pauses_parallel_gated_calls_together(
     assert counts == {"transfer": 1}
     deploy = gw.approvals.get(pauses["deploy"].value["approval_id"], "default")
     assert deploy.status is ApprovalStatus.DENIED
+
+
+def test_the_langgraph_example_runs_offline_and_pays_once(db_url: str) -> None:
+    done = subprocess.run([sys.executable, str(EXAMPLE), db_url], env=child_env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith('waiting for a human: pay_invoice {"number": "INV-7"')
+    assert "(approve, approval ap_" in lines[0]
+    assert lines[1:] == ['agent: Done: {"paid": "INV-7", "amount": 120}',
+                         "pay_invoice executions: 1"]
