@@ -255,6 +255,15 @@ def test_the_sync_graph_interrupts_and_runs_the_approved_call_once(
     assert counts == {"transfer": 1}
 
 
+def test_the_sync_graph_records_a_rejection(gw: Gateway, box: Toolbox,
+                                            counts: dict[str, int]) -> None:
+    graph = graph_for(box, ("transfer", {"account": "acme", "amount": 50}, "c1"))
+    approval_id = graph.invoke(ask(), THREAD)["__interrupt__"][0].value["approval_id"]
+    told = said(graph.invoke(Command(resume={"type": "reject"}), THREAD))["c1"]
+    assert told["reason"] == "approval_denied" and counts == {}
+    assert gw.approvals.get(approval_id, "default").status is ApprovalStatus.DENIED
+
+
 async def test_a_rejected_call_tells_the_model_and_never_runs(
         gw: Gateway, box: Toolbox, counts: dict[str, int]) -> None:
     graph = graph_for(box, ("transfer", {"account": "acme", "amount": 50}, "c1"))
@@ -430,3 +439,16 @@ def test_the_langgraph_example_runs_offline_and_pays_once(db_url: str) -> None:
     assert "(approve, approval ap_" in lines[0]
     assert lines[1:] == ['agent: Done: {"paid": "INV-7", "amount": 120}',
                          "pay_invoice executions: 1"]
+
+
+async def test_the_turn_group_comes_from_the_toolbox_turn_or_the_turn_group_option(
+        gw: Gateway, box: Toolbox) -> None:
+    config = {"configurable": {"thread_id": "t9"}}
+    async with box.turn("the-user-message") as turn:
+        await graph_for(box, ("post_note", {"text": "a"}, "c1")).ainvoke(ask(), config)
+    picked = graph_for(box, ("post_note", {"text": "b"}, "c2"),
+                       turn_group=lambda cfg: f"run-of-{cfg['configurable']['thread_id']}")
+    await picked.ainvoke(ask(), config)
+    groups = {o.key.rsplit(":", 1)[-1]: o.turn_group_id for o in gw.calls.list("default")}
+    assert groups == {"c1": turn.turn_group_id, "c2": "run-of-t9"}
+    assert turn.turn_group_id == "the-user-message"
