@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from toolkeeper.bench.adapters import bench_adapters
 from toolkeeper.bench.catalog import bench_catalog
 from toolkeeper.bench.irreversible import bench_irreversible
 from toolkeeper.bench.mcp import bench_mcp
@@ -20,6 +21,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "rest": bench_rest,
     "mcp": bench_mcp,
     "catalog": bench_catalog,
+    "adapters": bench_adapters,
 }
 
 
