@@ -14,11 +14,17 @@ from toolkeeper import UserError
 from toolkeeper.toolbox import FRAMEWORKS, build_tools
 
 EXTRAS = {"pydantic_ai": "pydantic-ai", "openai_agents": "openai-agents",
-          "langchain": "langchain", "strands": "strands"}
+          "langchain": "langchain"}
 
 
-def test_the_four_frameworks_and_their_extras() -> None:
+def test_the_three_frameworks_and_their_extras() -> None:
     assert {name: fw.extra for name, fw in FRAMEWORKS.items()} == EXTRAS
+
+
+def test_strands_says_why_it_has_no_adapter_yet(make_box: Any) -> None:
+    with pytest.raises(UserError) as err:
+        build_tools(make_box(tools=[add]), framework="strands")
+    assert "no strands adapter yet" in str(err.value) and "mcp<2.2" in str(err.value)
 
 
 def test_an_unknown_framework_names_the_known_ones(make_box: Any) -> None:

@@ -31,21 +31,30 @@ FRAMEWORKS: dict[str, Framework] = {
     "pydantic_ai": Framework("pydantic-ai", ("pydantic_ai",)),
     "openai_agents": Framework("openai-agents", ("agents",)),
     "langchain": Framework("langchain", ("langchain_core", "langgraph")),
-    "strands": Framework("strands", ("strands",)),
 }
 """Framework name → its extra (``pip install 'toolkeeper[<extra>]'``); read-only."""
+
+NOT_YET: dict[str, str] = {
+    "strands": "every strands-agents release requires mcp<2.2 (toolkeeper needs mcp 2.3) "
+               "and an OpenTelemetry instrumentation older than toolkeeper's, so it cannot "
+               "be installed alongside toolkeeper yet",
+}
+"""Frameworks asked for that have no adapter yet, and why; read-only."""
 
 
 def build_tools(target: Toolbox | Gateway | Any, *, framework: str, agent: str | None = None,
                 tenant_id: str = "default", **options: Any) -> Any:
     """The tools of ``agent`` for ``framework`` (``pydantic_ai``, ``openai_agents``,
-    ``langchain``, ``strands``) over ``target``: a :class:`Toolbox`, a :class:`Gateway`
-    (in-process) or a ``toolkeeper.client`` client (``Client``/``AsyncClient``; the client
-    sits in the layer above, so it is recognised by its ``toolbox_backend()`` method, and
-    its token fixes the tenant). ``options`` go to the adapter's ``build``; what it returns
-    is the framework's own (a toolset, a list of tools…)."""
+    ``langchain``; not yet ``strands``: see :data:`NOT_YET`) over ``target``: a
+    :class:`Toolbox`, a :class:`Gateway` (in-process) or a ``toolkeeper.client`` client
+    (``Client``/``AsyncClient``; the client sits in the layer above, so it is recognised
+    by its ``toolbox_backend()`` method, and its token fixes the tenant). ``options`` go to
+    the adapter's ``build``; what it returns is the framework's own (a toolset, a list of
+    tools…)."""
     toolbox = _toolbox(target, agent, tenant_id)
     spec = FRAMEWORKS.get(framework)
+    if framework in NOT_YET:
+        raise UserError(f"no {framework} adapter yet: {NOT_YET[framework]}")
     if spec is None:
         known = ", ".join(sorted(FRAMEWORKS))
         raise UserError(f"unknown framework {framework!r}; known: {known}")
