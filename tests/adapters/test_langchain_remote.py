@@ -7,16 +7,18 @@ rejected, replayed from a checkpoint (deduped), and the sync graph over the sync
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from langgraph.types import Command
 
-from tests.adapters.remote_support import AGENT, Remote, unique
+from tests.adapters.remote_support import AGENT, Remote, running, unique
 from tests.adapters.test_langchain import Scripted, agent_graph, ask, said
 from toolkeeper import ApprovalStatus
 from toolkeeper.adapters.langchain import abuild
 from toolkeeper.client import AsyncClient, Client
+from toolkeeper.errors import UserError
 from toolkeeper.toolbox import build_tools
 
 
@@ -118,3 +120,27 @@ def test_the_sync_graph_over_the_sync_client(remote: Remote, tk: Client) -> None
         resumed = graph.invoke(Command(resume={"type": "approve"}), config)
         assert said(resumed) == {"c1": {"transferred": 50, "to": account}}
     assert remote.executions("transfer", account) == 1
+
+
+async def test_tools_of_an_async_client_are_built_with_abuild(remote: Remote,
+                                                              atk: AsyncClient) -> None:
+    """An ``AsyncClient`` has no blocking face: the blocking builder says which to use."""
+    with pytest.raises(UserError, match="abuild"):
+        build_tools(atk, agent=AGENT, framework="langchain")
+    assert {t.name for t in await abuild(atk.toolbox(AGENT))} == {
+        "lookup", "transfer", "post_note", "send_email", "deploy"}
+
+
+async def test_a_server_gone_after_the_tools_were_built_answers_unavailable(
+        tmp_path: Path) -> None:
+    with running(tmp_path) as gone:
+        tk = AsyncClient(gone.url, gone.agent_token, timeout=2, max_retries=1, max_wait_s=2)
+        tools = await abuild(tk.toolbox(AGENT), approver=gone.approver_token)
+    try:
+        graph = agent_graph(Scripted(calls=[("post_note", {"text": "x"}, "c1")]), tools)
+        told = said(await graph.ainvoke(ask(), thread()))["c1"]
+    finally:
+        await tk.aclose()
+    assert (told["status"], told["reason"], told["tool"]) == ("failed", "unavailable",
+                                                             "post_note")
+    assert gone.executions("post_note", "x") == 0

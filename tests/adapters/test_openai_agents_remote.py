@@ -21,6 +21,7 @@ from toolkeeper.adapters.openai_agents import (
     resolve_interruptions,
 )
 from toolkeeper.client import AsyncClient, Client
+from toolkeeper.errors import UserError
 from toolkeeper.toolbox import build_tools
 
 
@@ -113,3 +114,11 @@ async def test_a_rerun_dedupes_an_executed_call(remote: Remote,
     retry = await Runner.run(agent, "tell the team", context=context)
     assert said(run) == said(retry) == {"c1": {"posted": note}}
     assert remote.executions("post_note", note) == 1
+
+
+async def test_tools_of_an_async_client_are_built_with_build_async(atk: AsyncClient) -> None:
+    """An ``AsyncClient`` has no blocking face: the blocking builder says which to use."""
+    with pytest.raises(UserError, match="build_async"):
+        build_tools(atk, agent=AGENT, framework="openai_agents")
+    assert {t.name for t in await build_async(atk.toolbox(AGENT))} == {
+        "lookup", "transfer", "post_note", "send_email", "deploy"}
