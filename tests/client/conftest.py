@@ -3,20 +3,13 @@ behaviour and an approver; every wait bounded."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.support.processes import child_env
-from tests.support.waiting import wait_until
-from toolkeeper import Gateway
+from tests.support.serve import Server, TokenSpec, free_port, serving_toolkeeper
+
+__all__ = ["Server", "free_port"]  # the client tests import them from here
 
 CONFIG = """\
 version: 1
@@ -57,55 +50,13 @@ agents:
 """
 
 
-@dataclass(frozen=True)
-class Server:
-    url: str
-    tokens: dict[str, str]
-    work: Path
-    db: str
-    """The store's URL (another process may open it: a second replica, the CLI)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> bool:
-    if proc.poll() is not None:
-        raise RuntimeError(f"serve exited: {log.read_text()[-2000:]}")
-    return httpx.get(url + "/healthz", timeout=1).status_code == 200
+_AGENTS = ("worker-bot", "pay-bot", "careful-bot", "burst-bot", "capped-bot", "box-bot",
+           "batch-bot")
 
 
 @pytest.fixture(scope="package")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    work = tmp_path_factory.mktemp("client-server")
-    db = f"sqlite:///{work}/tk.db"
-    (work / "toolkeeper.yaml").write_text(CONFIG)
-    with Gateway.open(db, config=work / "toolkeeper.yaml") as gw:
-        tokens = {name: gw.store.tokens.create(tenant_id="default", role="agent",
-                                               agent=name)[1]
-                  for name in ("worker-bot", "pay-bot", "careful-bot", "burst-bot",
-                               "capped-bot", "box-bot", "batch-bot")}
-        tokens["approver"] = gw.store.tokens.create(tenant_id="default", role="approver")[1]
-        tokens["admin"] = gw.store.tokens.create(tenant_id="default", role="admin")[1]
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = work / "serve.log"
-    with log.open("wb") as out:  # a file, not a pipe nobody drains
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "toolkeeper.cli", "serve", "--port", str(port)],
-            env=child_env(TOOLKEEPER_DATABASE_URL=db), cwd=work, stdout=out,
-            stderr=subprocess.STDOUT)
-    try:
-        wait_until(partial(_healthy, url, proc, log), timeout=60, what=f"{url}/healthz answers",
-                   ignoring=(httpx.HTTPError,))
-        yield Server(url, tokens, work, db)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    tokens = {name: TokenSpec("agent", name) for name in _AGENTS}
+    tokens |= {"approver": TokenSpec("approver"), "admin": TokenSpec("admin")}
+    with serving_toolkeeper(tmp_path_factory.mktemp("client-server"), CONFIG, tokens) as srv:
+        yield srv

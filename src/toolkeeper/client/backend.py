@@ -141,8 +141,11 @@ class RemoteBackend:
     def run_sync(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop is None:
             coro.close()
-            raise UserError("this toolbox is over an AsyncClient: await its methods, or use "
-                            "Client(...).toolbox(...) for the *_sync ones")
+            raise UserError(
+                "this toolbox is over an AsyncClient, which has no blocking face: await its "
+                "methods (and build framework tools with the adapter's async builder: "
+                "langchain abuild, openai_agents build_async), or use "
+                "Client(...).toolbox(...) from blocking code")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
 
