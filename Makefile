@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test lint bench run clean
+.PHONY: venv peers test test-all lint bench run clean
 
 venv: $(STAMP)
 
@@ -29,7 +29,13 @@ $(PEERS_STAMP): $(STAMP) $(PEERS)/package.json $(PEERS)/package-lock.json
 
 # pytest exits 5 when it collects nothing; like every other non-zero status that
 # fails the recipe, so CI can never go green with an empty suite.
+# Locally the suites marked slow (real server, replica, peer and example processes) are
+# left out; CI (CI=true, as .ci/run sets it) and `make test-all` run everything.
+SLOW := $(if $(filter true 1,$(CI)),,-m "not slow")
 test: venv peers
+	$(BIN)/pytest -q $(SLOW) $(PYTEST_ARGS)
+
+test-all: venv peers
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 # lint-imports: the layering contracts of pyproject.toml (docs/architecture.md)

@@ -21,6 +21,8 @@ from toolkeeper.client import AsyncClient, Client
 from toolkeeper.errors import UserError
 from toolkeeper.toolbox import build_tools
 
+pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
+
 
 @pytest.fixture
 def tk(remote: Remote) -> Iterator[Client]:

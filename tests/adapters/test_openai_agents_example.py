@@ -6,7 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.processes import child_env
+
+pytestmark = pytest.mark.slow  # runs the example as a process: CI and `make test-all`
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "openai_agents_agent.py"
 

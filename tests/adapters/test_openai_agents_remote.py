@@ -24,6 +24,8 @@ from toolkeeper.client import AsyncClient, Client
 from toolkeeper.errors import UserError
 from toolkeeper.toolbox import build_tools
 
+pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
+
 
 @pytest.fixture(autouse=True)
 def _no_trace_export() -> None:

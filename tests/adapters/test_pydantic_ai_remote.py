@@ -19,6 +19,8 @@ from toolkeeper.adapters.pydantic_ai import resolve_deferred, resolve_deferred_s
 from toolkeeper.client import AsyncClient, Client
 from toolkeeper.toolbox import build_tools
 
+pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
+
 
 @pytest.fixture
 async def tk(remote: Remote) -> AsyncIterator[AsyncClient]:

@@ -19,6 +19,8 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import CallStatus, Role
 from toolkeeper.model.reasons import Reason
 
+pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
+
 
 class LoseFirstAnswer(httpx.AsyncBaseTransport):
     """A real HTTP transport that lets the first execute reach the server and run, then

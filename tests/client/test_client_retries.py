@@ -14,6 +14,8 @@ from toolkeeper.client import Client, ServerUnavailable
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.reasons import Reason
 
+pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
+
 BUSY = {"error": {"reason": "not_ready", "message": "busy", "details": {}}}
 RESULT = {"call_id": "c1", "status": "succeeded", "tool": "echo", "output": 7}
 

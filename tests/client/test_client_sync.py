@@ -17,6 +17,8 @@ from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.reasons import Reason
 
+pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
+
 
 def _client(server: Server, who: str, **kw: object) -> Client:
     return Client(server.url, server.tokens[who], timeout=10, **kw)  # type: ignore[arg-type]

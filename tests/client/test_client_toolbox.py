@@ -21,6 +21,8 @@ from toolkeeper.model.enums import ApprovalStatus, CallStatus, Risk, Role, SideE
 from toolkeeper.model.reasons import Reason
 from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
 
+pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
+
 
 def _sink(server: Server) -> Path:
     return server.work / f"box-{uuid.uuid4().hex}.txt"

@@ -14,6 +14,8 @@ from mcp_fixtures import CONFORMANCE_TOOLS, McpServer, serving
 
 from peers import entry, node
 
+pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
+
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "conformance-expected-failures.yml"
 

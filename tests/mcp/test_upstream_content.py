@@ -33,6 +33,8 @@ from toolkeeper import Gateway
 from toolkeeper.bench.procs import free_port, listening
 from toolkeeper.secrets import MASK
 
+pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
+
 FASTMCP = Path(__file__).resolve().parent / "fastmcp_fixture.py"
 SECRET = "sup3r-s3cret-upstream-value"
 ERAS = ("legacy", "2026-07-28")
