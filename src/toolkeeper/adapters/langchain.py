@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from toolkeeper.adapters.common import GATED, KIND, call_key, output_of, stop_message
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.reasons import Reason
@@ -54,12 +55,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
                       "pip install 'toolkeeper[langchain]'") from exc
 
 FRAMEWORK = "langgraph"
-GATED = frozenset({CallStatus.APPROVAL_REQUIRED, CallStatus.CONFIRMATION_REQUIRED,
-                   CallStatus.PREVIEW_REQUIRED})
-_KIND = {CallStatus.APPROVAL_REQUIRED: "approve", CallStatus.CONFIRMATION_REQUIRED: "confirm",
-         CallStatus.PREVIEW_REQUIRED: "preview"}
-_STOP_FIELDS = ("status", "reason", "message", "tool", "action", "approval_id",
-                "retry_after", "details")
 
 TurnGroup = Callable[[RunnableConfig], str | None]
 
@@ -77,30 +72,22 @@ def idempotency_key(config: RunnableConfig, tool_call_id: str | None) -> str | N
     thread = (config.get("configurable") or {}).get("thread_id")
     if thread is None or tool_call_id is None:
         return None
-    return f"{FRAMEWORK}:{thread}:{tool_call_id}"
+    return call_key(FRAMEWORK, thread, tool_call_id)
 
-
-def stop_message(result: CallResult) -> dict[str, Any]:
-    """What the model is told of a call that did not succeed: status, stable reason code,
-    one line, and what it needs to act on (invalid argument pointers, retry_after)."""
-    full = result.to_dict()
-    return {k: full[k] for k in _STOP_FIELDS if full.get(k) is not None}
 
 
 def answer(result: CallResult) -> str:
     """The tool's content for the model: a succeeded call's output, else its stop."""
     if not result.ok:
         return json.dumps(stop_message(result), default=str)
-    output = result.output
-    if output is None and result.mcp is not None:
-        output = result.mcp.get("structuredContent", result.mcp.get("content"))
+    output = output_of(result)
     return output if isinstance(output, str) else json.dumps(output, default=str)
 
 
 def pause_value(result: CallResult, arguments: Any, turn_group_id: str | None) -> dict[str, Any]:
     """The ``interrupt()`` value: what the application shows the human who decides."""
     value: dict[str, Any] = {
-        "toolkeeper": True, "kind": _KIND[result.status], "status": result.status.value,
+        "toolkeeper": True, "kind": KIND[result.status], "status": result.status.value,
         "reason": str(result.reason), "message": result.message, "tool": result.tool,
         "action": result.action, "arguments": arguments, "approval_id": result.approval_id,
         "preview_token": result.preview_token, "preview": result.preview,

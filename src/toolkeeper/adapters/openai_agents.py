@@ -33,6 +33,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolkeeper.adapters.common import GATED, KIND, call_key, output_of, stop_message
 from toolkeeper.errors import UserError
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
@@ -50,12 +51,6 @@ from agents.tool_context import ToolContext
 FRAMEWORK = "openai-agents"
 CONTEXT_KEY = "toolkeeper"
 """The run context's key under which the adapter keeps the run id and pending approvals."""
-GATED = frozenset({CallStatus.APPROVAL_REQUIRED, CallStatus.CONFIRMATION_REQUIRED,
-                   CallStatus.PREVIEW_REQUIRED})
-_KIND = {CallStatus.APPROVAL_REQUIRED: "approve", CallStatus.CONFIRMATION_REQUIRED: "confirm",
-         CallStatus.PREVIEW_REQUIRED: "preview"}
-_STOP_FIELDS = ("status", "reason", "message", "tool", "action", "approval_id",
-                "retry_after", "details")
 
 TurnGroup = Callable[[RunContextWrapper[Any]], str | None]
 
@@ -89,7 +84,7 @@ def memory(ctx: RunContextWrapper[Any]) -> dict[str, Any]:
 def idempotency_key(ctx: RunContextWrapper[Any], call_id: str) -> str:
     """One key per model tool call: the run id lives in the run context (it survives a
     resume from ``RunState``), the tool call id names the call."""
-    return f"{FRAMEWORK}:{memory(ctx)['run_id']}:{call_id}"
+    return call_key(FRAMEWORK, memory(ctx)["run_id"], call_id)
 
 
 def run_turn_group(ctx: RunContextWrapper[Any]) -> str | None:
@@ -98,18 +93,6 @@ def run_turn_group(ctx: RunContextWrapper[Any]) -> str | None:
     return run_id
 
 
-def stop_message(result: CallResult) -> dict[str, Any]:
-    """What the model is told of a call that did not succeed: status, stable reason code,
-    one line, and what it needs to act on (invalid argument pointers, retry_after)."""
-    full = result.to_dict()
-    return {k: full[k] for k in _STOP_FIELDS if full.get(k) is not None}
-
-
-def output_of(result: CallResult) -> Any:
-    """A succeeded call's output as the model sees it."""
-    if result.output is None and result.mcp is not None:
-        return result.mcp.get("structuredContent", result.mcp.get("content"))
-    return result.output
 
 
 def _text(value: Any) -> str:
@@ -165,7 +148,7 @@ def pending_record(result: CallResult, arguments: Any,
     """What the run context keeps of a gated call: what the human deciding is shown and
     what the resumed call needs back."""
     record: dict[str, Any] = {
-        "kind": _KIND[result.status], "status": result.status.value,
+        "kind": KIND[result.status], "status": result.status.value,
         "reason": str(result.reason), "message": result.message, "tool": result.tool,
         "action": result.action, "arguments": arguments, "approval_id": result.approval_id,
         "preview_token": result.preview_token, "preview": result.preview,

@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from toolkeeper.adapters.common import GATED, KIND, call_key, output_of, stop_message
 from toolkeeper.errors import UserError
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
@@ -54,10 +55,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 FRAMEWORK = "pydantic-ai"
 MALFORMED = "__toolkeeper_unparsed_arguments__"
 """Key under which arguments that are not a JSON object reach :meth:`call_tool`."""
-GATED = frozenset({CallStatus.APPROVAL_REQUIRED, CallStatus.CONFIRMATION_REQUIRED,
-                   CallStatus.PREVIEW_REQUIRED})
-_STOP_FIELDS = ("status", "reason", "message", "tool", "action", "approval_id",
-                "retry_after", "details")
 
 TurnGroup = Callable[[RunContext[Any]], str | None]
 
@@ -80,24 +77,12 @@ class _Unvalidated:
         return input if isinstance(input, dict) else {MALFORMED: input}
 
 
-def stop_message(result: CallResult) -> dict[str, Any]:
-    """What the model is told of a call that did not succeed: status, stable reason code,
-    one line, and what it needs to act on (invalid argument pointers, retry_after)."""
-    full = result.to_dict()
-    return {k: full[k] for k in _STOP_FIELDS if full.get(k) is not None}
-
-
-def output_of(result: CallResult) -> Any:
-    """A succeeded call's output as the model sees it."""
-    if result.output is None and result.mcp is not None:
-        return result.mcp.get("structuredContent", result.mcp.get("content"))
-    return result.output
 
 
 def idempotency_key(ctx: RunContext[Any]) -> str:
     """One key per model tool call: the conversation survives a resumed or retried run
     (Pydantic AI carries it in the message history), the tool call id names the call."""
-    return f"{FRAMEWORK}:{ctx.conversation_id}:{ctx.tool_call_id}"
+    return call_key(FRAMEWORK, ctx.conversation_id, ctx.tool_call_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +171,6 @@ def _target(definition: ToolDefinition) -> _Target:
     return _Target(tool=meta["tool"], action=meta["action"])
 
 
-_KIND = {CallStatus.APPROVAL_REQUIRED: "approve", CallStatus.CONFIRMATION_REQUIRED: "confirm",
-         CallStatus.PREVIEW_REQUIRED: "preview"}
 
 
 def pending_metadata(result: CallResult, arguments: Any,
@@ -195,7 +178,7 @@ def pending_metadata(result: CallResult, arguments: Any,
     """What ``DeferredToolRequests.metadata[tool_call_id]`` tells the application (and the
     human deciding) of a gated call, and what the resumed call needs back."""
     meta: dict[str, Any] = {
-        "toolkeeper": True, "kind": _KIND[result.status], "status": result.status.value,
+        "toolkeeper": True, "kind": KIND[result.status], "status": result.status.value,
         "reason": str(result.reason), "message": result.message, "tool": result.tool,
         "action": result.action, "arguments": arguments, "approval_id": result.approval_id,
         "preview_token": result.preview_token, "preview": result.preview,
