@@ -30,23 +30,14 @@ from agents import (
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
 
+from tests.adapters.agent_support import open_gateway
 from toolkeeper import (
-    Activation,
-    Adjuster,
-    Agent,
     ApprovalStatus,
-    Autonomy,
-    Condition,
-    Gate,
     Gateway,
     OperationRefused,
     Principal,
-    Profile,
     Reason,
-    Risk,
     Role,
-    SideEffect,
-    tool,
 )
 from toolkeeper.adapters.openai_agents import (
     Reject,
@@ -55,64 +46,10 @@ from toolkeeper.adapters.openai_agents import (
     resolve_interruptions,
 )
 from toolkeeper.errors import UserError
-from toolkeeper.pipeline.runtime import Settings
-from toolkeeper.providers.factory import ProviderFactory
-from toolkeeper.store import Store
 from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
 
 ALICE = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
 TRANSFER_50 = ("transfer", {"account": "acme", "amount": 50}, "c1")
-
-
-def open_gateway(url: str, counts: dict[str, int]) -> Gateway:
-    def count(name: str) -> None:
-        counts[name] = counts.get(name, 0) + 1
-
-    @tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
-    def lookup(city: str) -> dict[str, Any]:
-        """Look up the weather of a city."""
-        return {"city": city, "sky": "clear"}
-
-    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.HIGH)
-    def transfer(account: str, amount: int) -> dict[str, Any]:
-        """Transfer money to an account."""
-        count("transfer")
-        return {"transferred": amount, "to": account}
-
-    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW)
-    def post_note(text: str) -> dict[str, Any]:
-        """Post a note to the team channel."""
-        count("post_note")
-        return {"posted": text}
-
-    def email_preview(to: str, body: str) -> str:
-        return f"email {to}: {body[:40]}"
-
-    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW, preview=email_preview)
-    def send_email(to: str, body: str) -> dict[str, Any]:
-        """Send an email."""
-        count("send_email")
-        return {"sent_to": to}
-
-    @tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.LOW, requires_confirmation=True)
-    def deploy(service: str) -> dict[str, Any]:
-        """Deploy a service."""
-        count("deploy")
-        return {"deployed": service}
-
-    gw = Gateway(Store.open(url), settings=Settings(), factory=ProviderFactory())
-    for fn in (lookup, transfer, post_note, send_email, deploy):
-        gw.registry.register(fn)
-    gw.registry.put_profile(Profile(
-        name="p", autonomy=Autonomy.GUARDED,
-        activations=(*(Activation(tool=n) for n in ("lookup", "transfer", "post_note", "deploy")),
-                     Activation(tool="send_email", gates={"run": Gate.PREVIEW})),
-        gates={Risk.HIGH: {Autonomy.GUARDED: Gate.APPROVE},
-               Risk.CRITICAL: {Autonomy.GUARDED: Gate.DENY}},
-        adjusters=(Adjuster(name="big", tools=("transfer",), raise_to=Risk.CRITICAL,
-                            when=(Condition(arg="amount", op="gt", value=1000),)),)))
-    gw.registry.put_agent(Agent(name="bot", profile="p"))
-    return gw
 
 
 class Script(Model):

@@ -11,7 +11,7 @@ import pytest
 from pydantic_ai import DeferredToolRequests, ToolApproved, ToolDenied
 from pydantic_ai.messages import ModelResponse
 
-from tests.adapters.pai_support import Script, open_gateway, said
+from tests.adapters.agent_support import Script, open_gateway, said
 from toolkeeper import ApprovalStatus, Gateway, OperationRefused, Principal, Reason, Role
 from toolkeeper.adapters.pydantic_ai import resolve_deferred, resolve_deferred_sync
 from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools

@@ -12,7 +12,7 @@ import pytest
 from pydantic_ai import DeferredToolRequests, ToolDenied
 from pydantic_ai.messages import ModelResponse
 
-from tests.adapters.pai_support import Script, said
+from tests.adapters.agent_support import Script, said
 from tests.adapters.remote_support import AGENT, Remote, unique
 from toolkeeper import ApprovalStatus, OperationRefused, Reason
 from toolkeeper.adapters.pydantic_ai import resolve_deferred, resolve_deferred_sync

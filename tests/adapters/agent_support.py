@@ -1,4 +1,5 @@
-"""A gateway with three tools for the Pydantic AI adapter tests, and a scripted model.
+"""The gateway every adapter's in-process tests use (``open_gateway``), and the scripted
+model of the Pydantic AI tests.
 
 ``lookup`` is pure and allowed; ``transfer`` is irreversible and high risk, which profile
 ``p`` gates with ``approve`` — and with ``deny`` once an adjuster raises an amount over 1000
