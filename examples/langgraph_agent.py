@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from invoices import ALICE, open_gateway
 from langchain.agents import create_agent
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -28,32 +29,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
-from toolkeeper import (
-    Activation,
-    Agent,
-    Autonomy,
-    Gate,
-    Gateway,
-    Principal,
-    Profile,
-    Risk,
-    Role,
-    SideEffect,
-    tool,
-)
 from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
-
-
-@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
-def find_invoice(number: str) -> dict[str, Any]:
-    """Find an invoice by its number."""
-    return {"number": number, "supplier": "acme", "amount": 120}
-
-
-@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.HIGH)
-def pay_invoice(number: str, amount: int) -> dict[str, Any]:
-    """Pay an invoice."""
-    return {"paid": number, "amount": amount}
 
 
 class ScriptedModel(BaseChatModel):
@@ -82,23 +58,11 @@ class ScriptedModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def open_gateway(url: str) -> Gateway:
-    gw = Gateway.open(url)
-    gw.registry.register(find_invoice)
-    gw.registry.register(pay_invoice)
-    gw.registry.put_profile(Profile(
-        name="accounts", autonomy=Autonomy.GUARDED,
-        activations=(Activation(tool="find_invoice"),
-                     Activation(tool="pay_invoice", gates={"run": Gate.APPROVE}))))
-    gw.registry.put_agent(Agent(name="accounts-bot", profile="accounts"))
-    return gw
-
-
 def main(url: str) -> None:
     with open_gateway(url) as gw:
         toolbox = Toolbox(InProcessBackend(gw), agent="accounts-bot")
         # the human's decisions reach toolkeeper with the application's approver credential
-        alice = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
+        alice = ALICE
         agent = create_agent(ScriptedModel(),
                              build_tools(toolbox, framework="langchain", approver=alice),
                              checkpointer=InMemorySaver())

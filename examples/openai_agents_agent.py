@@ -25,34 +25,13 @@ from typing import Any
 from agents import Agent as SdkAgent
 from agents import FunctionTool, Model, ModelResponse, Runner, RunState, Usage, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
+from invoices import ALICE, open_gateway
 
 from toolkeeper import (
-    Activation,
-    Agent,
-    Autonomy,
-    Gate,
     Gateway,
-    Principal,
-    Profile,
-    Risk,
-    Role,
-    SideEffect,
-    tool,
 )
 from toolkeeper.adapters.openai_agents import pending_approvals, resolve_interruptions
 from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
-
-
-@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
-def find_invoice(number: str) -> dict[str, Any]:
-    """Find an invoice by its number."""
-    return {"number": number, "supplier": "acme", "amount": 120}
-
-
-@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.HIGH)
-def pay_invoice(number: str, amount: int) -> dict[str, Any]:
-    """Pay an invoice."""
-    return {"paid": number, "amount": amount}
 
 
 class Scripted(Model):
@@ -81,18 +60,6 @@ class Scripted(Model):
             yield event
 
 
-def open_gateway(url: str) -> Gateway:
-    gw = Gateway.open(url)
-    gw.registry.register(find_invoice)
-    gw.registry.register(pay_invoice)
-    gw.registry.put_profile(Profile(
-        name="accounts", autonomy=Autonomy.GUARDED,
-        activations=(Activation(tool="find_invoice"),
-                     Activation(tool="pay_invoice", gates={"run": Gate.APPROVE}))))
-    gw.registry.put_agent(Agent(name="accounts-bot", profile="accounts"))
-    return gw
-
-
 async def main(gw: Gateway, tools: list[FunctionTool]) -> None:
     agent = SdkAgent(name="accounts-bot", model=Scripted(), tools=tools)
     result = await Runner.run(agent, "Pay invoice INV-7.", context={})
@@ -105,7 +72,7 @@ async def main(gw: Gateway, tools: list[FunctionTool]) -> None:
                   f"({ask['kind']}, approval {ask.get('approval_id')})")
             decisions[call_id] = True  # your approval UI decides here
         # the human's decision reaches toolkeeper with the approver's credential
-        alice = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
+        alice = ALICE
         result = await Runner.run(
             agent, await resolve_interruptions(state, decisions, approver=alice))
     print(f"agent: {result.final_output}")

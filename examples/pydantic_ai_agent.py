@@ -18,8 +18,8 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
+from invoices import ALICE, open_gateway
 from pydantic_ai import Agent as PaiAgent
 from pydantic_ai import DeferredToolRequests
 from pydantic_ai.messages import (
@@ -32,33 +32,8 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from toolkeeper import (
-    Activation,
-    Agent,
-    Autonomy,
-    Gate,
-    Gateway,
-    Principal,
-    Profile,
-    Risk,
-    Role,
-    SideEffect,
-    tool,
-)
 from toolkeeper.adapters.pydantic_ai import resolve_deferred
 from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
-
-
-@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
-def find_invoice(number: str) -> dict[str, Any]:
-    """Find an invoice by its number."""
-    return {"number": number, "supplier": "acme", "amount": 120}
-
-
-@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.HIGH)
-def pay_invoice(number: str, amount: int) -> dict[str, Any]:
-    """Pay an invoice."""
-    return {"paid": number, "amount": amount}
 
 
 def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -73,18 +48,6 @@ def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[ToolCallPart(
             "pay_invoice", {"number": found["number"], "amount": found["amount"]})])
     return ModelResponse(parts=[TextPart(f"Done: {json.dumps(returns[0].content)}")])
-
-
-def open_gateway(url: str) -> Gateway:
-    gw = Gateway.open(url)
-    gw.registry.register(find_invoice)
-    gw.registry.register(pay_invoice)
-    gw.registry.put_profile(Profile(
-        name="accounts", autonomy=Autonomy.GUARDED,
-        activations=(Activation(tool="find_invoice"),
-                     Activation(tool="pay_invoice", gates={"run": Gate.APPROVE}))))
-    gw.registry.put_agent(Agent(name="accounts-bot", profile="accounts"))
-    return gw
 
 
 async def main(url: str) -> None:
@@ -102,8 +65,7 @@ async def main(url: str) -> None:
                       f"({meta['kind']}, approval {meta.get('approval_id')})")
                 decisions[call.tool_call_id] = True  # your approval UI decides here
             # the human's decision reaches toolkeeper with the approver's credential
-            alice = Principal(name="alice", tenant_id="default",
-                              roles=frozenset({Role.APPROVER}))
+            alice = ALICE
             results = await resolve_deferred(toolbox, run.output, decisions, approver=alice)
             run = await agent.run(message_history=run.all_messages(),
                                   deferred_tool_results=results)
