@@ -11,6 +11,7 @@ import pytest
 
 from tests.api.tools_fixtures import ENABLED, api_for
 from tests.support.rest import RestClient, assert_error
+from toolkeeper.builtins import BUILTINS
 from toolkeeper.errors import OperationRefused
 from toolkeeper.services.tool_views import redact, sensitive
 
@@ -283,6 +284,20 @@ def test_builtin_templates_split_installed_and_available(api: RestClient) -> Non
     assert "calculate" not in available
     assert all(t["scope"] == "global" and t["tool_type"] == "built_in" for t in body["available"])
     assert_error(api.client.get("/tools/builtins/templates"), 401, "unauthenticated")
+
+
+def test_builtin_templates_list_every_builtin_with_its_policy_schema_and_defaults(
+        api: RestClient) -> None:
+    body = api.get("approver", "/tools/builtins/templates").json()
+    templates = {t["builtin_key"]: t for t in [*body["installed"], *body["available"]]}
+    assert set(templates) == set(BUILTINS)
+    git = templates["git"]
+    assert git["policy_schema"]["title"] == "GitPolicy"
+    assert {"allow_push", "managed_branch_prefix"} <= set(git["policy_schema"]["properties"])
+    assert git["policy_defaults"]["allow_push"] is False
+    assert templates["http_request"]["policy_defaults"]["allowed_methods"] == ["GET", "HEAD"]
+    for key, template in templates.items():  # every default is one its own model accepts
+        BUILTINS[key].policy_model.model_validate(template["policy_defaults"])
 
 
 def test_health_reports_each_visible_tool(api: RestClient) -> None:

@@ -61,6 +61,12 @@ BAD = [
     (Rule.INVALID_POLICY, "version: 1\ntools: [{builtin: calculate}]\nprofiles:\n  - name: p\n"
      "    activations:\n      - tool: calculate\n        policy: {max_exponent: lots}\n",
      "profiles[0].activations[0].policy.max_exponent", 7),
+    # a built-in's own policy defaults hold against its policy model, reported at the tool
+    # even when no profile activates it
+    (Rule.INVALID_POLICY, "version: 1\ntools:\n  - builtin: git\n"
+     "    policy: {max_files: lots}\n", "tools[0].policy.max_files", 4),
+    (Rule.INVALID_POLICY, "version: 1\ntools:\n  - builtin: http_request\n"
+     "    policy: {allowed_hostz: [a.example]}\n", "tools[0].policy.allowed_hostz", 4),
     (Rule.UNGATED_HIGH_RISK, "version: 1\ntools:\n  - builtin: calculate\n"
      "    overrides: {risk_default: high}\nprofiles:\n  - name: p\n    autonomy: 3\n"
      "    activations: [{tool: calculate}]\n", "profiles[0].activations[0]", 8),
@@ -185,3 +191,12 @@ def test_a_literal_credential_is_refused_with_the_rest_code_and_advice() -> None
     assert "PUT /credentials/" in violation.message
     assert "${secret:connector/key}" in violation.message
     assert "hunter2" not in str(violation)
+
+
+def test_a_bad_tool_policy_default_is_reported_once_at_the_tool() -> None:
+    text = ("version: 1\ntools:\n  - builtin: calculate\n    policy: {max_exponent: lots}\n"
+            "profiles:\n  - name: p\n    activations: [{tool: calculate}]\n")
+    found = check(load_text(text), base_dir=HERE)
+    assert [(v.rule, v.path) for v in found] == [
+        (Rule.INVALID_POLICY.value, "tools[0].policy.max_exponent")]
+

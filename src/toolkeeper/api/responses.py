@@ -170,7 +170,12 @@ else:
         "AgentToolOut", __base__=Out, __doc__="A tool as an agent token sees it: no wiring, "
         "no policy values, only the actions it may call.",
         **{k: v for k, v in _TOOL_FIELDS.items() if k not in AGENT_HIDDEN})
-    BuiltinOut = create_model("BuiltinOut", __base__=ToolOut, installed=(bool, ...))
+    BuiltinOut = create_model(
+        "BuiltinOut", __base__=ToolOut, installed=(bool, ...),
+        policy_schema=(dict[str, Any], Field(description="JSON Schema of the built-in's "
+                                             "policy model (what a profile may set)")),
+        policy_defaults=(dict[str, Any], Field(description="The policy values in force when "
+                                               "neither the tool nor a profile sets them")))
 
 
 class BuiltinTemplatesOut(Out):

@@ -124,12 +124,31 @@ def _check_tools(ctx: _Ctx, resolved: list[ResolvedTool]) -> None:
                     f"defined at {render_path(earlier.resolved.path)} for this tenant")
             continue
         ctx.tools[key] = _Tool(rt.definition, rt.policy_model, rt)
+        _check_tool_policy(ctx, rt)
         if rt.native is not None and not rt.is_function_tool:
             model = rt.policy_model
             if model is None or model is ToolPolicy or not issubclass(model, ToolPolicy):
                 ctx.add(Rule.POLICY_MODEL_MISSING, (*rt.path, "native"),
                         f"{rt.definition.name}: set `policy_model` to a ToolPolicy subclass "
                         "holding the tool's guardrails")
+
+
+def _check_tool_policy(ctx: _Ctx, rt: ResolvedTool) -> None:
+    """The tool's own ``policy:`` defaults hold against its policy model (a built-in's
+    ``GitPolicy``…), each error at the key that causes it."""
+    model, definition = rt.policy_model, rt.definition
+    if model is None or definition is None or not definition.policy:
+        return
+    try:
+        model.model_validate(definition.policy)
+    except ValidationError as exc:
+        seen = {v.path for v in ctx.out}  # a literal secret there is already the finding
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            if render_path((*rt.path, "policy", *loc)) in seen:
+                continue
+            ctx.add(Rule.INVALID_POLICY, (*rt.path, "policy", *loc),
+                    f"{'.'.join(map(str, loc)) or 'policy'}: {err['msg']} ({model.__name__})")
 
 
 def _check_functions(ctx: _Ctx, resolved: list[ResolvedTool], base_dir: Path,
@@ -242,6 +261,8 @@ def _validated_policy(ctx: _Ctx, tool: _Tool, act: Activation,
     except ValidationError as exc:
         for err in exc.errors():
             loc = tuple(err["loc"])
+            if loc and loc[0] not in act.policy and tool.resolved is not None:
+                continue  # the tool's own default, reported at the tool (_check_tool_policy)
             where = (*path, *loc) if loc and loc[0] in act.policy else path
             ctx.add(Rule.INVALID_POLICY, where, f"{'.'.join(map(str, loc)) or 'policy'}: "
                     f"{err['msg']} ({tool.policy_model.__name__})")

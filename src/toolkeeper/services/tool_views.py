@@ -16,6 +16,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
+from pydantic_core import to_jsonable_python
+
 from toolkeeper.model.mcp_names import mcp_name
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog
@@ -135,3 +138,13 @@ def unavailable_body(catalog: Catalog, tenant_id: str, view: AgentTools) -> dict
     return {"agent": view.agent, "profile": view.profile, "tools": [
         unavailable_out(t, record_id(catalog, tenant_id, t.definition.name))
         for t in view.unavailable]}
+
+
+def policy_template(model: type[BaseModel]) -> dict[str, Any]:
+    """A policy model as a template shows it: its JSON Schema and the defaults of the fields
+    that have one (a required field, such as a root directory, has none)."""
+    defaults = {name: f.get_default(call_default_factory=True)
+                for name, f in model.model_fields.items() if not f.is_required()}
+    return {"policy_schema": model.model_json_schema(),
+            "policy_defaults": to_jsonable_python(defaults)}
+

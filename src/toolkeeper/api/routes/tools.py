@@ -34,7 +34,7 @@ from toolkeeper.model.enums import Role, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ImplementationType, ToolDefinition
 from toolkeeper.services.discovery import EnabledTool, enabled_by_id, enabled_tool
-from toolkeeper.services.tool_views import agent_tool_out, tool_out
+from toolkeeper.services.tool_views import agent_tool_out, policy_template, tool_out
 from toolkeeper.store.registry import ToolRow
 
 router = APIRouter(tags=["tools"])
@@ -97,10 +97,12 @@ async def builtin_templates(gw: GatewayDep, caller: Caller) -> dict[str, list[di
     out: dict[str, list[dict[str, Any]]] = {"installed": [], "available": []}
     for key in sorted(BUILTINS):
         row = installed.get(key)
+        policy = policy_template(BUILTINS[key].policy_model)
         if row is not None:
-            out["installed"].append({**_out(row), "installed": True})
+            out["installed"].append({**_out(row), "installed": True, **policy})
         else:
-            out["available"].append({**tool_out(definition(key), None), "installed": False})
+            out["available"].append({**tool_out(definition(key), None), "installed": False,
+                                     **policy})
     return out
 
 
