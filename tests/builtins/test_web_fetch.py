@@ -15,9 +15,11 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.support.loopback import serving
 from toolkeeper import Activation, Agent, Profile
+from toolkeeper.api import create_app
 from toolkeeper.builtins import definition
 from toolkeeper.builtins.web_fetch import WebFetchTool
 from toolkeeper.config.apply import apply_file
@@ -345,3 +347,24 @@ def test_config_installs_web_fetch_and_refuses_bad_policy_values(
         path.write_text(CONFIG.format(policy=bad))
         with Gateway.open(db_url) as gw, pytest.raises(ConfigError):
             apply_file(gw, path)
+
+
+def test_tenant_over_rest_may_list_networks_only_within_the_operators_ceiling(
+        db_url: str, server: str) -> None:
+    with Gateway.open(db_url, tenant_bounds={"networks": ["127.0.0.0/8"]}) as gw:
+        gw.registry.register(definition("web_fetch"))
+        gw.registry.put_profile(Profile(name="team", tenant_id="default", autonomy=3))
+        gw.registry.put_agent(Agent(name="bot", profile="team", tenant_id="default"))
+        admin = gw.store.tokens.create(tenant_id="default", role="admin")[1]
+        with TestClient(create_app(gw)) as client:
+            def activate(policy: dict[str, Any]) -> httpx.Response:
+                return client.post("/activations", headers={"Authorization": f"Bearer {admin}"},
+                                   json={"profile": "team", "tool": "web_fetch",
+                                         "policy": policy})
+
+            wide = activate({"allowed_networks": ["10.0.0.0/8"]})
+            assert wide.status_code == 422, wide.text
+            assert wide.json()["error"]["reason"] == "policy_exceeds_bounds"
+            assert activate({**LOOPBACK, "denied_hosts": ["*.internal"]}).status_code == 200
+        result = gw.call_sync("web_fetch", arguments={"url": server + "/plain"}, agent="bot")
+        assert result.ok and result.output["text"].startswith("line one"), result
