@@ -156,6 +156,17 @@ async def test_host_allow_list_exact_and_wildcard() -> None:
         assert info.value.reason == "host_not_allowed", url
 
 
+def test_host_deny_list_wins_over_the_allow_list() -> None:
+    guard = NetGuard(allowed_hosts=["*.example.org"],
+                     denied_hosts=["admin.example.org", "*.internal.example.org", "10.1.2.3"])
+    guard.check_url("https://www.example.org/")
+    for url in ("https://ADMIN.example.org./", "https://a.internal.example.org/",
+                "http://10.1.2.3/", "https://www.example.com/"):
+        with pytest.raises(ToolDenied) as info:
+            guard.check_url(url)
+        assert info.value.reason == "host_not_allowed", url
+
+
 async def test_listed_host_still_needs_a_public_address() -> None:
     guard = NetGuard(allowed_hosts=["intranet.example"],
                      resolver=_resolver({"intranet.example": ["10.0.0.5"]}))

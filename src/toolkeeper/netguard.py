@@ -3,8 +3,9 @@
 A ``NetGuard`` holds one allow-list and enforces it on each connection its transport opens:
 
 - URL: scheme ``http``/``https`` only, no userinfo, port in ``allowed_ports`` when set, host
-  in ``allowed_hosts`` when that list is non-empty (exact names or ``*.suffix``), and no
-  cloud-metadata host name unless listed exactly.
+  in ``allowed_hosts`` when that list is non-empty (exact names or ``*.suffix``), not in
+  ``denied_hosts`` (same forms; a denial wins over a listing), and no cloud-metadata host
+  name unless listed exactly.
 - Address: the guard resolves the name itself and refuses the connection if ANY resolved
   address is private, loopback, link-local, multicast, reserved, unspecified, CGNAT, a cloud
   metadata endpoint, or an IPv6 form embedding such an IPv4 address (mapped, compatible,
@@ -125,10 +126,10 @@ class NetGuard:
         allowed_ports: Collection[int] | None = None,
         max_redirects: int = 5,
         resolver: Resolver | None = None,
+        denied_hosts: Sequence[str] = (),
     ) -> None:
-        hosts = tuple(_normalize_host(h) for h in allowed_hosts)
-        self._exact = frozenset(h for h in hosts if not h.startswith("*."))
-        self._suffixes = tuple(h[1:] for h in hosts if h.startswith("*."))
+        self._exact, self._suffixes = _host_patterns(allowed_hosts)
+        self._denied = _host_patterns(denied_hosts)
         try:
             self._networks = tuple(ipaddress.ip_network(n, strict=False) for n in allowed_networks)
         except ValueError as exc:
@@ -161,7 +162,10 @@ class NetGuard:
     def check_host(self, host: str) -> None:
         """Host allow-list, metadata names, and the address check for IP literals."""
         host = _normalize_host(host)
-        if (self._exact or self._suffixes) and not self._host_listed(host):
+        if _host_matches(host, *self._denied):
+            raise _deny("host_not_allowed", f"host {host!r} is denied", host=host)
+        if (self._exact or self._suffixes) and not _host_matches(host, self._exact,
+                                                                 self._suffixes):
             raise _deny("host_not_allowed", f"host {host!r} is not allowed", host=host)
         ip = parse_ip(host)
         if ip is not None:
@@ -256,17 +260,26 @@ class NetGuard:
             may_have_executed=True,
         )
 
-    def _host_listed(self, host: str) -> bool:
-        if host in self._exact:
-            return True
-        ip = parse_ip(host)
-        if ip is not None:
-            return any(parse_ip(h) == ip for h in self._exact)
-        return any(host.endswith(suffix) for suffix in self._suffixes)
 
 
 def _normalize_host(host: str) -> str:
     return host.strip().strip("[]").rstrip(".").lower()
+
+
+def _host_patterns(hosts: Sequence[str]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """Exact names and ``*.suffix`` patterns (kept as ``.suffix``) of a host list."""
+    normalized = tuple(_normalize_host(h) for h in hosts)
+    return (frozenset(h for h in normalized if not h.startswith("*.")),
+            tuple(h[1:] for h in normalized if h.startswith("*.")))
+
+
+def _host_matches(host: str, exact: frozenset[str], suffixes: tuple[str, ...]) -> bool:
+    if host in exact:
+        return True
+    ip = parse_ip(host)
+    if ip is not None:
+        return any(parse_ip(h) == ip for h in exact)
+    return any(host.endswith(suffix) for suffix in suffixes)
 
 
 def _redirect_request(

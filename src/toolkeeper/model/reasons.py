@@ -92,3 +92,6 @@ class Reason(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     PATH_NOT_ALLOWED = "path_not_allowed"
     EXPRESSION_INVALID = "expression_invalid"
+    # web_fetch built-in
+    UNSUPPORTED_CONTENT_TYPE = "unsupported_content_type"
+    """The fetched page is neither HTML, plain text nor JSON."""
