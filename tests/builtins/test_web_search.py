@@ -310,8 +310,6 @@ def test_bad_input_is_invalid_arguments_and_sends_nothing(
 
 def test_policy_values_are_validated() -> None:
     with pytest.raises(ValidationError):
-        WebSearchPolicy(default_results=11, max_results=10)
-    with pytest.raises(ValidationError):
         WebSearchPolicy(allowed_networks=("not-a-network",))
     with pytest.raises(ValidationError):
         WebSearchPolicy(max_results=0)
@@ -360,3 +358,57 @@ def test_a_tenant_searches_with_its_own_credential_over_rest(
     assert [g["key"] for g in serper.got] == [WS_KEY]
     assert serper.got[0]["body"] == {"q": "rest", "num": 2}
     assert WS_KEY not in res.text
+
+
+# -- from a config file: an operator's tool, its platform secret, `toolkeeper check` -------
+
+CONFIG = """\
+version: 1
+secrets: {{backend: env}}
+tools:
+  - builtin: web_search
+    policy: {{allowed_hosts: ["127.0.0.1"], allowed_networks: ["127.0.0.0/8"], max_results: 3}}
+    overrides:
+      implementation: {{builtin_key: web_search, endpoint: "{endpoint}",
+                        credentials_ref: "${{secret:search/linked}}"}}
+profiles:
+  - name: p
+    autonomy: 3
+    activations: [{{tool: web_search{policy}}}]
+agents: [{{name: bot, profile: p}}]
+"""
+
+
+def test_a_configured_tool_uses_its_linked_platform_secret(
+        db_url: str, tmp_path: Path, serper: Loopback, env: pytest.MonkeyPatch) -> None:
+    env.setenv("TOOLKEEPER_SECRET_SEARCH__LINKED", LINKED_KEY)
+    env.setenv("SERPER_API_KEY", ENV_KEY)
+    path = tmp_path / "toolkeeper.yaml"
+    path.write_text(CONFIG.format(endpoint=serper.url, policy=""))
+    with Gateway.open(db_url, config=path) as gw:
+        res = _search(gw, num=10)
+        assert res.ok, res
+        assert res.output["num"] == 3 and res.output["results"][0]["snippet"] == "key was ***"
+        _nowhere(gw, [res], "")
+    assert [(g["key"], g["body"]) for g in serper.got] == [
+        (LINKED_KEY, {"q": "toolkeeper", "num": 3})]
+
+
+def test_check_validates_web_search_policy_values(serper: Loopback) -> None:
+    from toolkeeper.config import Rule, check, load_text
+
+    good = CONFIG.format(endpoint=serper.url, policy=", policy: {default_results: 2}")
+    assert check(load_text(good), base_dir=Path.cwd()) == []
+    bad = CONFIG.format(endpoint=serper.url, policy=", policy: {default_results: 0}")
+    assert [v.rule for v in check(load_text(bad), base_dir=Path.cwd())] == [
+        Rule.INVALID_POLICY]
+
+
+def test_a_tenant_cannot_open_networks_beyond_the_operators_ceiling(tmp_path: Path) -> None:
+    from toolkeeper.bounds import TenantBounds
+
+    with identity_api(tmp_path, tenant_bounds=TenantBounds()) as api:
+        created = api.call("POST", "/tools", json={
+            "name": "search", "implementation_type": "builtin", "input_schema": INPUT_SCHEMA,
+            "implementation_config": {"builtin_key": "web_search"}, "policy": LOOPBACK})
+        assert_error(created, 422, "policy_exceeds_bounds")

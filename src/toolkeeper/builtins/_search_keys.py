@@ -3,8 +3,8 @@
 The first place that holds a key wins, in this order:
 
 1. ``implementation.api_key``: the tool's own key, a ``${secret:connector/key}`` reference
-   resolved at use (a literal is accepted only in operator-written config or code; REST
-   refuses it with ``secret_literal_refused``).
+   resolved at use (a literal only from library code: config files and REST refuse it with
+   ``secret_literal_refused``).
 2. ``implementation.credentials_ref``: a credential linked to the tool,
    ``${secret:connector/key}`` (or ``connector/key``), resolved like any secret reference: a
    tenant's tool reaches only its own credentials.

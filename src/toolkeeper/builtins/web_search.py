@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, ClassVar, Protocol, TypedDict
 
 import httpx
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from toolkeeper.bounds import HostNetworks
 from toolkeeper.builtins._search_keys import find_key
@@ -126,7 +126,7 @@ class WebSearchPolicy(ToolPolicy):
     """How many results, how long a query, where the search request may go."""
 
     default_results: int = Field(default=5, ge=1, le=100)
-    """Results when the agent does not say ``num``."""
+    """Results when the agent does not say ``num`` (capped by ``max_results`` too)."""
     max_results: int = Field(default=10, ge=1, le=100)
     """A larger ``num`` is capped to this."""
     max_query_chars: int = Field(default=400, ge=1, le=2048)
@@ -152,12 +152,6 @@ class WebSearchPolicy(ToolPolicy):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return value
-
-    @model_validator(mode="after")
-    def _defaults_within_cap(self) -> WebSearchPolicy:
-        if self.default_results > self.max_results:
-            raise ValueError("default_results must not exceed max_results")
-        return self
 
 
 class WebSearchTool(BaseTool):
