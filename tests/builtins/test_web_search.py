@@ -40,7 +40,8 @@ LOOPBACK = {"allowed_hosts": ["127.0.0.1"], "allowed_networks": ["127.0.0.0/8"]}
 
 class Serper(JsonHandler):
     """Serper's shape: ``POST /search {q, num}`` with ``X-API-KEY``; ``organic`` results.
-    Query ``boom`` answers 500, ``slow`` waits, key ``REJECTED_KEY`` gets 401; every
+    Query ``boom`` answers 500, ``teapot`` 418, ``shapeless`` has no ``organic``,
+    ``redirect`` redirects, ``slow`` waits, key ``REJECTED_KEY`` gets 401; every
     answer's first snippet echoes the key it was sent (a careless upstream)."""
 
     got: ClassVar[list[dict[str, Any]]]
@@ -55,6 +56,16 @@ class Serper(JsonHandler):
             return self.reply({"message": f"Unauthorized: {key}"}, status=401)
         if body["q"] == "boom":
             return self.reply({"message": "internal"}, status=500)
+        if body["q"] == "teapot":
+            return self.reply({"message": f"no, {key}"}, status=418)
+        if body["q"] == "shapeless":
+            return self.reply({"answerBox": {"answer": "42"}})
+        if body["q"] == "redirect":
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:9/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return None
         if body["q"] == "slow":
             self.release.wait(10)
         organic = [{"title": f"Result {i}", "link": f"https://example.org/{i}",
@@ -257,6 +268,33 @@ def test_upstream_failures_get_stable_reasons(
     assert (slow.status.value, slow.reason) == ("failed", "timeout")
     serper.release.set()
     _nowhere(gw, [rejected, boom, slow], caplog.text)
+
+
+@pytest.mark.parametrize(("query", "policy", "reason"), [
+    ("teapot", {}, "upstream_error"),
+    ("shapeless", {}, "upstream_error"),
+    ("redirect", {}, "upstream_error"),
+    ("toolkeeper", {"max_response_bytes": 1024}, "output_too_large"),
+])
+def test_answers_that_are_not_results_fail_with_a_reason(
+        db_url: str, gateways: list[Gateway], serper: Loopback, env: pytest.MonkeyPatch,
+        query: str, policy: dict[str, Any], reason: str) -> None:
+    gw = _open(gateways, db_url, {"web_search": {"endpoint": serper.url}}, policy=policy)
+    env.setenv("SERPER_API_KEY", ENV_KEY)
+    env.setenv("SERPER_ENDPOINT", serper.url)
+    res = _search(gw, query=query)
+    assert (res.status.value, res.reason, res.output) == ("failed", reason, None)
+    assert ENV_KEY not in json.dumps(res.to_dict(), default=str)
+    assert len(serper.got) == 1  # not retried: none of these is transient
+
+
+def test_an_unknown_provider_is_provider_unavailable(
+        db_url: str, gateways: list[Gateway], serper: Loopback, env: pytest.MonkeyPatch) -> None:
+    gw = _open(gateways, db_url, {"web_search": {"provider": "altavista"}})
+    env.setenv("SERPER_API_KEY", ENV_KEY)
+    res = _search(gw)
+    assert (res.status.value, res.reason) == ("failed", "provider_unavailable")
+    assert "altavista" in (res.message or "")
 
 
 # -- caps and validation ----------------------------------------------------------------
