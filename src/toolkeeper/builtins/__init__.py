@@ -15,6 +15,7 @@ from toolkeeper.builtins.http_request import HttpRequestTool
 from toolkeeper.builtins.json_transform import JsonTransformTool
 from toolkeeper.builtins.mcp_call import McpCallTool
 from toolkeeper.builtins.web_fetch import WebFetchTool
+from toolkeeper.builtins.web_search import WebSearchTool
 from toolkeeper.errors import UserError
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.native import BaseTool
@@ -27,6 +28,7 @@ BUILTINS: dict[str, type[BaseTool]] = {
     "json_transform": JsonTransformTool,
     "mcp_call": McpCallTool,
     "web_fetch": WebFetchTool,
+    "web_search": WebSearchTool,
 }
 
 

@@ -95,3 +95,10 @@ class Reason(StrEnum):
     # web_fetch built-in
     UNSUPPORTED_CONTENT_TYPE = "unsupported_content_type"
     """The fetched page is neither HTML, plain text nor JSON."""
+    # web_search built-in: where its provider key comes from, and the provider's verdict on it
+    CREDENTIAL_MISSING = "credential_missing"
+    """No key at any of the four places ``web_search`` looks (the message names them)."""
+    CREDENTIAL_INVALID = "credential_invalid"
+    """A credential holds a JSON object without ``api_key``/``token``, or a bad endpoint."""
+    CREDENTIAL_REJECTED = "credential_rejected"
+    """The search provider refused the key (HTTP 401/403)."""

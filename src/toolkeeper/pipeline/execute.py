@@ -15,7 +15,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState, safe_message
 from toolkeeper.providers.base import ToolContext
-from toolkeeper.secrets.credentials import tenant_getter
+from toolkeeper.secrets.credentials import own_credentials, tenant_getter
 from toolkeeper.secrets.redact import CALL_SECRETS
 
 
@@ -44,6 +44,7 @@ def make_context(rt: Runtime, st: CallState) -> ToolContext:
         timeout_s=tool.execution.timeout_s, upstreams=rt.upstreams,
         _get_secret=tenant_getter(rt.secrets, rt.credentials, st.tenant_id or "",
                                   operator_tool=tool.origin != "api"),
+        _get_credential=own_credentials(rt.credentials, st.tenant_id or ""),
     )
 
 

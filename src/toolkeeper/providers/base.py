@@ -31,6 +31,7 @@ class ToolPolicy(BaseModel):
 
 
 SecretGetter = Callable[[str | None, str], Awaitable[str]]
+CredentialGetter = Callable[[str, str], Awaitable[str | None]]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -59,6 +60,7 @@ class ToolContext:
     upstreams: Any = None
     """The gateway's upstream MCP connections (``mcp`` tools and ``mcp_call``)."""
     _get_secret: SecretGetter | None = None
+    _get_credential: CredentialGetter | None = None
     _resolved_secrets: list[str] = field(default_factory=list)
 
     async def secret(self, key: str, connector_id: str | None = None) -> str:
@@ -68,6 +70,21 @@ class ToolContext:
         value = await self._get_secret(connector_id or self.connector_id, key)
         self._resolved_secrets.append(value)
         return value
+
+    async def credential(self, connector: str, key: str) -> str | None:
+        """The calling tenant's own credential ``connector/key`` (never the operator's
+        platform secrets), or ``None`` when it has none. Redacted like a secret."""
+        if self._get_credential is None:
+            return None
+        value = await self._get_credential(connector, key)
+        if value is not None:
+            self._resolved_secrets.append(value)
+        return value
+
+    def mark_secret(self, value: str) -> None:
+        """Treat ``value``, obtained elsewhere (the environment, a field inside a
+        credential), as a secret: redacted from everything the call returns, logs, audits."""
+        self._resolved_secrets.append(value)
 
     def deny(self, reason: str, message: str | None = None, **details: Any) -> NoReturn:
         """Refuse the call with a stable reason (``branch_prefix_required``)."""

@@ -140,6 +140,19 @@ def tenant_getter(platform: SecretsStore | None, credentials: TenantCredentials 
     return resolve
 
 
+def own_credentials(credentials: TenantCredentials | None,
+                    tenant_id: str) -> Callable[[str, str], Awaitable[str | None]] | None:
+    """Look-ups of ``tenant_id``'s own credentials only (``None`` when absent), for a tool
+    that chooses among several names itself (``web_search``); never a platform secret."""
+    if credentials is None:
+        return None
+
+    async def lookup(connector: str, key: str) -> str | None:
+        return credentials.get(tenant_id, connector, key)
+
+    return lookup
+
+
 def redactable(platform: SecretsStore | None,
                credentials: TenantCredentials | None) -> frozenset[str]:
     """Every value the gateway can hand out: platform secrets and every tenant's."""
