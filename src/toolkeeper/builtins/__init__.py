@@ -15,6 +15,7 @@ from toolkeeper.builtins.git import GitTool
 from toolkeeper.builtins.http_request import HttpRequestTool
 from toolkeeper.builtins.json_transform import JsonTransformTool
 from toolkeeper.builtins.mcp_call import McpCallTool
+from toolkeeper.builtins.shell import ShellTool
 from toolkeeper.errors import UserError
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.native import BaseTool
@@ -27,6 +28,7 @@ BUILTINS: dict[str, type[BaseTool]] = {
     "http_request": HttpRequestTool,
     "json_transform": JsonTransformTool,
     "mcp_call": McpCallTool,
+    "shell": ShellTool,
 }
 
 

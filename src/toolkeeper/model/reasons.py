@@ -92,3 +92,13 @@ class Reason(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     PATH_NOT_ALLOWED = "path_not_allowed"
     EXPRESSION_INVALID = "expression_invalid"
+    # shell built-in
+    COMMAND_NOT_ALLOWED = "command_not_allowed"
+    """The command is not in the shell policy's ``commands``."""
+    ARGUMENT_NOT_ALLOWED = "argument_not_allowed"
+    """A shell argument matches none of its command's patterns (or too many arguments)."""
+    INTERPRETER_NOT_ALLOWED = "interpreter_not_allowed"
+    """A shell, interpreter or program-running wrapper: never run, whatever the policy says."""
+    COMMAND_TIMEOUT = "command_timeout"
+    """The command outlived the shell policy's ``timeout_s``; its whole process group was
+    killed."""
