@@ -20,6 +20,7 @@ from toolkeeper.api import create_app
 from toolkeeper.builtins import definition
 from toolkeeper.builtins.shell import SAFE_PATH, CommandRule, ShellPolicy, ShellTool
 from toolkeeper.model.enums import Autonomy, Risk, SideEffect
+from toolkeeper.model.tool import ExecutionMeta
 from toolkeeper.providers.base import ToolContext
 
 ANY = ".*"
@@ -279,3 +280,16 @@ def test_a_tenant_names_only_the_operators_commands_over_rest(db_url: str, box: 
             assert r.status_code == 200, r.text
             assert r.json()["output"]["stdout"] == "main.py\n", r.json()
     assert os.path.exists(tenant_cwd / "main.py")
+
+
+def test_the_tools_own_deadline_also_kills_the_process_group(db_url: str, box: Box) -> None:
+    pidfile = box.cwd / "child.pid"
+    body = f"sleep 300 &\necho $! > '{pidfile}'\nsleep 300"
+    with Gateway.open(db_url) as gw:
+        gw.registry.register(definition("shell", execution=ExecutionMeta(timeout_s=0.5)))
+        enable(gw, box, {"slow": {"path": box.program("slow", body)}}, timeout_s=120)
+        res = run(gw, "slow")
+        assert res.reason == Reason.TIMEOUT, res
+    child = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
+                           what="the child wrote its pid"))
+    wait_until(lambda: _dead(child), what="the sleeping grandchild was killed")
