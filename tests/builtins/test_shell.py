@@ -191,7 +191,7 @@ def _dead(pid: int) -> bool:
 def test_a_timeout_kills_the_whole_process_group(gw: Gateway, box: Box) -> None:
     pidfile = box.cwd / "child.pid"
     body = f"sleep 300 &\necho $! > '{pidfile}'\nsleep 300"
-    enable(gw, box, {"slow": {"path": box.program("slow", body)}}, timeout_s=0.5)
+    enable(gw, box, {"slow": {"path": box.program("slow", body)}}, timeout_s=2)
     res = run(gw, "slow")
     assert (res.status, res.reason) == (CallStatus.FAILED, Reason.COMMAND_TIMEOUT), res
     child = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
@@ -286,7 +286,7 @@ def test_the_tools_own_deadline_also_kills_the_process_group(db_url: str, box: B
     pidfile = box.cwd / "child.pid"
     body = f"sleep 300 &\necho $! > '{pidfile}'\nsleep 300"
     with Gateway.open(db_url) as gw:
-        gw.registry.register(definition("shell", execution=ExecutionMeta(timeout_s=0.5)))
+        gw.registry.register(definition("shell", execution=ExecutionMeta(timeout_s=2)))
         enable(gw, box, {"slow": {"path": box.program("slow", body)}}, timeout_s=120)
         res = run(gw, "slow")
         assert res.reason == Reason.TIMEOUT, res
