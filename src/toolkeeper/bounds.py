@@ -30,7 +30,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -177,11 +177,43 @@ def host_fields(model: type[BaseModel]) -> dict[str, HostField]:
             for marker in info.metadata if isinstance(marker, HostField)}
 
 
+def table_fields(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
+    """The fields of ``model`` that are tables (``dict[str, Entry]``) of a model with
+    host-touching fields (the shell's ``commands: {name: {path: …}}``), by name."""
+    found: dict[str, type[BaseModel]] = {}
+    for name, info in model.model_fields.items():
+        args = get_args(info.annotation) if get_origin(info.annotation) is dict else ()
+        entry = args[1] if len(args) == 2 else None
+        if isinstance(entry, type) and issubclass(entry, BaseModel) and host_fields(entry):
+            found[name] = entry
+    return found
+
+
+def _table_excess(model: type[BaseModel], values: Mapping[str, Any], bounds: TenantBounds,
+                  operator: Mapping[str, Any], at: str) -> list[Excess]:
+    """``excess`` of each entry of each table field; the operator's entries, all of them,
+    add their values to the ceiling."""
+    found: list[Excess] = []
+    for name, entry_model in table_fields(model).items():
+        table, theirs = values.get(name), operator.get(name)
+        if not isinstance(table, Mapping):
+            continue
+        entries = [e for e in theirs.values() if isinstance(e, Mapping)] if isinstance(
+            theirs, Mapping) else []
+        pooled = {f: [e.get(f) for e in entries] for f in host_fields(entry_model)}
+        for key, entry in table.items():
+            if isinstance(entry, Mapping):
+                pointer = f"{at}/{name}/{str(key).replace('~', '~0').replace('/', '~1')}"
+                found += excess(entry_model, entry, bounds, operator=pooled, at=pointer)
+    return found
+
+
 def excess(model: type[BaseModel], values: Mapping[str, Any], bounds: TenantBounds, *,
            operator: Mapping[str, Any] | None = None, at: str = "") -> list[Excess]:
-    """Each value a tenant wrote in ``values`` for a host-touching field of ``model`` that
-    lies outside the ceiling: ``bounds`` plus ``operator``'s own value of that field."""
-    found: list[Excess] = []
+    """Each value a tenant wrote in ``values`` for a host-touching field of ``model`` (or of
+    an entry of a table field, see ``table_fields``) that lies outside the ceiling:
+    ``bounds`` plus ``operator``'s own value of that field."""
+    found = _table_excess(model, values, bounds, operator or {}, at)
     for name, marker in host_fields(model).items():
         value = values.get(name)
         if value is None:

@@ -10,10 +10,12 @@ from typing import Any
 
 from toolkeeper.builtins.calculate import CalculateTool
 from toolkeeper.builtins.datetime_utils import DatetimeTool
+from toolkeeper.builtins.function_call import FunctionCallTool
 from toolkeeper.builtins.git import GitTool
 from toolkeeper.builtins.http_request import HttpRequestTool
 from toolkeeper.builtins.json_transform import JsonTransformTool
 from toolkeeper.builtins.mcp_call import McpCallTool
+from toolkeeper.builtins.shell import ShellTool
 from toolkeeper.builtins.web_fetch import WebFetchTool
 from toolkeeper.builtins.web_search import WebSearchTool
 from toolkeeper.errors import UserError
@@ -23,10 +25,12 @@ from toolkeeper.providers.native import BaseTool
 BUILTINS: dict[str, type[BaseTool]] = {
     "calculate": CalculateTool,
     "datetime_utils": DatetimeTool,
+    "function_call": FunctionCallTool,
     "git": GitTool,
     "http_request": HttpRequestTool,
     "json_transform": JsonTransformTool,
     "mcp_call": McpCallTool,
+    "shell": ShellTool,
     "web_fetch": WebFetchTool,
     "web_search": WebSearchTool,
 }

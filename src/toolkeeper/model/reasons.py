@@ -102,3 +102,13 @@ class Reason(StrEnum):
     """A credential holds a JSON object without ``api_key``/``token``, or a bad endpoint."""
     CREDENTIAL_REJECTED = "credential_rejected"
     """The search provider refused the key (HTTP 401/403)."""
+    # shell built-in
+    COMMAND_NOT_ALLOWED = "command_not_allowed"
+    """The command is not in the shell policy's ``commands``."""
+    ARGUMENT_NOT_ALLOWED = "argument_not_allowed"
+    """A shell argument matches none of its command's patterns (or too many arguments)."""
+    INTERPRETER_NOT_ALLOWED = "interpreter_not_allowed"
+    """A shell, interpreter or program-running wrapper: never run, whatever the policy says."""
+    COMMAND_TIMEOUT = "command_timeout"
+    """The command outlived the shell policy's ``timeout_s``; its whole process group was
+    killed."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Callable, Container, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
@@ -21,7 +22,7 @@ from toolkeeper.errors import OperationRefused, ToolkeeperError, ToolSignal, Use
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.base import Provider, ToolPolicy
-from toolkeeper.providers.function import FunctionProvider
+from toolkeeper.providers.function import FunctionProvider, UsesFunctions
 from toolkeeper.providers.native import BaseTool, NativeProvider
 
 
@@ -182,7 +183,10 @@ class ProviderFactory:
             key = tool.builtin_key or str(impl.get("builtin_key", ""))
             if key not in self.builtins:
                 raise UserError(f"no built-in tool {key!r}")
-            return NativeProvider(as_tool_instance(self.builtins[key], impl.get("init")))
+            cls = self.builtins[key]
+            if issubclass(cls, UsesFunctions):  # a live, read-only view of the allow-list
+                return NativeProvider(cls(functions=MappingProxyType(self.functions)))
+            return NativeProvider(as_tool_instance(cls, impl.get("init")))
         if kind == "function":
             return FunctionProvider(str(impl.get("function_name", "")), self.functions)
         if kind == "http":

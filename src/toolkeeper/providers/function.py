@@ -11,6 +11,17 @@ from toolkeeper.errors import UserError
 from toolkeeper.providers.base import NoPreview, ToolContext, ToolPolicy
 
 
+class UsesFunctions:
+    """A built-in that calls functions of the operator's allow-list by name.
+
+    The provider factory builds it with a read-only view of that allow-list (config
+    ``functions:``, ``Gateway.open(functions=…)``) and nothing else; it takes no other
+    constructor arguments."""
+
+    def __init__(self, functions: Mapping[str, Callable[..., Any]]) -> None:
+        self.functions = functions
+
+
 class FunctionProvider(NoPreview):
     """Calls ``functions[name](**arguments)``: sync in a worker thread, async awaited."""
 

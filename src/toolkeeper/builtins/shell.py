@@ -1,0 +1,240 @@
+"""Built-in ``shell`` tool: one allow-listed program with checked arguments — never a shell.
+
+The agent names a ``command`` (a key of the policy's ``commands``) and ``args``; nothing is
+ever handed to a shell interpreter. Every check runs before any process starts:
+
+- the command, the program's file name and the file a symlink leads to must not be a shell,
+  an interpreter or a wrapper that runs other programs (``sh``, ``env``, ``xargs``, ``find``,
+  ``python``… — ``INTERPRETERS``): ``interpreter_not_allowed``, whatever the policy says;
+- the command must be listed (``command_not_allowed``);
+- the arguments fit the command's rule (``argument_not_allowed``): at most ``max_args``; the
+  first one of ``subcommands`` when set; one starting with ``-`` (before a ``--``) matches
+  a ``flags`` pattern, any other a ``positional`` pattern (patterns match whole arguments);
+- no argument, nor the value of a ``--flag=value``, names a path outside ``cwd``: absolute
+  paths and ``..`` or symlinks leading out are ``path_not_allowed``.
+
+So ``rm -rf /`` is refused three times over: ``rm`` unlisted, ``-rf`` unmatched, ``/``
+outside ``cwd``. The program runs in ``cwd`` with a scrubbed environment (a fixed ``PATH``,
+``LANG`` and the policy's ``env``), stdin closed, in its own process group that is killed
+at ``timeout_s`` (``command_timeout``) and when it exits; stdout and stderr are read up to
+their caps and marked truncated beyond. A non-zero exit is a result, not an error.
+
+What a listed program does with the arguments its rule admits is the operator's judgement
+(``git -c alias.x=!cmd`` runs a shell: do not admit ``-c``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from toolkeeper.bounds import HostCommand, HostPath
+from toolkeeper.builtins._shell_process import Plan, run
+from toolkeeper.model.call import PreviewResult
+from toolkeeper.model.enums import Risk, SideEffect
+from toolkeeper.model.reasons import Reason
+from toolkeeper.model.tool import ActionSpec, ExecutionMeta
+from toolkeeper.providers.base import ToolContext, ToolPolicy
+from toolkeeper.providers.native import BaseTool
+
+INTERPRETERS = re.compile(
+    r"(?:[a-z]*sh|rc|busybox|toybox|env|xargs|find|sudo|su|doas|runuser|pkexec|nohup|setsid|"
+    r"timeout|nice|ionice|chrt|taskset|stdbuf|unbuffer|chroot|script|strace|ltrace|gdb|watch|"
+    r"flock|parallel|expect|tclsh|wish|exec|eval|command|builtin|time|at|batch|crontab|"
+    r"systemd-run|xdg-open|sed|awk|gawk|mawk|nawk|vim?|nvim|emacs|ed|less|more|man|make|"
+    r"(?:python|pypy|perl|ruby|php|lua|luajit|node|nodejs|deno|bun|irb|pwsh|osascript)"
+    r"[0-9.]*)(?:\.exe)?",
+)
+"""Program names no policy can enable: shells (any ``…sh``), interpreters, and programs
+whose job is to run another program or that offer a shell escape."""
+SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# Variables that make the loader, a shell or an interpreter run code of the setter's choosing.
+_ENV_REFUSED = re.compile(
+    r"(?:LD_|DYLD_|GIT_|PYTHON|PERL|RUBY|NODE_|BASH_|JAVA_TOOL|_JAVA|GCONV|MALLOC_).*"
+    r"|PATH|ENV|IFS|SHELLOPTS|PS4|CDPATH|GLOBIGNORE|LOCPATH|PROMPT_COMMAND", re.IGNORECASE)
+_MAX_ARG = 4096
+_SHOWN = 200
+
+
+def _pattern(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"not a regular expression: {value[:_SHOWN]!r} ({exc})") from None
+    return value
+
+
+class CommandRule(BaseModel):
+    """One allow-listed program and the arguments it may get."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    path: Annotated[str, HostCommand()]
+    """Absolute path of the program. A tenant may name only the operator's commands."""
+    subcommands: tuple[str, ...] | None = None
+    """When set, the first argument must be one of these (``[status, log]``)."""
+    flags: tuple[str, ...] = ()
+    """Patterns an argument starting with ``-`` must match whole (``-l``, ``-[la]{1,2}``,
+    ``--max-count=[0-9]{1,3}``); ``--`` ends the flags when it matches one."""
+    positional: tuple[str, ...] = ()
+    """Patterns every other argument must match whole (``[A-Za-z0-9._/-]+``); empty admits
+    none. Each is also a path that must stay inside ``cwd``."""
+    max_args: int = Field(default=16, ge=0, le=256)
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("path must be absolute (no PATH lookup)")
+        return value
+
+    @field_validator("flags", "positional")
+    @classmethod
+    def _patterns(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(_pattern(v) for v in value)
+
+
+class ShellPolicy(ToolPolicy):
+    """What ``shell`` may run; the default runs nothing."""
+
+    commands: dict[str, CommandRule] = Field(default_factory=dict)
+    """Allow-list: command name -> rule. Shells and interpreters are refused even here."""
+    cwd: Annotated[str | None, HostPath()] = None
+    """Working directory, required; path arguments never leave it. A tenant may set it only
+    within the operator's ceiling (``toolkeeper.bounds``)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Variables set besides ``PATH`` and ``LANG``; loader and interpreter hooks
+    (``LD_*``, ``PYTHON*``, ``BASH_ENV``…) are refused."""
+    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    """The whole process group is killed after this (``command_timeout``)."""
+    max_stdout_bytes: int = Field(default=65_536, ge=1, le=16 << 20)
+    max_stderr_bytes: int = Field(default=16_384, ge=1, le=16 << 20)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _ENV_NAME.fullmatch(name) or _ENV_REFUSED.fullmatch(name):
+                raise ValueError(f"environment variable {name[:_SHOWN]!r} is not allowed")
+            if "\0" in text:
+                raise ValueError(f"environment variable {name!r} holds a NUL")
+        return value
+
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "command": {"type": "string", "minLength": 1, "maxLength": _SHOWN,
+                    "description": "A command of the policy's allow-list."},
+        "args": {"type": "array", "maxItems": 256, "default": [],
+                 "items": {"type": "string", "maxLength": _MAX_ARG}},
+    },
+    "required": ["command"],
+    "additionalProperties": False,
+}
+
+
+def is_interpreter(name: str) -> bool:
+    """Whether a program called ``name`` is one no policy may enable."""
+    return INTERPRETERS.fullmatch(Path(name).name.lower()) is not None
+
+
+def _confined(ctx: ToolContext, cwd: Path, value: str) -> None:
+    if value.startswith(("/", "~")) or not (cwd / value).resolve().is_relative_to(cwd):
+        ctx.deny(Reason.PATH_NOT_ALLOWED, f"argument {value[:_SHOWN]!r} leaves the working "
+                 "directory")
+
+
+def _check_args(ctx: ToolContext, rule: CommandRule, cwd: Path, args: list[str]) -> None:
+    if len(args) > rule.max_args:
+        ctx.deny(Reason.ARGUMENT_NOT_ALLOWED, f"{len(args)} arguments > max_args {rule.max_args}")
+    if rule.subcommands is not None and (not args or args[0] not in rule.subcommands):
+        ctx.deny(Reason.ARGUMENT_NOT_ALLOWED,
+                 f"the first argument must be one of {', '.join(rule.subcommands)}")
+    flags_done = False
+    for i, arg in enumerate(args):
+        if i == 0 and rule.subcommands is not None:
+            continue
+        flag = arg.startswith("-") and not flags_done
+        patterns = rule.flags if flag else rule.positional
+        if not any(re.fullmatch(p, arg) for p in patterns):
+            kind = "flag" if flag else "argument"
+            ctx.deny(Reason.ARGUMENT_NOT_ALLOWED, f"{kind} {arg[:_SHOWN]!r} is not allowed")
+        flags_done = flags_done or arg == "--"
+        if flag and "=" in arg:
+            _confined(ctx, cwd, arg.split("=", 1)[1])
+        elif not flag:
+            _confined(ctx, cwd, arg)
+
+
+def plan(ctx: ToolContext, policy: ShellPolicy, request: dict[str, Any]) -> Plan:
+    """The checked command line, or a refusal with its reason; starts nothing."""
+    name, args = request.get("command"), request.get("args", [])
+    if not isinstance(name, str) or not name:
+        ctx.fail(Reason.INVALID_ARGUMENTS, "command must be a non-empty string")
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        ctx.fail(Reason.INVALID_ARGUMENTS, "args must be a list of strings")
+    if any("\0" in a or len(a) > _MAX_ARG for a in args):
+        ctx.deny(Reason.ARGUMENT_NOT_ALLOWED, f"arguments hold a NUL or exceed {_MAX_ARG} chars")
+    if is_interpreter(name):
+        ctx.deny(Reason.INTERPRETER_NOT_ALLOWED, f"{name[:_SHOWN]!r} runs other programs")
+    rule = policy.commands.get(name)
+    if rule is None:
+        ctx.deny(Reason.COMMAND_NOT_ALLOWED, f"command {name[:_SHOWN]!r} is not allowed")
+    real = os.path.realpath(rule.path)
+    if is_interpreter(rule.path) or is_interpreter(real):
+        ctx.deny(Reason.INTERPRETER_NOT_ALLOWED,
+                 f"{name!r} is {Path(real).name!r}, which runs other programs")
+    if not policy.cwd or not Path(policy.cwd).is_dir():
+        ctx.fail(Reason.TOOL_ERROR, "shell policy needs cwd, an existing directory")
+    cwd = Path(policy.cwd).resolve()
+    _check_args(ctx, rule, cwd, args)
+    if not os.access(real, os.X_OK) or not Path(real).is_file():
+        ctx.fail(Reason.TOOL_UNAVAILABLE, f"{name!r}: {rule.path} is not an executable file")
+    env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", **policy.env}
+    return Plan(argv=(rule.path, *args), cwd=cwd, env=env)
+
+
+class ShellTool(BaseTool):
+    """Run one allow-listed program with checked arguments (argument vector, never a shell)."""
+
+    tool_name = "shell"
+    description = "Run an allow-listed command with arguments (no shell) and get its output."
+    capabilities = ("process",)
+    actions: ClassVar[dict[str, ActionSpec]] = {
+        "run": ActionSpec(description=description, input_schema=INPUT_SCHEMA,
+                          supports_preview=True),
+    }
+    risk_default = Risk.HIGH
+    side_effect = SideEffect.IRREVERSIBLE
+    # The policy's timeout_s (at most 600 s) governs; this only has to outlast it.
+    execution = ExecutionMeta(timeout_s=620.0, max_output_chars=100_000)
+    policy_model = ShellPolicy
+
+    async def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
+        """Check everything, then run the program."""
+        policy = self.checked_policy(action, context, ShellPolicy, label="shell action")
+        checked = plan(context, policy, request)
+        done = await run(checked, timeout_s=policy.timeout_s,
+                         stdout_cap=policy.max_stdout_bytes, stderr_cap=policy.max_stderr_bytes)
+        return {"command": request["command"], "exit_code": done.exit_code,
+                "stdout": done.stdout.decode(errors="replace"),
+                "stderr": done.stderr.decode(errors="replace"),
+                "stdout_truncated": done.stdout_truncated,
+                "stderr_truncated": done.stderr_truncated}
+
+    def preview(
+        self, action: str, request: dict[str, Any], context: ToolContext
+    ) -> PreviewResult | None:
+        """The command line and directory it would run in, after the same checks."""
+        policy = self.checked_policy(action, context, ShellPolicy, label="shell action")
+        checked = plan(context, policy, request)
+        line = shlex.join(checked.argv)
+        return PreviewResult(summary=f"run {line}"[:_SHOWN],
+                             data={"argv": list(checked.argv), "cwd": str(checked.cwd)})
