@@ -92,3 +92,8 @@ class Reason(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     PATH_NOT_ALLOWED = "path_not_allowed"
     EXPRESSION_INVALID = "expression_invalid"
+    # Vault secrets backend (secrets/vault.py)
+    SECRETS_UNAVAILABLE = "secrets_unavailable"
+    """The secrets backend (Vault) could not be reached, timed out or refused the gateway:
+    the secret was not resolved, so nothing that needed it was sent. Retryable when Vault
+    was unreachable or slow, not when it refused the gateway's token."""
