@@ -17,27 +17,32 @@ value changed in Vault is seen after at most that long. A Vault that cannot be r
 out or refuses the gateway stops the call with ``secrets_unavailable``. ``hvac`` is
 synchronous: each read runs in a worker thread, bounded by ``timeout_s``.
 
-Redaction: Vault cannot be enumerated, so :meth:`VaultSecretsStore.known_values` is every
-value fetched so far (bounded); a call's own resolved values are redacted from it regardless.
-Neither a value nor the token is ever logged or put in a message.
+Redaction (:meth:`VaultSecretsStore.known_values`, read when the gateway opens and when it
+refreshes its secrets): every value under ``{path_prefix}/`` (the gateway's token needs
+``list`` on ``{mount}/metadata/{path_prefix}``; without it a value is known once fetched), and
+every value fetched so far (bounded). A call's own resolved values are redacted from it
+regardless. Neither a value nor the token is ever logged or put in a message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolkeeper.errors import ConfigError, ToolError
 from toolkeeper.secrets.base import SecretNotFound
 
+log = logging.getLogger("toolkeeper")
+T = TypeVar("T")
 TOKEN_ENVS = ("TOOLKEEPER_VAULT_TOKEN", "VAULT_TOKEN")
 ROLE_ID_ENV = "TOOLKEEPER_VAULT_ROLE_ID"
 SECRET_ID_ENV = "TOOLKEEPER_VAULT_SECRET_ID"
@@ -129,7 +134,15 @@ class VaultSecretsStore:
         return value
 
     def known_values(self) -> frozenset[str]:
-        """The values fetched so far (Vault cannot be listed for redaction)."""
+        """Every value under the prefix (listed and read now, through the cache) and every
+        value fetched so far; only the latter when Vault cannot be listed or read."""
+        try:
+            for path in self._call(self._list_paths):
+                if self._cached(path) is None:
+                    self._remember(path, self._read(path))
+        except ToolError as exc:
+            log.warning("vault secrets under %r not listed for redaction: %s",
+                        self._config.path_prefix, exc.message)
         with self._lock:
             return frozenset(self._seen)
 
@@ -171,15 +184,17 @@ class VaultSecretsStore:
 
     def _read(self, path: str) -> dict[str, str]:
         """The string fields at ``path`` (empty when there is no such secret)."""
-        from hvac.exceptions import Forbidden, InvalidPath, Unauthorized, VaultError
+        return self._call(lambda client: self._read_once(client, path))
+
+    def _call(self, request: Callable[[Any], T]) -> T:
+        """``request(client)``, logged in again once on 403; Vault's errors as reasons."""
+        from hvac.exceptions import Forbidden, Unauthorized, VaultError
 
         try:
             try:
-                return self._read_once(self._ready(), path)
+                return request(self._ready())
             except (Forbidden, Unauthorized):  # expired or rotated: log in / re-read once
-                return self._read_once(self._ready(fresh=True), path)
-        except InvalidPath:
-            return {}
+                return request(self._ready(fresh=True))
         except ConfigError as exc:  # a token or secret id gone since the gateway opened
             raise _unavailable(exc.problems[0], retryable=False) from None
         except (Forbidden, Unauthorized) as exc:
@@ -189,9 +204,28 @@ class VaultSecretsStore:
             raise _unavailable(f"Vault at {self._url} cannot be reached "
                                f"({type(exc).__name__})", retryable=True) from None
 
+    def _list_paths(self, client: Any) -> list[str]:
+        """The secret paths directly under the prefix (at most ``cache_max_entries``)."""
+        from hvac.exceptions import InvalidPath
+
+        prefix = self._config.path_prefix.strip("/")
+        try:
+            answer = client.secrets.kv.v2.list_secrets(path=prefix,
+                                                       mount_point=self._config.mount)
+        except InvalidPath:
+            return []
+        keys = ((answer or {}).get("data") or {}).get("keys") or []
+        names = [k for k in keys if isinstance(k, str) and not k.endswith("/")]
+        return [vault_path(prefix, name) for name in names[:self._config.cache_max_entries]]
+
     def _read_once(self, client: Any, path: str) -> dict[str, str]:
-        answer = client.secrets.kv.v2.read_secret_version(
-            path=path, mount_point=self._config.mount, raise_on_deleted_version=True)
+        from hvac.exceptions import InvalidPath
+
+        try:
+            answer = client.secrets.kv.v2.read_secret_version(
+                path=path, mount_point=self._config.mount, raise_on_deleted_version=True)
+        except InvalidPath:
+            return {}
         fields = ((answer or {}).get("data") or {}).get("data") or {}
         return {str(k): v for k, v in fields.items() if isinstance(v, str) and v}
 
