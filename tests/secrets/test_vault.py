@@ -179,6 +179,9 @@ profiles:
 agents:
   - {{name: bot, profile: p}}
 """
+TOKEN_CONFIG = CONFIG.replace("auth: approle, role_id_file: role-id,\n          "
+                              "secret_id_file: secret-id, ", "")
+"""The same, authenticating with a token from the environment."""
 
 
 def test_a_configured_vault_resolves_a_tools_secret(openbao: OpenBaoServer, db_url: str,
@@ -199,10 +202,8 @@ def test_a_configured_vault_resolves_a_tools_secret(openbao: OpenBaoServer, db_u
 def test_a_call_while_vault_is_down_stops_with_secrets_unavailable(
         db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("VAULT_TOKEN", f"root-{uuid.uuid4().hex}")
-    down = CONFIG.replace("auth: approle, role_id_file: role-id,\n          secret_id_file: "
-                          "secret-id, ", "")
     path = tmp_path / "toolkeeper.yaml"
-    path.write_text(down.format(db=db_url, url=f"http://127.0.0.1:{free_port()}",
+    path.write_text(TOKEN_CONFIG.format(db=db_url, url=f"http://127.0.0.1:{free_port()}",
                                 prefix=_prefix()))
     with Gateway.open(config=path) as gw:
         res = gw.call_sync("leaky", arguments={"mode": "ok", "note": "n"}, agent="bot")
@@ -222,3 +223,49 @@ def test_bad_vault_config_is_refused(tmp_path: Path, body: str) -> None:
 
     with pytest.raises(ConfigError):
         load_text(f"version: 1\nsecrets: {body}\n")
+
+
+def test_the_readme_vault_example_is_valid_config(tmp_path: Path) -> None:
+    import re
+
+    import yaml
+
+    from toolkeeper.config.apply import secrets_store
+    from toolkeeper.config.model import ConfigFile
+
+    readme = Path(__file__).parents[2] / "README.md"
+    blocks = re.findall(r"```yaml\n(.*?)```", readme.read_text(), re.S)
+    example = next(b for b in blocks if "backend: vault" in b)
+    config = ConfigFile.model_validate({"version": 1, **yaml.safe_load(example)})
+    assert config.secrets is not None and config.secrets.vault is not None
+    (tmp_path / "vault-role-id").write_text("role")
+    (tmp_path / "vault-secret-id").write_text("secret")
+    store = secrets_store(config, tmp_path)  # the files are found next to the config
+    assert isinstance(store, VaultSecretsStore)
+
+
+def test_the_backend_named_by_the_caller_reads_vault_from_the_environment(
+        openbao: OpenBaoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``serve --secrets-backend vault`` / ``TOOLKEEPER_SECRETS_BACKEND=vault`` without a
+    ``secrets.vault`` section: the defaults, the address from ``VAULT_ADDR``."""
+    monkeypatch.setenv("VAULT_ADDR", openbao.url)
+    monkeypatch.setenv("VAULT_TOKEN", openbao.root_token)
+    with Gateway.open(f"sqlite:///{tmp_path}/named.db", secrets="vault") as gw:
+        assert isinstance(gw._secrets, VaultSecretsStore)
+
+
+async def test_a_named_vault_backend_takes_the_files_vault_settings(
+        openbao: OpenBaoServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A backend named by the caller (``--secrets-backend vault``) still takes the file's
+    ``secrets.vault`` (here: its address and prefix; ``VAULT_ADDR`` is unset)."""
+    prefix = _prefix()
+    vault_put(openbao, prefix)("vault", "token", "from-the-files-prefix")
+    monkeypatch.setenv("VAULT_TOKEN", openbao.root_token)
+    monkeypatch.delenv("VAULT_ADDR", raising=False)
+    path = tmp_path / "toolkeeper.yaml"
+    path.write_text(TOKEN_CONFIG.format(db=f"sqlite:///{tmp_path}/file.db", url=openbao.url,
+                                prefix=prefix))
+    with Gateway.open(config=path, secrets="vault") as gw:
+        store = gw._secrets
+        assert isinstance(store, VaultSecretsStore)
+        assert await store.get_secret("vault", "token") == "from-the-files-prefix"
