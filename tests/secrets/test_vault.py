@@ -9,6 +9,7 @@ tests/pipeline/test_secrets_and_audit.py take the ``secrets_backend`` fixture.
 from __future__ import annotations
 
 import logging
+import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -101,6 +102,18 @@ async def test_vault_down_is_a_retryable_secrets_unavailable(caplog: Any) -> Non
     assert store.known_values() == frozenset()  # listing fails too: logged, not raised
     assert "not listed for redaction" in caplog.text
     assert token not in caplog.text and token not in info.value.message
+
+
+async def test_a_vault_that_never_answers_is_a_retryable_secrets_unavailable() -> None:
+    with socket.socket() as silent:  # accepts connections (backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        store = VaultSecretsStore(VaultConfig(url=url, timeout_s=0.5),
+                                  environ={"VAULT_TOKEN": "some-token-value"})
+        with pytest.raises(ToolError) as info:
+            await store.get_secret("github", "token")
+    assert info.value.reason == "secrets_unavailable" and info.value.retryable
 
 
 async def test_the_token_comes_from_the_environment_and_is_read_again_after_a_403(
