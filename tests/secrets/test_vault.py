@@ -282,3 +282,10 @@ async def test_a_named_vault_backend_takes_the_files_vault_settings(
         store = gw._secrets
         assert isinstance(store, VaultSecretsStore)
         assert await store.get_secret("vault", "token") == "from-the-files-prefix"
+
+
+def test_serve_accepts_vault_as_its_secrets_backend() -> None:
+    from toolkeeper.server import ServerSettings
+
+    settings = ServerSettings.load(environ={"TOOLKEEPER_SECRETS_BACKEND": "vault"})
+    assert settings.secrets_backend == "vault"
