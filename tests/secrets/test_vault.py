@@ -178,6 +178,33 @@ async def test_approle_logs_in_and_again_when_its_token_is_revoked(
         await store.get_secret("crm", "other")
 
 
+async def test_approle_logs_in_again_before_its_token_expires(openbao: OpenBaoServer) -> None:
+    """At 80 % of the token's lease the store logs in anew, reading the secret id again: a
+    used-up secret id shows that it tried; a fresh one lets it in."""
+    prefix, clock = _prefix(), Clock()
+    vault_put(openbao, prefix)("crm", "api_key", "crm-before-expiry")
+    role_id, _ = _approle(openbao, prefix)
+    approle = admin(openbao).auth.approle
+    approle.create_or_update_approle(prefix, token_policies=[prefix], token_ttl="1h",
+                                     secret_id_num_uses=1)
+    once = approle.generate_secret_id(prefix)["data"]
+    environ = {"TOOLKEEPER_VAULT_ROLE_ID": role_id, "TOOLKEEPER_VAULT_SECRET_ID": once["secret_id"]}
+    store = VaultSecretsStore(
+        VaultConfig(url=openbao.url, path_prefix=prefix, auth="approle", cache_ttl_s=0),
+        environ=environ, clock=clock)
+    assert await store.get_secret("crm", "api_key") == "crm-before-expiry"
+    clock.now += 3600 * 0.5
+    assert await store.get_secret("crm", "api_key") == "crm-before-expiry"  # same token
+    clock.now += 3600 * 0.3
+    with pytest.raises(ToolError) as info:
+        await store.get_secret("crm", "api_key")
+    assert info.value.reason == "secrets_unavailable" and not info.value.retryable
+    assert once["secret_id"] not in info.value.message
+    fresh = approle.generate_secret_id(prefix)["data"]["secret_id"]
+    environ["TOOLKEEPER_VAULT_SECRET_ID"] = fresh
+    assert await store.get_secret("crm", "api_key") == "crm-before-expiry"
+
+
 CONFIG = """\
 version: 1
 database: {db}

@@ -188,7 +188,7 @@ class VaultSecretsStore:
 
     def _call(self, request: Callable[[Any], T]) -> T:
         """``request(client)``, logged in again once on 403; Vault's errors as reasons."""
-        from hvac.exceptions import Forbidden, Unauthorized, VaultError
+        from hvac.exceptions import Forbidden, InvalidRequest, Unauthorized, VaultError
 
         try:
             try:
@@ -197,7 +197,7 @@ class VaultSecretsStore:
                 return request(self._ready(fresh=True))
         except ConfigError as exc:  # a token or secret id gone since the gateway opened
             raise _unavailable(exc.problems[0], retryable=False) from None
-        except (Forbidden, Unauthorized) as exc:
+        except (Forbidden, Unauthorized, InvalidRequest) as exc:  # 400: a bad AppRole login
             raise _unavailable(f"Vault refused the gateway ({type(exc).__name__}): check "
                                "its token or AppRole and policy", retryable=False) from None
         except (VaultError, OSError) as exc:  # requests' errors are OSErrors
