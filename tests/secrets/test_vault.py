@@ -316,3 +316,21 @@ def test_serve_accepts_vault_as_its_secrets_backend() -> None:
 
     settings = ServerSettings.load(environ={"TOOLKEEPER_SECRETS_BACKEND": "vault"})
     assert settings.secrets_backend == "vault"
+
+
+def test_without_hvac_the_vault_backend_is_a_config_error_at_open() -> None:
+    import sys
+
+    from tests.support.processes import child_env
+
+    script = ("import sys; sys.modules['hvac'] = None  # as if the extra were not installed\n"
+              "from toolkeeper.errors import ConfigError\n"
+              "from toolkeeper.secrets import VaultConfig, VaultSecretsStore\n"
+              "try:\n"
+              "    VaultSecretsStore(VaultConfig(url='http://127.0.0.1:1'),"
+              " environ={'VAULT_TOKEN': 't'})\n"
+              "except ConfigError as exc:\n"
+              "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", script], env=child_env(), capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    assert "toolkeeper[vault]" in out

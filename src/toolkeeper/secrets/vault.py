@@ -112,6 +112,11 @@ class VaultSecretsStore:
         self._url = config.url or self._env.get(ADDR_ENV) or ""
         if not self._url:
             raise ConfigError(f"the vault secrets backend needs vault.url or {ADDR_ENV}")
+        try:
+            import hvac  # noqa: F401  (the optional extra: fail at open, not at a call)
+        except ImportError:
+            raise ConfigError("the vault secrets backend needs hvac: pip install "
+                              "'toolkeeper[vault]'") from None
         self._credentials()  # fail at open, not at the first call
         self._lock = threading.Lock()
         self._cache: OrderedDict[str, tuple[float, dict[str, str]]] = OrderedDict()
