@@ -12,6 +12,8 @@ import pytest
 
 from tests.support.pgcluster import PgCluster, PgUnavailable
 
+pytest_plugins = ["tests.secrets.backends"]  # secrets_backend: each secrets backend in turn
+
 
 @pytest.fixture(scope="session")
 def pg_cluster(request: pytest.FixtureRequest) -> PgCluster:

@@ -73,7 +73,9 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
         if isinstance(secrets, str):
             from toolkeeper.secrets import open_backend
 
-            secrets = open_backend(secrets, store.blobs, key_file=secrets_key_file)
+            vault = cfg.secrets.vault if cfg is not None and cfg.secrets is not None else None
+            secrets = open_backend(secrets, store.blobs, key_file=secrets_key_file,
+                                   vault=None if vault is None else vault.relative_to(base_dir))
         elif cfg is not None and secrets is None:
             from toolkeeper.config.apply import secrets_store
 

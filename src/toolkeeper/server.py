@@ -77,7 +77,7 @@ class ServerSettings(BaseModel):
     """``json``: one JSON object per line on stderr (server and gateway logs, SPEC §9)."""
     workers: int = Field(default=1, ge=1, le=64)
     """Server processes on one port (each with its own gateway, like replicas)."""
-    secrets_backend: Literal["env", "embedded"] | None = None
+    secrets_backend: Literal["env", "embedded", "vault"] | None = None
     """Overrides the config file's ``secrets.backend``; ``embedded`` makes ``PUT
     /credentials`` usable. ``--demo`` defaults to ``embedded`` with a generated key file."""
     secrets_key_file: Path | None = None

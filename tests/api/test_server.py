@@ -51,7 +51,7 @@ def test_flags_win_over_the_environment() -> None:
     ({"TOOLKEEPER_DATABASE_URL": "not a url"}, ["database_url", "not a database URL"]),
     ({"TOOLKEEPER_SYSTEM_TENANT": "a/b"}, ["system_tenant"]),
     ({"TOOLKEEPER_HOST": "http://x"}, ["host"]),
-    ({"TOOLKEEPER_SECRETS_BACKEND": "vault"}, ["secrets_backend", "--secrets-backend"]),
+    ({"TOOLKEEPER_SECRETS_BACKEND": "keychain"}, ["secrets_backend", "--secrets-backend"]),
 ])
 def test_invalid_settings_are_refused_naming_the_setting(env: dict[str, str],
                                                          names: list[str]) -> None:

@@ -11,7 +11,9 @@ import pytest
 from sqlalchemy import text
 
 from tests.pipeline.gw_helpers import build_gateway
+from tests.secrets.backends import Backend
 from toolkeeper import SideEffect, ToolContext, ToolError, tool
+from toolkeeper.secrets import SecretsStore
 from toolkeeper.secrets.env import EnvSecretsStore
 
 SECRET = "s3cr3t-Value-7f2a9c"
@@ -29,8 +31,7 @@ async def leaky(mode: str, note: str, ctx: ToolContext) -> Any:
         value.encode()).decode(), "note": note}
 
 
-@pytest.fixture
-def gw(db_url: str) -> Any:
+def _leaky_gateway(db_url: str, secrets: SecretsStore) -> Any:
     from toolkeeper.pipeline.runtime import Settings
     from toolkeeper.providers.factory import ProviderFactory
     from toolkeeper.store import Store
@@ -39,9 +40,23 @@ def gw(db_url: str) -> Any:
     setup.close()
     from toolkeeper import Gateway
 
-    secrets = EnvSecretsStore(environ={"TOOLKEEPER_SECRET_VAULT__TOKEN": SECRET})
-    g = Gateway(Store.open(db_url), settings=Settings(), secrets=secrets,
-                factory=ProviderFactory(natives={"test_secrets_and_audit:leaky": leaky}))
+    return Gateway(Store.open(db_url), settings=Settings(), secrets=secrets,
+                   factory=ProviderFactory(natives={"test_secrets_and_audit:leaky": leaky}))
+
+
+@pytest.fixture
+def gw(db_url: str) -> Any:
+    g = _leaky_gateway(db_url, EnvSecretsStore(
+        environ={"TOOLKEEPER_SECRET_VAULT__TOKEN": SECRET}))
+    yield g
+    g.close()
+
+
+@pytest.fixture
+def secret_gw(db_url: str, secrets_backend: Backend) -> Any:
+    """The leaky tool's gateway over each secrets backend (env, embedded, Vault)."""
+    secrets_backend.put("vault", "token", SECRET)
+    g = _leaky_gateway(db_url, secrets_backend.store)
     yield g
     g.close()
 
@@ -55,9 +70,10 @@ def _everything_text(gw: Any) -> str:
     return "\n".join(parts)
 
 
-def test_a_planted_secret_never_leaks(gw: Any, caplog: Any) -> None:
+def test_a_planted_secret_never_leaks(secret_gw: Any, caplog: Any) -> None:
     from toolkeeper import Principal, Role
 
+    gw = secret_gw
     caplog.set_level(logging.DEBUG)
     approver = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
     results = []

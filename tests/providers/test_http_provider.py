@@ -14,11 +14,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.secrets.backends import Backend
 from toolkeeper.errors import ConfigError, ToolDenied, ToolError, UpstreamError
 from toolkeeper.model.enums import Autonomy
 from toolkeeper.providers.base import Provider, ToolContext, ToolPolicy
 from toolkeeper.providers.http import HttpProvider
-from toolkeeper.secrets import EnvSecretsStore
+from toolkeeper.secrets import EnvSecretsStore, SecretsStore
 
 SECRET = "tk-live-9f8e7d6c5b4a"
 
@@ -82,9 +83,11 @@ def upstream() -> Iterator[Upstream]:
     thread.join(timeout=5)
 
 
-def _ctx(environ: dict[str, str] | None = None, lookups: list[str] | None = None) -> ToolContext:
-    store = EnvSecretsStore(environ if environ is not None else {
-        "TOOLKEEPER_SECRET_CRM__TOKEN": SECRET})
+def _ctx(environ: dict[str, str] | None = None, lookups: list[str] | None = None,
+         store: SecretsStore | None = None) -> ToolContext:
+    if store is None:
+        store = EnvSecretsStore(environ if environ is not None else {
+            "TOOLKEEPER_SECRET_CRM__TOKEN": SECRET})
 
     async def get_secret(connector: str | None, key: str) -> str:
         if lookups is not None:
@@ -112,12 +115,13 @@ async def test_provider_satisfies_the_provider_protocol(upstream: Upstream) -> N
 
 
 async def test_secret_header_is_resolved_at_call_time_and_never_returned(
-    upstream: Upstream,
+    upstream: Upstream, secrets_backend: Backend,
 ) -> None:
     lookups: list[str] = []
     provider = _provider(upstream)
-    ctx = _ctx(lookups=lookups)
+    ctx = _ctx(lookups=lookups, store=secrets_backend.store)
     assert lookups == []  # not at construction
+    secrets_backend.put("crm", "token", SECRET)  # after the provider was built
     try:
         result = await provider.execute("run", {"order": 7}, ctx)
     finally:
@@ -221,10 +225,11 @@ async def test_response_above_the_cap_is_output_too_large(upstream: Upstream) ->
     assert info.value.reason == "output_too_large"
 
 
-async def test_missing_secret_fails_before_anything_is_sent(upstream: Upstream) -> None:
+async def test_missing_secret_fails_before_anything_is_sent(upstream: Upstream,
+                                                            secrets_backend: Backend) -> None:
     provider = _provider(upstream)
     with pytest.raises(ToolError) as info:
-        await provider.execute("run", {}, _ctx(environ={}))
+        await provider.execute("run", {}, _ctx(store=secrets_backend.store))
     assert info.value.reason == "secret_not_found"
     assert upstream.requests == []
 

@@ -45,7 +45,8 @@ def serve(
         "--workers", help="Server processes on the port, e.g. one per core "
         "[env TOOLKEEPER_WORKERS; default 1].")] = None,
     secrets: Annotated[str | None, typer.Option(
-        "--secrets-backend", help="Secrets backend, env or embedded (overrides the config file) "
+        "--secrets-backend", help="Secrets backend, env, embedded or vault (overrides the config "
+        "file's; vault takes its settings from the file's secrets.vault, else VAULT_ADDR) "
         "[env TOOLKEEPER_SECRETS_BACKEND; --demo: embedded].")] = None,
     secrets_key_file: Annotated[Path | None, typer.Option(
         "--secrets-key-file", help="Master key file of the embedded backend "

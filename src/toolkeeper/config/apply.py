@@ -294,4 +294,6 @@ def secrets_store(config: ConfigFile, base_dir: Path,
     if sc is None:
         return None
     key_file = None if sc.key_file is None else base_dir / sc.key_file
-    return open_backend(sc.backend, blobs, key_file=key_file, source=config.source)
+    vault = None if sc.vault is None else sc.vault.relative_to(base_dir)
+    return open_backend(sc.backend, blobs, key_file=key_file, source=config.source,
+                        vault=vault)

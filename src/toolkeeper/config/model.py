@@ -27,6 +27,7 @@ from toolkeeper.builtins import BUILTINS
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Adjuster, Agent, GateOverrides, Limits, Profile
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.secrets.vault import VaultConfig
 from toolkeeper.upstream.servers import ServerConfig
 
 ENTRY_POINT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -48,17 +49,21 @@ class _Section(BaseModel):
 class SecretsConfig(_Section):
     """Where ``${secret:connector/key}`` references are resolved at call time."""
 
-    backend: Literal["env", "embedded"] = "env"
+    backend: Literal["env", "embedded", "vault"] = "env"
     """``env``: ``TOOLKEEPER_SECRET_<CONNECTOR>__<KEY>`` variables; ``embedded``: encrypted
-    in the gateway's database."""
+    in the gateway's database; ``vault``: Vault/OpenBao KV v2 (``vault:``)."""
     key_file: str | None = None
     """Embedded only: file holding the base64 master key, relative to the config file
     (``TOOLKEEPER_SECRETS_KEY`` wins when set)."""
+    vault: VaultConfig | None = None
+    """Vault only: address, mount, path prefix, auth, cache (files relative to the file)."""
 
     @model_validator(mode="after")
     def _key_file_for_embedded(self) -> SecretsConfig:
         if self.key_file is not None and self.backend != "embedded":
             raise ValueError("key_file is only used by the embedded backend")
+        if self.vault is not None and self.backend != "vault":
+            raise ValueError("vault is only used by the vault backend")
         return self
 
 

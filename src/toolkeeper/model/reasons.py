@@ -112,3 +112,8 @@ class Reason(StrEnum):
     COMMAND_TIMEOUT = "command_timeout"
     """The command outlived the shell policy's ``timeout_s``; its whole process group was
     killed."""
+    # Vault secrets backend (secrets/vault.py)
+    SECRETS_UNAVAILABLE = "secrets_unavailable"
+    """The secrets backend (Vault) could not be reached, timed out or refused the gateway:
+    the secret was not resolved, so nothing that needed it was sent. Retryable when Vault
+    was unreachable or slow, not when it refused the gateway's token."""

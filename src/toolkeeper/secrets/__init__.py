@@ -25,18 +25,24 @@ from toolkeeper.secrets.embedded import (
 )
 from toolkeeper.secrets.env import EnvSecretsStore, env_var_name
 from toolkeeper.secrets.redact import MASK, Redactor
+from toolkeeper.secrets.vault import VaultConfig, VaultSecretsStore, vault_path
 
 
 def open_backend(backend: str, blobs: BlobStore | None, *, key_file: str | Path | None = None,
-                 source: str | None = None) -> SecretsStore:
-    """The ``env`` or ``embedded`` backend; ``embedded`` keeps ciphertexts in ``blobs`` and
-    needs a master key (``TOOLKEEPER_SECRETS_KEY``, else ``key_file``)."""
+                 source: str | None = None, vault: VaultConfig | None = None) -> SecretsStore:
+    """The ``env``, ``embedded`` or ``vault`` backend; ``embedded`` keeps ciphertexts in
+    ``blobs`` and needs a master key (``TOOLKEEPER_SECRETS_KEY``, else ``key_file``);
+    ``vault`` reads ``vault`` (default: every setting's default, the address from
+    ``VAULT_ADDR``)."""
     from toolkeeper.errors import ConfigError
 
     if backend == "env":
         return EnvSecretsStore()
+    if backend == "vault":
+        return VaultSecretsStore(vault or VaultConfig())
     if backend != "embedded":
-        raise ConfigError(f"unknown secrets backend {backend!r} (env or embedded)", path=source)
+        raise ConfigError(f"unknown secrets backend {backend!r} (env, embedded or vault)",
+                          path=source)
     if blobs is None:
         raise ConfigError("the embedded secrets backend needs a blob store", path=source)
     return EmbeddedSecretsStore(blobs, load_master_key(key_file=key_file))
@@ -52,6 +58,8 @@ __all__ = [
     "SecretNotFound",
     "SecretsStore",
     "TenantCredentials",
+    "VaultConfig",
+    "VaultSecretsStore",
     "credential_aad",
     "demo_key_file",
     "env_var_name",
@@ -65,4 +73,5 @@ __all__ = [
     "read_key_file",
     "sensitive",
     "tenant_getter",
+    "vault_path",
 ]
