@@ -10,6 +10,7 @@ from typing import Any
 
 from toolkeeper.builtins.calculate import CalculateTool
 from toolkeeper.builtins.datetime_utils import DatetimeTool
+from toolkeeper.builtins.filesystem import FilesystemTool
 from toolkeeper.builtins.git import GitTool
 from toolkeeper.builtins.http_request import HttpRequestTool
 from toolkeeper.builtins.json_transform import JsonTransformTool
@@ -21,6 +22,7 @@ from toolkeeper.providers.native import BaseTool
 BUILTINS: dict[str, type[BaseTool]] = {
     "calculate": CalculateTool,
     "datetime_utils": DatetimeTool,
+    "filesystem": FilesystemTool,
     "git": GitTool,
     "http_request": HttpRequestTool,
     "json_transform": JsonTransformTool,
