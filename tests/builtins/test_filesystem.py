@@ -13,6 +13,9 @@ from fastapi.testclient import TestClient
 
 from toolkeeper import CallStatus, Gateway, Principal, Reason, Role
 from toolkeeper.api import create_app
+from toolkeeper.builtins.filesystem import FilesystemPolicy, FilesystemTool
+from toolkeeper.model.enums import Autonomy
+from toolkeeper.providers.base import ToolContext
 
 OPS = Principal(name="ops", tenant_id="default", roles=frozenset({Role.OPERATOR}))
 CONFIG = """\
@@ -160,18 +163,15 @@ def test_delete_is_previewed_then_runs_with_the_token(gw: Gateway, root: Path) -
     assert reason(gw, "careful", "delete", path="docs") == "preview_required"
 
 
-def test_previews_show_what_would_change(gw: Gateway) -> None:
-    from toolkeeper.builtins.filesystem import FilesystemPolicy, FilesystemTool
-    from toolkeeper.model.enums import Autonomy
-    from toolkeeper.providers.base import ToolContext
+def writer_ctx(root: Path) -> ToolContext:
+    return ToolContext(call_id="c", tenant_id="default", agent="a", tool="filesystem",
+                       action="write", tool_version="1", autonomy=Autonomy(2),
+                       granted_scopes=frozenset(),
+                       policy=FilesystemPolicy(root=str(root), allow_write=True))
 
-    root = gw.catalog.record(None, "filesystem")
-    assert root is not None
-    policy = FilesystemPolicy(root=root[1].policy["root"], allow_write=True)
-    ctx = ToolContext(call_id="c", tenant_id="default", agent="a", tool="filesystem",
-                      action="write", tool_version="1", autonomy=Autonomy(2),
-                      granted_scopes=frozenset(), policy=policy)
-    tool = FilesystemTool()
+
+def test_previews_show_what_would_change(root: Path) -> None:
+    ctx, tool = writer_ctx(root), FilesystemTool()
     pv = tool.preview("write", {"path": "docs/a.txt", "content": "alpha\nbeta\n"}, ctx)
     assert pv is not None and pv.summary == "replace docs/a.txt: 6 -> 11 bytes"
     assert (pv.data["lines_added"], pv.data["lines_removed"]) == (1, 0)
@@ -291,3 +291,55 @@ def test_tenants_set_a_root_only_within_the_operators_bounds(
             "tool": "filesystem", "action": "read", "arguments": {"path": "hello.txt"}})
     assert resp.status_code == 200, resp.text
     assert resp.json()["output"]["content"] == "hi\n"
+
+
+WRITER = """\
+import resource, signal, sys
+from toolkeeper.builtins.filesystem import FilesystemPolicy, FilesystemTool
+from toolkeeper.errors import ToolSignal
+from toolkeeper.model.enums import Autonomy
+from toolkeeper.providers.base import ToolContext
+policy = FilesystemPolicy(root=sys.argv[1], allow_write=True, max_write_bytes=4_000_000)
+ctx = ToolContext(call_id="c", tenant_id="t", agent="a", tool="filesystem", action="write",
+                  tool_version="1", autonomy=Autonomy(3), granted_scopes=frozenset(),
+                  policy=policy)
+if sys.argv[2] == "killed":  # Python ignores SIGXFSZ; by default it kills the process
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536))
+try:
+    FilesystemTool().execute("write", {"path": "docs/a.txt", "content": "y" * 3_000_000}, ctx)
+except ToolSignal as exc:
+    print(exc.reason)
+"""
+
+
+@pytest.mark.parametrize("how", ["killed", "failed"])
+def test_a_write_killed_or_failing_midway_leaves_the_old_file_and_no_trace(
+        root: Path, how: str) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support.processes import child_env
+
+    done = subprocess.run([sys.executable, "-c", WRITER, str(root), how], env=child_env(),
+                          capture_output=True, text=True, timeout=60)
+    if how == "killed":
+        assert done.returncode == -signal.SIGXFSZ, done.stderr
+    else:
+        assert (done.returncode, done.stdout) == (0, "tool_error\n"), done.stderr
+    assert (root / "docs/a.txt").read_text() == "alpha\n"
+    assert sorted(p.name for p in (root / "docs").iterdir()) == ["a.txt", "b.md", "deep"]
+    undo = root / ".toolkeeper-undo"
+    assert not undo.exists() or not any(undo.iterdir())
+
+
+def test_more_refusals_and_a_large_file_preview(gw: Gateway, root: Path) -> None:
+    assert reason(gw, "editor", "move", source="docs", destination="docs/deep/x") == (
+        "invalid_arguments")
+    assert (root / "docs/deep").is_dir() and not (root / "docs/deep/x").exists()
+    (root / "big.txt").write_text("z" * 300_000)  # over max_read_bytes (256000)
+    pv = FilesystemTool().preview("write", {"path": "big.txt", "content": "small"},
+                                  writer_ctx(root))
+    assert pv is not None and pv.data["size_before"] == 300_000 and pv.data["diff"] is None
+    assert (root / "big.txt").stat().st_size == 300_000

@@ -55,11 +55,16 @@ def shown(parts: list[str]) -> str:
     return "/".join(parts) or "."
 
 
+def link_refusal(what: str) -> ToolDenied:
+    """A symbolic link on the way: it could lead anywhere, so it is never followed."""
+    return ToolDenied(Reason.PATH_OUTSIDE_ROOT,
+                      f"{what} is or passes a symbolic link; links are not followed")
+
+
 def _os_refusal(exc: OSError, what: str) -> ToolDenied | ToolError:
     code = exc.errno
     if code == errno.ELOOP:
-        return ToolDenied(Reason.PATH_OUTSIDE_ROOT,
-                          f"{what} is or passes a symbolic link; links are not followed")
+        return link_refusal(what)
     if code == errno.ENOENT:
         return ToolDenied(Reason.PATH_NOT_FOUND, f"{what} does not exist")
     if code == errno.ENOTDIR:
@@ -70,6 +75,9 @@ def _os_refusal(exc: OSError, what: str) -> ToolDenied | ToolError:
         return ToolDenied(Reason.ALREADY_EXISTS, f"{what} already exists")
     if code == errno.ENOTEMPTY:
         return ToolDenied(Reason.DIRECTORY_NOT_EMPTY, f"{what} is not empty")
+    if code == errno.EINVAL:
+        return ToolError(Reason.INVALID_ARGUMENTS, f"{what}: not possible (a directory into "
+                         "itself?)")
     if code in (errno.EACCES, errno.EPERM, errno.EROFS):
         return ToolDenied(Reason.FORBIDDEN, f"{what}: permission denied by the host")
     return ToolError(Reason.TOOL_ERROR, f"{what}: {os.strerror(code or 0)}")
@@ -197,20 +205,51 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def replace_file(dir_fd: int, name: str, data: bytes, mode: int, what: str) -> None:
-    """Atomically make ``name`` hold ``data``: temp file, fsync, rename, fsync the dir."""
+def filled_temp(dir_fd: int, name: str, data: bytes, mode: int, what: str) -> str:
+    """A complete, fsynced temporary file next to ``name``; returns its name. Written
+    anonymously (``O_TMPFILE``) where the filesystem allows, so a write killed midway leaves
+    nothing behind; it is linked under a name only once complete."""
     tmp = f".{name[:100]}.tk-{secrets.token_hex(6)}.tmp"
-    with os_errors(what):
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666, dir_fd=dir_fd)
+    anonymous = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
+    try:
+        fd = os.open(".", os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, 0o666, dir_fd=dir_fd) \
+            if anonymous else -1
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            raise _os_refusal(exc, what) from None
+        anonymous = False
+    if not anonymous:
+        with os_errors(what):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o666, dir_fd=dir_fd)
     try:
         try:
-            if mode >= 0:
-                os.fchmod(fd, mode)
-            _write_all(fd, data)
-            os.fsync(fd)
+            with os_errors(what):
+                if mode >= 0:
+                    os.fchmod(fd, mode)
+                _write_all(fd, data)
+                os.fsync(fd)
+                if anonymous:
+                    os.link(f"/proc/self/fd/{fd}", tmp, dst_dir_fd=dir_fd,
+                            follow_symlinks=True)
         finally:
             os.close(fd)
+    except BaseException:
+        if not anonymous:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    return tmp
+
+
+def replace_file(dir_fd: int, name: str, data: bytes, mode: int, what: str) -> None:
+    """Atomically make ``name`` hold ``data``: complete temp file, rename, fsync the dir."""
+    commit_temp(dir_fd, filled_temp(dir_fd, name, data, mode, what), name, what)
+
+
+def commit_temp(dir_fd: int, tmp: str, name: str, what: str) -> None:
+    """Rename the complete temp file ``tmp`` over ``name`` (or remove it on failure)."""
+    try:
         with os_errors(what):
             os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
@@ -275,3 +314,9 @@ def take_backup(root: Root, ident: str, dir_fd: int, name: str, what: str) -> No
             data = read_file(undo, ident, UNDO_DIR, 1 << 62)
             replace_file(dir_fd, name, data, -1, what)
             os.unlink(ident, dir_fd=undo)
+
+
+def drop_backup(root: Root, ident: str) -> None:
+    """Forget backup ``ident`` (the write it was taken for did not happen)."""
+    with root.undo_dir() as undo, contextlib.suppress(OSError):
+        os.unlink(ident, dir_fd=undo)

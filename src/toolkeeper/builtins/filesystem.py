@@ -12,8 +12,7 @@ are compensatable: ``restore`` (or the reverse ``move``) undoes them, and refuse
 from __future__ import annotations
 
 import base64
-import binascii
-import difflib
+import contextlib
 import os
 import stat
 from typing import Annotated, Any, ClassVar
@@ -22,6 +21,7 @@ from pydantic import Field
 
 from toolkeeper.bounds import HostPath
 from toolkeeper.builtins import _fs_walk as fsw
+from toolkeeper.builtins._fs_content import as_text, decoded, diff
 from toolkeeper.builtins._fs_glob import Pattern, walk
 from toolkeeper.model.call import PreviewResult
 from toolkeeper.model.enums import Risk, SideEffect
@@ -30,7 +30,6 @@ from toolkeeper.model.tool import ActionSpec, Compensation, ExecutionMeta
 from toolkeeper.providers.base import ToolContext, ToolPolicy
 from toolkeeper.providers.native import BaseTool
 
-_DIFF_LINES = 200
 _Parts = list[str]
 _Entries = list[dict[str, Any]]
 
@@ -95,31 +94,6 @@ def _stat_dict(path: str, st: os.stat_result) -> dict[str, Any]:
             "mode": oct(stat.S_IMODE(st.st_mode)), "mtime": st.st_mtime}
 
 
-def _decoded(ctx: ToolContext, request: dict[str, Any], cap: int) -> bytes:
-    content = request.get("content")
-    if not isinstance(content, str):
-        ctx.fail(Reason.INVALID_ARGUMENTS, "content must be a string")
-    if len(content) > cap * 4 + 4:  # cheap bound before encoding or decoding
-        ctx.deny(Reason.FILE_TOO_LARGE, f"content is larger than max_write_bytes {cap}")
-    if request.get("encoding", "utf-8") == "base64":
-        try:
-            data = base64.b64decode(content, validate=True)
-        except (binascii.Error, ValueError):
-            ctx.fail(Reason.INVALID_ARGUMENTS, "content is not valid base64")
-    else:
-        data = content.encode("utf-8", errors="surrogatepass")
-    if len(data) > cap:
-        ctx.deny(Reason.FILE_TOO_LARGE, f"content has {len(data)} bytes > max_write_bytes {cap}")
-    return data
-
-
-def _as_text(data: bytes) -> str | None:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
 class _Session:
     """One call on the open root: the context, its policy and the root descriptor."""
 
@@ -159,7 +133,7 @@ class _Session:
         parts = fsw.split(req.get("path"))
         with self.root.parent(parts) as pfd:
             data = fsw.read_file(pfd, parts[-1], fsw.shown(parts), self.policy.max_read_bytes)
-        text = _as_text(data)
+        text = as_text(data)
         if text is None:
             return {"path": fsw.shown(parts), "size": len(data), "encoding": "base64",
                     "content": base64.b64encode(data).decode("ascii")}
@@ -181,29 +155,36 @@ class _Session:
     def _existing(self, pfd: int, parts: _Parts) -> os.stat_result | None:
         st = fsw.lstat(pfd, parts[-1], fsw.shown(parts))
         if st is not None and stat.S_ISLNK(st.st_mode):
-            self.ctx.deny(Reason.PATH_OUTSIDE_ROOT, f"{fsw.shown(parts)} is a symbolic link; "
-                          "links are not followed")
+            raise fsw.link_refusal(fsw.shown(parts))
         if st is not None and not stat.S_ISREG(st.st_mode):
             self.ctx.deny(Reason.NOT_A_FILE,
                           f"{fsw.shown(parts)} is a {fsw.kind(st.st_mode)}, not a file")
         return st
 
     def write(self, req: dict[str, Any]) -> dict[str, Any]:
-        data = _decoded(self.ctx, req, self.policy.max_write_bytes)
+        data = decoded(self.ctx, req, self.policy.max_write_bytes)
         parts = fsw.split(req.get("path"))
         what = fsw.shown(parts)
         with self.root.parent(parts) as pfd:
             old = self._existing(pfd, parts)
-            undo: dict[str, Any] = {"kind": "remove", "sha256": fsw.sha256(data)}
-            if old is not None:
-                undo = {**undo, "kind": "replace",
-                        "backup": fsw.backup(self.root, pfd, parts[-1])}
             mode = stat.S_IMODE(old.st_mode) if old is not None else -1
-            fsw.replace_file(pfd, parts[-1], data, mode, what)
+            tmp = fsw.filled_temp(pfd, parts[-1], data, mode, what)  # complete before…
+            undo: dict[str, Any] = {"kind": "remove", "sha256": fsw.sha256(data)}
+            try:  # …the previous content is kept and the new one renamed into place
+                if old is not None:
+                    undo = {**undo, "kind": "replace",
+                            "backup": fsw.backup(self.root, pfd, parts[-1])}
+                fsw.commit_temp(pfd, tmp, parts[-1], what)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=pfd)
+                if "backup" in undo:
+                    fsw.drop_backup(self.root, undo["backup"])
+                raise
         return {"path": what, "bytes": len(data), "created": old is None, "undo": undo}
 
     def append(self, req: dict[str, Any]) -> dict[str, Any]:
-        data = _decoded(self.ctx, req, self.policy.max_write_bytes)
+        data = decoded(self.ctx, req, self.policy.max_write_bytes)
         parts = fsw.split(req.get("path"))
         what = fsw.shown(parts)
         with self.root.parent(parts) as pfd:
@@ -221,7 +202,7 @@ class _Session:
         if st is None:
             self.ctx.deny(Reason.PATH_NOT_FOUND, f"{fsw.shown(src)} does not exist")
         if stat.S_ISLNK(st.st_mode):
-            self.ctx.deny(Reason.PATH_OUTSIDE_ROOT, f"{fsw.shown(src)} is a symbolic link")
+            raise fsw.link_refusal(fsw.shown(src))
         with self.root.parent(dst) as dfd:
             if fsw.lstat(dfd, dst[-1], fsw.shown(dst)) is not None:
                 self.ctx.deny(Reason.ALREADY_EXISTS, f"{fsw.shown(dst)} already exists")
@@ -309,11 +290,12 @@ class _Session:
                     self.ctx.deny(Reason.PATH_NOT_FOUND, f"{what} does not exist")
                 return PreviewResult(summary=f"delete {fsw.kind(gone.st_mode)} {what}",
                                      data=_stat_dict(what, gone))
-            data = _decoded(self.ctx, req, self.policy.max_write_bytes)
+            data = decoded(self.ctx, req, self.policy.max_write_bytes)
             old = self._existing(pfd, parts)
-            before = b"" if old is None else fsw.read_file(
-                pfd, parts[-1], what, self.policy.max_read_bytes)
-        size = len(before)
+            size = 0 if old is None else old.st_size
+            before = b"" if old is None else None
+            if old is not None and size <= self.policy.max_read_bytes:
+                before = fsw.read_file(pfd, parts[-1], what, self.policy.max_read_bytes)
         if action == "append":
             return PreviewResult(
                 summary=f"append {len(data)} bytes to {what} ({size} -> {size + len(data)})",
@@ -322,19 +304,7 @@ class _Session:
         return PreviewResult(
             summary=f"{'replace' if old else 'create'} {what}: {size} -> {len(data)} bytes",
             data={"path": what, "exists": old is not None, "size_before": size,
-                  "size_after": len(data), **_diff(before, data)})
-
-
-def _diff(before: bytes, after: bytes) -> dict[str, Any]:
-    old, new = _as_text(before), _as_text(after)
-    if old is None or new is None:
-        return {"diff": None}
-    lines = list(difflib.unified_diff(old.splitlines(), new.splitlines(), "before", "after",
-                                      lineterm=""))
-    added = sum(1 for ln in lines[2:] if ln.startswith("+"))
-    removed = sum(1 for ln in lines[2:] if ln.startswith("-"))
-    return {"lines_added": added, "lines_removed": removed,
-            "diff": "\n".join(lines[:_DIFF_LINES]), "diff_truncated": len(lines) > _DIFF_LINES}
+                  "size_after": len(data), **diff(before, data)})
 
 
 class FilesystemTool(BaseTool):
