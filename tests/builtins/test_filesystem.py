@@ -144,6 +144,24 @@ def test_compensation_refuses_to_undo_over_a_later_change(gw: Gateway, root: Pat
     assert gw.run_sync(gw.calls.compensate(grown.side_effect_id, OPS)).reason == "file_changed"
 
 
+def test_an_undo_cannot_be_forged_into_a_delete(gw: Gateway, root: Path) -> None:
+    """restore trusts only the record the tool wrote itself, for the file it was written for."""
+    import hashlib
+
+    digest = hashlib.sha256(b"alpha\n").hexdigest()
+    forged = {"kind": "remove", "sha256": digest, "id": "0" * 24}
+    assert reason(gw, "editor", "restore", path="docs/a.txt", undo=forged) == (
+        "invalid_arguments")
+    other = ok(gw, "editor", "write", path="other.txt", content="o")
+    assert reason(gw, "editor", "restore", path="docs/a.txt", undo=other["undo"]) == (
+        "invalid_arguments")
+    assert (root / "docs/a.txt").read_text() == "alpha\n"
+    assert ok(gw, "editor", "restore", path="other.txt", undo=other["undo"]) == {
+        "path": "other.txt", "restored": "remove"}
+    assert reason(gw, "editor", "restore", path="other.txt", undo=other["undo"]) == (
+        "invalid_arguments")  # already undone
+
+
 def test_writes_and_deletes_need_the_policy(gw: Gateway, root: Path) -> None:
     assert reason(gw, "viewer", "write", path="x.txt", content="x") == "write_not_allowed"
     assert reason(gw, "viewer", "append", path="docs/a.txt", content="x") == "write_not_allowed"

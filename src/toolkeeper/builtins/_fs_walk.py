@@ -19,7 +19,7 @@ import hashlib
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from toolkeeper.errors import ToolDenied, ToolError
@@ -61,7 +61,7 @@ def link_refusal(what: str) -> ToolDenied:
                       f"{what} is or passes a symbolic link; links are not followed")
 
 
-def _os_refusal(exc: OSError, what: str) -> ToolDenied | ToolError:
+def refusal(exc: OSError, what: str) -> ToolDenied | ToolError:
     code = exc.errno
     if code == errno.ELOOP:
         return link_refusal(what)
@@ -89,7 +89,7 @@ def os_errors(what: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise _os_refusal(exc, what) from None
+        raise refusal(exc, what) from None
 
 
 def kind(mode: int) -> str:
@@ -163,10 +163,10 @@ def _open_dir_at(dir_fd: int, name: str, what: str) -> int:
     except NotADirectoryError:  # O_DIRECTORY | O_NOFOLLOW on a link says ENOTDIR
         st = lstat(dir_fd, name, what)
         if st is not None and stat.S_ISLNK(st.st_mode):
-            raise _os_refusal(OSError(errno.ELOOP, "link"), what) from None
-        raise _os_refusal(OSError(errno.ENOTDIR, "not a directory"), what) from None
+            raise refusal(OSError(errno.ELOOP, "link"), what) from None
+        raise refusal(OSError(errno.ENOTDIR, "not a directory"), what) from None
     except OSError as exc:
-        raise _os_refusal(exc, what) from None
+        raise refusal(exc, what) from None
 
 
 def lstat(dir_fd: int, name: str, what: str) -> os.stat_result | None:
@@ -176,7 +176,7 @@ def lstat(dir_fd: int, name: str, what: str) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise _os_refusal(exc, what) from None
+        raise refusal(exc, what) from None
 
 
 def read_file(dir_fd: int, name: str, what: str, cap: int) -> bytes:
@@ -216,7 +216,7 @@ def filled_temp(dir_fd: int, name: str, data: bytes, mode: int, what: str) -> st
             if anonymous else -1
     except OSError as exc:
         if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
-            raise _os_refusal(exc, what) from None
+            raise refusal(exc, what) from None
         anonymous = False
     if not anonymous:
         with os_errors(what):
@@ -259,8 +259,10 @@ def commit_temp(dir_fd: int, tmp: str, name: str, what: str) -> None:
     os.fsync(dir_fd)
 
 
-def append_file(dir_fd: int, name: str, data: bytes, what: str) -> tuple[int, bool]:
-    """Append ``data`` in full or not at all: ``(size before, created)``."""
+def append_file(dir_fd: int, name: str, data: bytes, what: str,
+                before_write: Callable[[int, bool], None] | None = None) -> tuple[int, bool]:
+    """Append ``data``; on an error, none of it stays: ``(size before, created)``.
+    ``before_write(size, created)`` runs once the file is open (it may refuse)."""
     created = False
     with os_errors(what):
         try:
@@ -274,11 +276,17 @@ def append_file(dir_fd: int, name: str, data: bytes, what: str) -> tuple[int, bo
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ToolDenied(Reason.NOT_A_FILE, f"{what} is a {kind(st.st_mode)}, not a file")
+        if before_write is not None:
+            before_write(st.st_size, created)
         try:
-            _write_all(fd, data)
-            os.fsync(fd)
+            with os_errors(what):
+                _write_all(fd, data)
+                os.fsync(fd)
         except BaseException:
             os.ftruncate(fd, st.st_size)
+            if created:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=dir_fd)
             raise
         return st.st_size, created
     finally:
@@ -287,36 +295,3 @@ def append_file(dir_fd: int, name: str, data: bytes, what: str) -> tuple[int, bo
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def backup(root: Root, dir_fd: int, name: str) -> str:
-    """Keep the current ``name`` (a hard link, or a copy across devices); its backup id."""
-    ident = secrets.token_hex(12)
-    with root.undo_dir() as undo:
-        try:
-            os.link(name, ident, src_dir_fd=dir_fd, dst_dir_fd=undo, follow_symlinks=False)
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise _os_refusal(exc, name) from None
-            data = read_file(dir_fd, name, name, 1 << 62)
-            replace_file(undo, ident, data, 0o600, UNDO_DIR)
-    return ident
-
-
-def take_backup(root: Root, ident: str, dir_fd: int, name: str, what: str) -> None:
-    """Put backup ``ident`` back as ``name`` (consuming it)."""
-    with root.undo_dir() as undo, os_errors(f"backup {ident}"):
-        try:
-            os.replace(ident, name, src_dir_fd=undo, dst_dir_fd=dir_fd)
-        except OSError as exc:
-            if exc.errno != errno.EXDEV:
-                raise
-            data = read_file(undo, ident, UNDO_DIR, 1 << 62)
-            replace_file(dir_fd, name, data, -1, what)
-            os.unlink(ident, dir_fd=undo)
-
-
-def drop_backup(root: Root, ident: str) -> None:
-    """Forget backup ``ident`` (the write it was taken for did not happen)."""
-    with root.undo_dir() as undo, contextlib.suppress(OSError):
-        os.unlink(ident, dir_fd=undo)

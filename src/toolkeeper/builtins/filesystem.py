@@ -23,6 +23,7 @@ from toolkeeper.bounds import HostPath
 from toolkeeper.builtins import _fs_walk as fsw
 from toolkeeper.builtins._fs_content import as_text, decoded, diff
 from toolkeeper.builtins._fs_glob import Pattern, walk
+from toolkeeper.builtins._fs_undo import Undo
 from toolkeeper.model.call import PreviewResult
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
@@ -99,6 +100,7 @@ class _Session:
 
     def __init__(self, ctx: ToolContext, policy: FilesystemPolicy, root: fsw.Root) -> None:
         self.ctx, self.policy, self.root = ctx, policy, root
+        self.undo = Undo(root)
 
     def list(self, req: dict[str, Any]) -> dict[str, Any]:
         parts = fsw.split(req.get("path", "."), allow_root=True)
@@ -164,36 +166,44 @@ class _Session:
     def write(self, req: dict[str, Any]) -> dict[str, Any]:
         data = decoded(self.ctx, req, self.policy.max_write_bytes)
         parts = fsw.split(req.get("path"))
-        what = fsw.shown(parts)
+        what, ident = fsw.shown(parts), Undo.new_id()
+        record = {"path": what, "sha256": fsw.sha256(data), "kind": "remove"}
         with self.root.parent(parts) as pfd:
             old = self._existing(pfd, parts)
             mode = stat.S_IMODE(old.st_mode) if old is not None else -1
             tmp = fsw.filled_temp(pfd, parts[-1], data, mode, what)  # complete before…
-            undo: dict[str, Any] = {"kind": "remove", "sha256": fsw.sha256(data)}
             try:  # …the previous content is kept and the new one renamed into place
                 if old is not None:
-                    undo = {**undo, "kind": "replace",
-                            "backup": fsw.backup(self.root, pfd, parts[-1])}
+                    self.undo.keep_previous(ident, pfd, parts[-1])
+                    record["kind"] = "replace"
+                self.undo.save(ident, record)
                 fsw.commit_temp(pfd, tmp, parts[-1], what)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=pfd)
-                if "backup" in undo:
-                    fsw.drop_backup(self.root, undo["backup"])
+                self.undo.drop(ident)
                 raise
-        return {"path": what, "bytes": len(data), "created": old is None, "undo": undo}
+        return {"path": what, "bytes": len(data), "created": old is None,
+                "undo": {"id": ident}}
 
     def append(self, req: dict[str, Any]) -> dict[str, Any]:
         data = decoded(self.ctx, req, self.policy.max_write_bytes)
         parts = fsw.split(req.get("path"))
-        what = fsw.shown(parts)
+        what, ident = fsw.shown(parts), Undo.new_id()
+
+        def remember(size: int, created: bool) -> None:
+            self.undo.save(ident, {"path": what, "kind": "remove", "sha256": fsw.sha256(data)}
+                           if created else {"path": what, "kind": "truncate", "size": size,
+                                            "expected_size": size + len(data)})
+
         with self.root.parent(parts) as pfd:
-            before, created = fsw.append_file(pfd, parts[-1], data, what)
-        undo: dict[str, Any] = (
-            {"kind": "remove", "sha256": fsw.sha256(data)} if created
-            else {"kind": "truncate", "size": before, "expected_size": before + len(data)})
+            try:
+                before, created = fsw.append_file(pfd, parts[-1], data, what, remember)
+            except BaseException:
+                self.undo.drop(ident)
+                raise
         return {"path": what, "bytes": len(data), "size": before + len(data),
-                "created": created, "undo": undo}
+                "created": created, "undo": {"id": ident}}
 
     def _move_plan(self, req: dict[str, Any]) -> tuple[_Parts, _Parts, os.stat_result]:
         src, dst = fsw.split(req.get("source")), fsw.split(req.get("destination"))
@@ -237,25 +247,25 @@ class _Session:
 
     def restore(self, req: dict[str, Any]) -> dict[str, Any]:
         parts, undo = fsw.split(req.get("path")), req.get("undo")
-        what, kind = fsw.shown(parts), undo.get("kind") if isinstance(undo, dict) else None
-        if kind not in ("replace", "remove", "truncate"):
-            self.ctx.fail(Reason.INVALID_ARGUMENTS, "undo must come from a write or append")
-        assert isinstance(undo, dict)
+        ident = undo.get("id") if isinstance(undo, dict) else None
+        record, what = self.undo.load(ident), fsw.shown(parts)
+        assert isinstance(ident, str)
+        if record.get("path") != what:
+            self.ctx.fail(Reason.INVALID_ARGUMENTS, f"undo {ident} is not for {what}")
+        kind = record.get("kind")
         with self.root.parent(parts) as pfd:
             if kind == "truncate":
-                self._truncate(pfd, parts[-1], what, undo)
-                return {"path": what, "restored": "truncate"}
-            current = fsw.read_file(pfd, parts[-1], what, self.policy.max_write_bytes)
-            if fsw.sha256(current) != undo.get("sha256"):
-                self.ctx.deny(Reason.FILE_CHANGED, f"{what} was changed since; not restored")
-            if kind == "remove":
-                with fsw.os_errors(what):
-                    os.unlink(parts[-1], dir_fd=pfd)
+                self._truncate(pfd, parts[-1], what, record)
             else:
-                ident = undo.get("backup")
-                if not isinstance(ident, str) or not ident.isalnum():
-                    self.ctx.fail(Reason.INVALID_ARGUMENTS, "undo.backup is not a backup id")
-                fsw.take_backup(self.root, ident, pfd, parts[-1], what)
+                current = fsw.read_file(pfd, parts[-1], what, self.policy.max_write_bytes)
+                if fsw.sha256(current) != record.get("sha256"):
+                    self.ctx.deny(Reason.FILE_CHANGED, f"{what} was changed since; not restored")
+                if kind == "replace":
+                    self.undo.put_back(ident, pfd, parts[-1], what)
+                else:
+                    with fsw.os_errors(what):
+                        os.unlink(parts[-1], dir_fd=pfd)
+        self.undo.drop(ident)
         return {"path": what, "restored": kind}
 
     def _truncate(self, pfd: int, name: str, what: str, undo: dict[str, Any]) -> None:
