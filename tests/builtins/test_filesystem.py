@@ -361,3 +361,31 @@ def test_more_refusals_and_a_large_file_preview(gw: Gateway, root: Path) -> None
                                   writer_ctx(root))
     assert pv is not None and pv.data["size_before"] == 300_000 and pv.data["diff"] is None
     assert (root / "big.txt").stat().st_size == 300_000
+
+
+def test_check_refuses_bad_policy_values_and_flags_ungated_delete(
+        tmp_path: Path, root: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from toolkeeper.cli import app
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"""\
+version: 1
+tools:
+  - builtin: filesystem
+    policy: {{root: "{root}"}}
+profiles:
+  - name: p
+    autonomy: 3
+    activations: [{{tool: filesystem, policy: {{allow_wirte: true, max_read_bytes: 0}}}}]
+""")
+    res = CliRunner().invoke(app, ["check", "-f", str(bad), "--json"])
+    assert res.exit_code == 1, res.output
+    found = {(v["rule"], v["message"].split(":")[0])
+             for v in json.loads(res.stdout)["violations"]}
+    assert found == {("invalid_policy", "allow_wirte"), ("invalid_policy", "max_read_bytes"),
+                     ("ungated_high_risk", "filesystem.delete is high risk but runs ungated "
+                      "at autonomy 3")}
