@@ -162,8 +162,10 @@ def _open_dir_at(dir_fd: int, name: str, what: str) -> int:
         return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
     except NotADirectoryError:  # O_DIRECTORY | O_NOFOLLOW on a link says ENOTDIR
         st = lstat(dir_fd, name, what)
-        if st is not None and stat.S_ISLNK(st.st_mode):
-            raise refusal(OSError(errno.ELOOP, "link"), what) from None
+        if st is None:
+            raise refusal(OSError(errno.ENOENT, "gone"), what) from None
+        if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):  # a link (maybe swapped out)
+            raise link_refusal(what) from None
         raise refusal(OSError(errno.ENOTDIR, "not a directory"), what) from None
     except OSError as exc:
         raise refusal(exc, what) from None

@@ -46,8 +46,9 @@ class FilesystemPolicy(ToolPolicy):
     unless set."""
     allow_delete: bool = False
     """``delete`` is refused (``delete_not_allowed``) unless set."""
-    max_read_bytes: int = Field(default=256_000, ge=1, le=50_000_000)
-    """A larger file is refused (``file_too_large``)."""
+    max_read_bytes: int = Field(default=256_000, ge=1, le=1_000_000)
+    """A larger file is refused (``file_too_large``); at most 1 MB, so that even base64 of
+    it fits the tool's output cap."""
     max_write_bytes: int = Field(default=256_000, ge=1, le=50_000_000)
     """Content of one ``write`` or ``append``; more is refused (``file_too_large``)."""
     max_list_entries: int = Field(default=1000, ge=1, le=100_000)
