@@ -152,6 +152,8 @@ def test_an_undo_cannot_be_forged_into_a_delete(gw: Gateway, root: Path) -> None
     forged = {"kind": "remove", "sha256": digest, "id": "0" * 24}
     assert reason(gw, "editor", "restore", path="docs/a.txt", undo=forged) == (
         "invalid_arguments")
+    assert reason(gw, "editor", "restore", path="docs/a.txt", undo={"id": "0" * 24}) == (
+        "invalid_arguments")
     other = ok(gw, "editor", "write", path="other.txt", content="o")
     assert reason(gw, "editor", "restore", path="docs/a.txt", undo=other["undo"]) == (
         "invalid_arguments")

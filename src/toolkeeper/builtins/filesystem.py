@@ -7,6 +7,10 @@ link cannot lead outside, even one swapped in after a check. Read-only unless th
 sets ``allow_write`` (``delete`` needs ``allow_delete``). ``write``, ``append`` and ``move``
 are compensatable: ``restore`` (or the reverse ``move``) undoes them, and refuses with
 ``file_changed`` when the file was changed since. ``delete`` is irreversible.
+
+``write`` is atomic even when the process is killed (anonymous temp file, rename). ``append``
+writes in place: on an error it truncates back, but a process killed in the middle of a large
+append may leave part of it.
 """
 
 from __future__ import annotations
@@ -68,6 +72,8 @@ def _spec(text: str, effect: SideEffect, props: dict[str, Any], *required: str) 
 _PATH: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": fsw.MAX_PATH_CHARS}
 _ENC: dict[str, Any] = {"type": "string", "enum": ["utf-8", "base64"]}
 _CONTENT = {"content": {"type": "string"}, "encoding": _ENC, "path": _PATH}
+_UNDO: dict[str, Any] = {"type": "object", "additionalProperties": False, "required": ["id"],
+                         "properties": {"id": {"type": "string", "maxLength": 64}}}
 _PURE, _COMP = SideEffect.PURE, SideEffect.COMPENSATABLE
 _ACTIONS: dict[str, ActionSpec] = {
     "list": _spec("Entries of a directory (default: the root).", _PURE, {"path": _PATH}),
@@ -86,7 +92,7 @@ _ACTIONS: dict[str, ActionSpec] = {
                     {"path": _PATH}, "path"),
     "restore": _spec("Undo a write or append (the compensation): puts the previous content "
                      "back unless the file changed since.", SideEffect.IDEMPOTENT,
-                     {"path": _PATH, "undo": {"type": "object"}}, "path", "undo"),
+                     {"path": _PATH, "undo": _UNDO}, "path", "undo"),
 }
 _WRITES = ("write", "append", "move", "restore")
 
