@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 from toolkeeper.bench.adapters import bench_adapters
 from toolkeeper.bench.catalog import bench_catalog
+from toolkeeper.bench.filesystem import bench_filesystem
 from toolkeeper.bench.irreversible import bench_irreversible
 from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import BenchResult, Sizes
@@ -24,6 +25,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "catalog": bench_catalog,
     "adapters": bench_adapters,
     "web_fetch": bench_web_fetch,
+    "filesystem": bench_filesystem,
 }
 
 

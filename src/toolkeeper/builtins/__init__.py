@@ -10,6 +10,7 @@ from typing import Any
 
 from toolkeeper.builtins.calculate import CalculateTool
 from toolkeeper.builtins.datetime_utils import DatetimeTool
+from toolkeeper.builtins.filesystem import FilesystemTool
 from toolkeeper.builtins.function_call import FunctionCallTool
 from toolkeeper.builtins.git import GitTool
 from toolkeeper.builtins.http_request import HttpRequestTool
@@ -25,6 +26,7 @@ from toolkeeper.providers.native import BaseTool
 BUILTINS: dict[str, type[BaseTool]] = {
     "calculate": CalculateTool,
     "datetime_utils": DatetimeTool,
+    "filesystem": FilesystemTool,
     "function_call": FunctionCallTool,
     "git": GitTool,
     "http_request": HttpRequestTool,

@@ -117,3 +117,17 @@ class Reason(StrEnum):
     """The secrets backend (Vault) could not be reached, timed out or refused the gateway:
     the secret was not resolved, so nothing that needed it was sent. Retryable when Vault
     was unreachable or slow, not when it refused the gateway's token."""
+    # filesystem built-in
+    PATH_OUTSIDE_ROOT = "path_outside_root"
+    """Absolute, ``..``, a symbolic link on the way, or the gateway's undo directory."""
+    INVALID_PATH = "invalid_path"
+    PATH_NOT_FOUND = "path_not_found"
+    FILE_TOO_LARGE = "file_too_large"
+    WRITE_NOT_ALLOWED = "write_not_allowed"
+    DELETE_NOT_ALLOWED = "delete_not_allowed"
+    NOT_A_FILE = "not_a_file"
+    NOT_A_DIRECTORY = "not_a_directory"
+    ALREADY_EXISTS = "already_exists"
+    DIRECTORY_NOT_EMPTY = "directory_not_empty"
+    FILE_CHANGED = "file_changed"
+    """A compensation found the file changed since the call it would undo."""
