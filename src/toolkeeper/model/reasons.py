@@ -92,3 +92,11 @@ class Reason(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     PATH_NOT_ALLOWED = "path_not_allowed"
     EXPRESSION_INVALID = "expression_invalid"
+    # artifact provider (operator-installed code artifacts run in a worker process)
+    ARTIFACT_NOT_INSTALLED = "artifact_not_installed"
+    ARTIFACT_INPUT_MISSING = "artifact_input_missing"
+    ARTIFACT_TIMEOUT = "artifact_timeout"
+    """Past the tool's deadline or the artifact's CPU limit: its process group is killed."""
+    ARTIFACT_MEMORY_LIMIT = "artifact_memory_limit"
+    ARTIFACT_FAILED = "artifact_failed"
+    """The artifact raised, crashed or answered something that is not JSON."""
