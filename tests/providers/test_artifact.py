@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -296,3 +297,36 @@ def test_publishing_an_uninstalled_artifact_is_refused(db_url: str, site: Path) 
                 artifact_version="1.0.0"), tenant_id="default")
         assert info.value.reason == "provider_unavailable"
         assert "not installed" in info.value.message
+
+
+def test_an_installed_package_offers_an_artifact(db_url: str, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    site_dir = tmp_path / "site-packages"
+    name = f"tk_demo_{uuid.uuid4().hex[:12]}"  # parent packages stay imported after a test
+    package = site_dir / name / "shout"
+    package.mkdir(parents=True)
+    (package.parent / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("raise RuntimeError('never imported here')\n")
+    (package / "impl.py").write_text("def run(text):\n    return text.upper()\n")
+    (package / "artifact.json").write_text(json.dumps({
+        "id": "shout", "version": "0.1.0", "entry": "impl:run",
+        "inputs": [{"name": "text", "type": "string", "required": True}]}))
+    dist = site_dir / f"{name}-0.1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text(f"[toolkeeper.artifacts]\nshout = {name}.shout\n")
+    monkeypatch.syspath_prepend(str(site_dir))
+    path = tmp_path / "toolkeeper.yaml"
+    path.write_text("""\
+version: 1
+tools:
+  - {name: shout, implementation_type: artifact, artifact_id: shout, artifact_version: 0.1.0,
+     risk_default: low}
+profiles: [{name: p, autonomy: 3, activations: [{tool: shout}]}]
+agents: [{name: bot, profile: p}]
+""")
+    with Gateway.open(db_url, config=path) as gw:
+        res = call(gw, "shout", text="quiet")
+        assert (res.ok, res.output) == (True, "QUIET")
+        (package / "impl.py").write_text("def run(text):\n    return text\n")
+        assert call(gw, "shout", text="quiet").reason == "tool_quarantined"

@@ -1,7 +1,8 @@
 """Operator-installed code artifacts: versioned, content-hashed Python callables.
 
 An artifact is a directory under the configured artifacts directory (setting
-``artifacts_dir``, config ``artifacts: {dir: …}``) holding ``artifact.json``::
+``artifacts_dir``, config ``artifacts: {dir: …}``), or a package an installed distribution
+offers in the entry point group ``toolkeeper.artifacts``, holding ``artifact.json``::
 
     {"id": "summarise", "version": "1.2.0", "entry": "summarise:run",
      "inputs": [{"name": "text", "type": "string", "required": true, "description": "…"}],
@@ -14,7 +15,9 @@ byte anywhere changes it. Only the operator installs artifacts; tenants cannot n
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from toolkeeper.errors import UserError
 
 MANIFEST = "artifact.json"
+ENTRY_POINT_GROUP = "toolkeeper.artifacts"
 MAX_FILES = 2000
 MAX_BYTES = 50_000_000
 _ENTRY = r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$"
@@ -102,31 +106,45 @@ def read_files(root: Path) -> tuple[tuple[str, bytes], ...]:
     return tuple(out)
 
 
+def installed() -> list[Path]:
+    """The package directories installed packages offer in the entry point group
+    ``toolkeeper.artifacts`` (``name = "pkg.artifacts.summarise"``: a package holding
+    ``artifact.json``), found by their import specs: the artifact's own code is not run
+    here (a dotted name's parent packages are imported, as any import does)."""
+    out = []
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            spec = importlib.util.find_spec(ep.value.partition(":")[0])
+        except (ImportError, ValueError):
+            continue
+        places = list(spec.submodule_search_locations or []) if spec else []
+        if places and (Path(places[0]) / MANIFEST).is_file():
+            out.append(Path(places[0]))
+    return out
+
+
 class ArtifactLibrary:
-    """The artifacts of one directory, found by ``(id, version)``; read on every use, so
-    a change on disk is seen at once (and quarantines the tools pinned to the old hash)."""
+    """The artifacts of one directory and of installed packages (entry point group
+    ``toolkeeper.artifacts``), found by ``(id, version)``; read on every use, so a change
+    on disk is seen at once (and quarantines the tools pinned to the old hash)."""
 
     def __init__(self, root: str | Path | None) -> None:
         self.root = None if root is None else Path(root).resolve()
 
     def _manifests(self) -> list[tuple[Path, Manifest]]:
-        if self.root is None or not self.root.is_dir():
-            return []
+        dirs = sorted(p.parent for p in self.root.glob(f"*/{MANIFEST}")) if (
+            self.root is not None and self.root.is_dir()) else []
         found = []
-        for path in sorted(self.root.glob(f"*/{MANIFEST}")):
+        for where in [*dirs, *installed()]:
             try:
-                found.append((path.parent, Manifest.model_validate_json(path.read_bytes())))
+                found.append((where, Manifest.model_validate_json(
+                    (where / MANIFEST).read_bytes())))
             except (ValidationError, OSError):
                 continue  # a broken manifest makes its artifact unavailable, nothing else
         return found
 
-    def versions(self, artifact_id: str) -> list[str]:
-        return [m.version for _p, m in self._manifests() if m.id == artifact_id]
-
     def snapshot(self, artifact_id: str | None, version: str | None) -> Snapshot:
         """The artifact pinned by id and version; ``UserError`` when it is not installed."""
-        if self.root is None:
-            raise UserError("no artifacts directory is configured (setting artifacts_dir)")
         if not artifact_id or not version:
             raise UserError("an artifact tool needs artifact_id and artifact_version")
         for path, manifest in self._manifests():
