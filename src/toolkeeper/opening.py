@@ -94,6 +94,7 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
             from toolkeeper.config.apply import apply_config
 
             apply_config(gw, cfg, base_dir=base_dir)
+        gw.registry.check_artifacts()  # changed while the gateway was down
         if recover:
             gw.calls.recover()
     except BaseException:

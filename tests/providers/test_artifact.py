@@ -239,7 +239,12 @@ def test_the_pin_survives_a_restart_and_drift_while_down_is_caught(
         record = gw.catalog.record("default", "echo")
         assert record is not None and len(record[2]) == 1  # one published snapshot
     install(site, "echo", source="def run(text, count=1, tags=None):\n    return 'evil'\n")
-    with Gateway.open(db_url, config=path) as gw:
+    with Gateway.open(db_url, config=path) as gw:  # caught at start, before any call
+        record = gw.catalog.record("default", "echo")
+        assert record is not None and record[1].status is ToolStatus.QUARANTINED
+        gw.flush()
+        events = gw.store.audit.list("default", types=["tool.quarantined"])
+        assert sorted(str(e.tool) for e in events) == ["echo", "loose"]  # same artifact
         assert call(gw, "echo", text="a").reason == "tool_quarantined"
     with Gateway.open(db_url, config=path) as gw:  # config apply does not re-pin it
         record = gw.catalog.record("default", "echo")

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolkeeper.canonical import digest
-from toolkeeper.errors import ConfigError, OperationRefused
+from toolkeeper.errors import ConfigError, OperationRefused, UserError
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.mcp_names import check_names, mcp_names
@@ -198,6 +198,26 @@ class RegistryService:
             artifact_id=tool.artifact_id, artifact_version=tool.artifact_version,
             pinned_hash=tool.implementation.get("artifact_hash"), artifact_hash=found_hash)])
         self._changed()
+
+    def check_artifacts(self) -> list[str]:
+        """Quarantine every live ``artifact`` tool whose artifact changed since it was
+        published (at start-up; calls check it again). Returns the quarantined names. An
+        artifact no longer installed is left to the call (``artifact_not_installed``)."""
+        drifted = []
+        for tool in self._catalog().all_tools():
+            pinned = tool.implementation.get("artifact_hash")
+            if tool.implementation_type != "artifact" or pinned is None or \
+                    tool.status not in (ToolStatus.PUBLISHED, ToolStatus.DEPRECATED):
+                continue
+            try:
+                found = self._factory.artifacts.snapshot(tool.artifact_id,
+                                                         tool.artifact_version).hash
+            except UserError:
+                continue
+            if found != pinned:
+                self.quarantine_artifact(tool, found)
+                drifted.append(tool.name)
+        return drifted
 
     def create(self, tool: ToolDefinition) -> ToolDefinition:
         """Create a tenant tool; creation is draft only and names are unique (SPEC §6)."""
