@@ -335,3 +335,19 @@ agents: [{name: bot, profile: p}]
         assert (res.ok, res.output) == (True, "QUIET")
         (package / "impl.py").write_text("def run(text):\n    return text\n")
         assert call(gw, "shout", text="quiet").reason == "tool_quarantined"
+
+
+def test_toolkeeper_check_reports_an_uninstalled_artifact(site: Path) -> None:
+    from typer.testing import CliRunner
+
+    from toolkeeper.cli import app
+
+    path = site / "toolkeeper.yaml"
+    runner = CliRunner(env={"TOOLKEEPER_DATABASE_URL": None, "TOOLKEEPER_CONFIG": None})
+    assert runner.invoke(app, ["check", "-f", str(path)]).exit_code == 0
+    path.write_text(CONFIG.format(echo_version="9.9.9"))
+    res = runner.invoke(app, ["check", "-f", str(path), "--json"])
+    assert res.exit_code != 0
+    found = [v for v in json.loads(res.stdout)["violations"]
+             if v["rule"] == "artifact_not_installed"]
+    assert [v["path"] for v in found] == ["tools[0]"]
