@@ -33,6 +33,7 @@ from toolkeeper.pipeline.ids import new_call_id
 from toolkeeper.pipeline.limiters import ConcurrencyGroups, RateLimiter, TurnCounter
 from toolkeeper.pipeline.runtime import Runtime, Settings
 from toolkeeper.pipeline.state import CallState
+from toolkeeper.providers.artifacts import ArtifactLibrary
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
 from toolkeeper.secrets.credentials import TenantCredentials, redactable, tenant_getter
@@ -64,7 +65,8 @@ class Gateway:
                  tracer: Any = None, redis_url: str | None = None) -> None:
         self.store = store
         self.settings = settings or Settings()
-        self.factory = factory or ProviderFactory()
+        self.factory = factory or ProviderFactory(
+            artifacts=ArtifactLibrary(self.settings.artifacts_dir))
         self.metrics = metrics or Metrics()
         self._secrets = secrets
         self._tracer = tracer if tracer is not None else tracer_from_global()
@@ -118,6 +120,7 @@ class Gateway:
 
         self.registry = RegistryService(store, factory=self.factory, settings=self.settings,
                                         catalog=catalog, changed=self.definitions_changed)
+        self.factory.on_artifact_drift = self.registry.quarantine_artifact
         self.approvals = ApprovalService(store, redactor=redactor)
         self.calls = CallService(store, call=self.call, catalog=catalog, redactor=redactor)
         self._batches = Batches(store, call=self.call, calls=self.calls, catalog=catalog)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from toolkeeper.errors import ConfigError
 from toolkeeper.model.enums import Mode
 from toolkeeper.pipeline.runtime import Settings
+from toolkeeper.providers.artifacts import ArtifactLibrary
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
 from toolkeeper.store import Store
@@ -53,6 +54,8 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
 
         cfg = load_file(config)
         settings = {**config_settings(cfg), **settings}
+        if cfg.artifacts is not None:
+            settings.setdefault("artifacts_dir", str(base_dir / cfg.artifacts.dir))
     url = url or os.environ.get("TOOLKEEPER_DATABASE_URL") or (
         cfg.database if cfg is not None else None) or DEFAULT_URL
     if mode is not None:
@@ -80,8 +83,10 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
             from toolkeeper.config.apply import secrets_store
 
             secrets = secrets_store(cfg, base_dir, store.blobs)
-        factory = ProviderFactory(natives=natives, functions=functions, builtins=BUILTINS)
-        gw = cls(store, settings=Settings(**settings), secrets=secrets, factory=factory,
+        gw_settings = Settings(**settings)
+        factory = ProviderFactory(natives=natives, functions=functions, builtins=BUILTINS,
+                                  artifacts=ArtifactLibrary(gw_settings.artifacts_dir))
+        gw = cls(store, settings=gw_settings, secrets=secrets, factory=factory,
                  redis_url=redis_url, shared_rate_limits=shared_limits)
     except BaseException:
         store.close()
@@ -91,6 +96,7 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
             from toolkeeper.config.apply import apply_config
 
             apply_config(gw, cfg, base_dir=base_dir)
+        gw.registry.check_artifacts()  # changed while the gateway was down
         if recover:
             gw.calls.recover()
     except BaseException:

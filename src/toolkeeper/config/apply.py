@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -150,6 +150,16 @@ def _plan(gw: ConfigTarget, config: ConfigFile, rt: ResolvedTool) -> _ToolPlan:
     if rec is None or rec[1].tenant_id != d.tenant_id:
         return _ToolPlan(rt, label, "create")
     tool_id, current = rec
+    if d.implementation_type == "artifact":
+        # the pin is the registry's (set on publish); a drifted artifact's tool stays
+        # quarantined until an admin publishes it again
+        if current.status is ToolStatus.QUARANTINED:
+            return _ToolPlan(rt, label, "keep")
+        pin = current.implementation.get("artifact_hash")
+        if pin is not None and "artifact_hash" not in d.implementation:
+            d = d.model_copy(update={"implementation": {**d.implementation,
+                                                        "artifact_hash": pin}})
+            rt = replace(rt, definition=d)
     same = content_hash(current) == content_hash(d)
     snapshots = gw.store.registry.versions(tool_id)
     clash = [s for s in snapshots if s.version == d.version and content_hash(s) != content_hash(d)]

@@ -206,6 +206,14 @@ TOOL_ENTRY_TAGS = frozenset({"builtin", "native", "definition"})
 
 
 
+class ArtifactsConfig(_Section):
+    """Where the operator installs code artifacts (``artifact`` tools)."""
+
+    dir: str = Field(min_length=1)
+    """Directory of artifacts, each a sub-directory with ``artifact.json`` (relative to
+    this file)."""
+
+
 class ConfigFile(BaseModel):
     """The whole ``toolkeeper.yaml``."""
 
@@ -227,6 +235,8 @@ class ConfigFile(BaseModel):
     """Allow-list for ``function`` tools: name -> ``module:callable``."""
     tenants: dict[str, TenantConfig] = Field(default_factory=dict)
     """Tenant-wide policy by tenant id."""
+    artifacts: ArtifactsConfig | None = None
+    """The operator's code artifacts (run by ``implementation_type: artifact`` tools)."""
     tools: list[ToolEntry] = Field(default_factory=list)
     """Built-in, native and fully defined tools."""
     servers: list[ServerConfig] = Field(default_factory=list)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,8 @@ from pydantic import ValidationError
 from toolkeeper import builtins
 from toolkeeper.config.model import BuiltinEntry, ConfigFile, DefinitionEntry, NativeEntry
 from toolkeeper.errors import UserError
-from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.model.tool import DEFAULT_INPUT_SCHEMA, ToolDefinition
+from toolkeeper.providers.artifacts import ArtifactLibrary
 from toolkeeper.providers.base import ToolPolicy
 from toolkeeper.providers.factory import load_entry_point
 from toolkeeper.providers.native import BaseTool, _FunctionTool
@@ -133,7 +134,30 @@ def _resolve_native(index: int, entry: NativeEntry, base_dir: Path) -> ResolvedT
 
 def resolve_tools(config: ConfigFile, base_dir: Path) -> list[ResolvedTool]:
     """Every ``tools:`` entry, in file order."""
-    return [resolve_entry(i, entry, base_dir) for i, entry in enumerate(config.tools)]
+    library = ArtifactLibrary(None if config.artifacts is None
+                              else base_dir / config.artifacts.dir)
+    return [_with_artifact(resolve_entry(i, entry, base_dir), library)
+            for i, entry in enumerate(config.tools)]
+
+
+def _with_artifact(rt: ResolvedTool, library: ArtifactLibrary) -> ResolvedTool:
+    """An ``artifact`` tool's artifact must be installed; its declared inputs (and outputs,
+    description) are the tool's schemas unless the entry writes its own."""
+    d = rt.definition
+    if d is None or d.implementation_type != "artifact":
+        return rt
+    try:
+        manifest = library.snapshot(d.artifact_id, d.artifact_version).manifest
+    except UserError as exc:
+        return replace(rt, definition=None, problem=("artifact_not_installed", str(exc)))
+    update: dict[str, Any] = {}
+    if d.input_schema == DEFAULT_INPUT_SCHEMA:
+        update["input_schema"] = manifest.input_schema()
+    if d.output_schema is None and manifest.outputs is not None:
+        update["output_schema"] = manifest.outputs
+    if not d.description and manifest.description:
+        update["description"] = manifest.description[:4000]
+    return replace(rt, definition=d.model_copy(update=update))
 
 
 def policy_model_for(definition: ToolDefinition, natives: Mapping[str, Any],

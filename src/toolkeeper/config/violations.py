@@ -28,6 +28,7 @@ class Rule(StrEnum):
     DUPLICATE_AGENT = "duplicate_agent"
     ADJUSTER_NO_EFFECT = "adjuster_no_effect"
     GATE_LOOSER_THAN_TENANT = "gate_looser_than_tenant"
+    ARTIFACT_NOT_INSTALLED = "artifact_not_installed"
 
 
 @dataclass(frozen=True, slots=True)

@@ -131,3 +131,11 @@ class Reason(StrEnum):
     DIRECTORY_NOT_EMPTY = "directory_not_empty"
     FILE_CHANGED = "file_changed"
     """A compensation found the file changed since the call it would undo."""
+    # artifact provider (operator-installed code artifacts run in a worker process)
+    ARTIFACT_NOT_INSTALLED = "artifact_not_installed"
+    ARTIFACT_INPUT_MISSING = "artifact_input_missing"
+    ARTIFACT_TIMEOUT = "artifact_timeout"
+    """Past the tool's deadline or the artifact's CPU limit: its process group is killed."""
+    ARTIFACT_MEMORY_LIMIT = "artifact_memory_limit"
+    ARTIFACT_FAILED = "artifact_failed"
+    """The artifact raised, crashed or answered something that is not JSON."""

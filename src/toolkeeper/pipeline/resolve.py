@@ -49,7 +49,8 @@ def resolve_tool(catalog: Catalog, profile: CompiledProfile, tenant_id: str,
         return Refusal(Reason.TOOL_DISABLED, f"{name} is disabled")
     if working.status is ToolStatus.QUARANTINED:
         return Refusal(Reason.TOOL_QUARANTINED,
-                       f"{name}: upstream definition changed; an admin must re-publish it")
+                       f"{name}: the code or upstream definition it pinned changed; an admin "
+                       "must re-publish it")
     if working.status not in RUNNABLE[catalog.mode]:
         return Refusal(Reason.TOOL_NOT_PUBLISHED, f"{name} is {working.status.value}")
     activation = profile.activations.get(name)

@@ -50,6 +50,8 @@ class Settings:
     lose the last events of calls whose outcomes are durable."""
     audit_arguments: bool = False
     """Tenant opt-in: store (redacted) arguments in audit events, not only their digest."""
+    artifacts_dir: str | None = None
+    """The operator's artifacts directory (``artifact`` tools; config ``artifacts.dir``)."""
     tenant_bounds: TenantBounds = field(default_factory=TenantBounds)
     """The operator's ceiling for host paths, networks and commands a tenant writes through
     REST (``toolkeeper.bounds``); a mapping is validated into it. Empty: tenants widen

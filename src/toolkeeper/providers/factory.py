@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from toolkeeper.errors import OperationRefused, ToolkeeperError, ToolSignal, UserError
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.providers.artifacts import ArtifactLibrary
 from toolkeeper.providers.base import Provider, ToolPolicy
 from toolkeeper.providers.function import FunctionProvider, UsesFunctions
 from toolkeeper.providers.native import BaseTool, NativeProvider
@@ -110,6 +111,10 @@ def implementation_model(kind: str) -> type[BaseModel] | None:
         from toolkeeper.providers.http import HttpEndpointConfig
 
         return HttpEndpointConfig
+    if kind == "artifact":
+        from toolkeeper.providers.artifact import ArtifactConfig
+
+        return ArtifactConfig
     return None
 
 
@@ -120,12 +125,18 @@ class ProviderFactory:
                  functions: Mapping[str, Callable[..., Any]] | None = None,
                  builtins: Mapping[str, type[BaseTool]] | None = None,
                  extra: Mapping[str, Callable[[ToolDefinition], Provider]] | None = None,
-                 allow_imports: bool = True) -> None:
+                 allow_imports: bool = True, artifacts: ArtifactLibrary | None = None,
+                 ) -> None:
         self.natives: dict[str, Any] = dict(natives or {})
         self.functions = dict(functions or {})
         self.builtins = dict(builtins or {})
         self.extra = dict(extra or {})
         self.allow_imports = allow_imports
+        self.artifacts = artifacts or ArtifactLibrary(None)
+        """The operator's installed artifacts (``artifact`` tools of config and code)."""
+        self.on_artifact_drift: Callable[[ToolDefinition, str], None] | None = None
+        """Called when an artifact no longer has the hash its tool pinned (the gateway
+        quarantines the tool)."""
 
     def policy_model(self, tool: ToolDefinition) -> type[ToolPolicy]:
         """The policy model ``tool`` runs with, found without importing anything: a native
@@ -168,6 +179,19 @@ class ProviderFactory:
         if problem is not None:
             raise OperationRefused(Reason.PROVIDER_UNAVAILABLE, problem)
 
+    def pin(self, tool: ToolDefinition) -> ToolDefinition:
+        """``tool`` with its artifact's current hash pinned (``implementation.artifact_hash``)
+        when it is an ``artifact`` tool; other tools as they are. Called on publish."""
+        if tool.implementation_type != "artifact" or tool.origin == "api":
+            return tool
+        try:
+            found = self.artifacts.snapshot(tool.artifact_id, tool.artifact_version).hash
+        except UserError as exc:
+            raise OperationRefused(Reason.PROVIDER_UNAVAILABLE,
+                                   f"{tool.name}: provider unavailable: {exc}") from None
+        return tool.model_copy(update={"implementation": {**tool.implementation,
+                                                          "artifact_hash": found}})
+
     def _build(self, tool: ToolDefinition) -> Provider:
         kind = tool.implementation_type
         impl = tool.implementation
@@ -200,7 +224,15 @@ class ProviderFactory:
             from toolkeeper.providers.mcp import McpProvider
 
             return McpProvider(impl)
+        if kind == "artifact":
+            from toolkeeper.providers.artifact import ArtifactProvider
+
+            return ArtifactProvider(tool, self.artifacts, self._drifted)
         raise UserError(f"{tool.name}: implementation type {kind!r} is not available here")
+
+    def _drifted(self, tool: ToolDefinition, found: str) -> None:
+        if self.on_artifact_drift is not None:
+            self.on_artifact_drift(tool, found)
 
     def _native(self, tool: ToolDefinition, ref: str) -> Any:
         """The registered object, else (operator tools only) the imported one."""

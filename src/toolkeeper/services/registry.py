@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from toolkeeper.canonical import digest
-from toolkeeper.errors import ConfigError, OperationRefused
+from toolkeeper.errors import ConfigError, OperationRefused, UserError
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.mcp_names import check_names, mcp_names
@@ -140,6 +140,7 @@ class RegistryService:
         semver_key(tool.version)
         self.check_retrieval(tool)
         self._factory.check(tool, self._catalog().mcp_servers)
+        tool = self._factory.pin(tool)  # an artifact's hash, recorded now
         snapshots = self._store.registry.versions(tool_id)
         same = [s for s in snapshots if s.version == tool.version]
         if same and content_hash(same[0]) != content_hash(tool):
@@ -181,6 +182,42 @@ class RegistryService:
                                                       tool=name)])
         self._changed()
         return updated
+
+    def quarantine_artifact(self, tool: ToolDefinition, found_hash: str) -> None:
+        """The artifact of ``tool`` no longer has the hash pinned at publish: quarantine
+        the tool (calls stop with ``tool_quarantined`` until an admin publishes it again,
+        under a new version, which pins the new hash) — as a drifted upstream MCP tool."""
+        rec = self._store.registry.tool(tool.name, tool.tenant_id)
+        if rec is None or rec[1].tenant_id != tool.tenant_id or \
+                rec[1].status is ToolStatus.QUARANTINED:
+            return
+        self._store.registry.upsert_tool(rec[1].model_copy(
+            update={"status": ToolStatus.QUARANTINED}))
+        self._store.audit.append([system_event(
+            EventType.TOOL_QUARANTINED, tool.tenant_id, tool=tool.name, version=tool.version,
+            artifact_id=tool.artifact_id, artifact_version=tool.artifact_version,
+            pinned_hash=tool.implementation.get("artifact_hash"), artifact_hash=found_hash)])
+        self._changed()
+
+    def check_artifacts(self) -> list[str]:
+        """Quarantine every live ``artifact`` tool whose artifact changed since it was
+        published (at start-up; calls check it again). Returns the quarantined names. An
+        artifact no longer installed is left to the call (``artifact_not_installed``)."""
+        drifted = []
+        for tool in self._catalog().all_tools():
+            pinned = tool.implementation.get("artifact_hash")
+            if tool.implementation_type != "artifact" or pinned is None or \
+                    tool.status not in (ToolStatus.PUBLISHED, ToolStatus.DEPRECATED):
+                continue
+            try:
+                found = self._factory.artifacts.snapshot(tool.artifact_id,
+                                                         tool.artifact_version).hash
+            except UserError:
+                continue
+            if found != pinned:
+                self.quarantine_artifact(tool, found)
+                drifted.append(tool.name)
+        return drifted
 
     def create(self, tool: ToolDefinition) -> ToolDefinition:
         """Create a tenant tool; creation is draft only and names are unique (SPEC §6)."""
