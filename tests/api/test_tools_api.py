@@ -399,3 +399,21 @@ def test_an_agent_token_cannot_read_other_tools_by_id(api: RestClient) -> None:
     assert versions and all("config_schema" not in v["tool"] for v in versions)
     health = {h["name"] for h in api.get("bot", "/tools/health").json()}
     assert health == set(ENABLED)
+
+
+def test_a_tenant_builtin_tool_takes_the_builtins_actions_and_schemas(api: RestClient) -> None:
+    resp = api.post("admin", "/tools", {
+        "name": "my_fs", "implementation_type": "builtin",
+        "implementation_config": {"builtin_key": "filesystem"},
+        "risk_map": {"read": "medium"}})
+    assert resp.status_code == 201, resp.text
+    tool = resp.json()
+    template = BUILTINS["filesystem"].definition()
+    assert set(tool["actions"]) == set(template.actions)
+    assert tool["actions"]["read"]["input_schema"] == template.actions["read"].input_schema
+    assert tool["actions"]["delete"]["side_effect"] == "irreversible"
+    assert tool["actions"]["write"]["side_effect"] == "compensatable"
+    assert tool["risk_map"]["read"] == "medium"  # what the body sets wins
+    assert tool["actions"]["delete"]["risk"] == template.action_risk("delete").value == "high"
+    assert (tool["builtin_key"], tool["tool_type"]) == ("filesystem", "built_in")
+

@@ -10,6 +10,7 @@ import jsonschema_rs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from toolkeeper.api.errors import ApiError
+from toolkeeper.builtins import BUILTINS, definition
 from toolkeeper.model.enums import Risk, SideEffect, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import (
@@ -77,6 +78,29 @@ class ToolCreate(ToolChanges):
         data = super().fields()
         data.pop("scope", None)
         return data
+
+
+_TEMPLATE_FIELDS = ("description", "actions", "input_schema", "output_schema", "risk_default",
+                   "risk_map", "side_effect", "idempotency_key_fields", "compensation",
+                   "execution", "requires_confirmation", "capabilities", "scopes_required")
+"""What a tenant's ``builtin`` tool takes from its built-in unless the body sets it."""
+
+
+def with_builtin_template(data: dict[str, Any]) -> dict[str, Any]:
+    """A body creating a ``builtin`` tool, completed from the built-in's own definition (its
+    actions and their schemas, side effects, risks, execution and compensation), so a tenant
+    names the built-in and its policy and gets the declared behaviour, not a bare shell.
+    Fields the body sets win; an unknown ``builtin_key`` is left for the factory to refuse."""
+    if data.get("implementation_type") != "builtin":
+        return data
+    key = str((data.get("implementation") or {}).get("builtin_key", ""))
+    if key not in BUILTINS:
+        return data
+    template = definition(key).model_dump(include=set(_TEMPLATE_FIELDS))
+    merged = {**template, "builtin_key": key, **data}
+    # a risk named for one action keeps the built-in's risks of the others
+    merged["risk_map"] = {**template["risk_map"], **(data.get("risk_map") or {})}
+    return merged
 
 
 def build_definition(data: dict[str, Any]) -> ToolDefinition:

@@ -26,7 +26,12 @@ from toolkeeper.api.responses import (
     ToolVersionOut,
 )
 from toolkeeper.api.routes.execute import ERRORS
-from toolkeeper.api.tool_bodies import ToolChanges, ToolCreate, build_definition
+from toolkeeper.api.tool_bodies import (
+    ToolChanges,
+    ToolCreate,
+    build_definition,
+    with_builtin_template,
+)
 from toolkeeper.builtins import BUILTINS, definition
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
@@ -138,7 +143,8 @@ async def create_tool(body: ToolCreate, gw: GatewayDep, caller: Caller) -> dict[
     if body.scope != "tenant":
         raise ApiError(422, Reason.INVALID_ARGUMENTS, "only tenant tools are created here; "
                        "global tools come from configuration")
-    tool = build_definition({**body.fields(), "tenant_id": caller.tenant_id})
+    tool = build_definition(with_builtin_template({**body.fields(),
+                                                   "tenant_id": caller.tenant_id}))
 
     def create() -> dict[str, Any]:
         created = gw.registry.create(tool)
