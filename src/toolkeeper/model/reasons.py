@@ -92,3 +92,10 @@ class Reason(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     PATH_NOT_ALLOWED = "path_not_allowed"
     EXPRESSION_INVALID = "expression_invalid"
+    # agent_call built-in and provider
+    AGENT_NOT_FOUND = "agent_not_found"
+    """No published endpoint of that agent in the caller's tenant (unknown, another
+    tenant's, unpublished or disabled: one answer, revealing nothing)."""
+    AGENT_NOT_ALLOWED = "agent_not_allowed"
+    AGENT_CALL_CYCLE = "agent_call_cycle"
+    AGENT_CALL_DEPTH = "agent_call_depth"

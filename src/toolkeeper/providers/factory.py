@@ -136,6 +136,8 @@ class ProviderFactory:
                 "builtin_key", "")))
         elif tool.implementation_type == "native":
             obj = self.natives.get(str(tool.implementation.get("entry_point", "")))
+        elif tool.implementation_type == "agent_call":
+            obj = self.builtins.get("agent_call")
         cls = obj if isinstance(obj, type) else type(obj)
         return cls.policy_model if issubclass(cls, BaseTool) else ToolPolicy
 
@@ -183,6 +185,12 @@ class ProviderFactory:
             if key not in self.builtins:
                 raise UserError(f"no built-in tool {key!r}")
             return NativeProvider(as_tool_instance(self.builtins[key], impl.get("init")))
+        if kind == "agent_call":  # the agent_call built-in, its target fixed by the tool
+            if "agent_call" not in self.builtins:
+                raise UserError("the agent_call built-in is not installed here")
+            target = {k: impl[k] for k in ("target_agent_id", "target_agent_slug",
+                                           "timeout_s") if k in impl}
+            return NativeProvider(self.builtins["agent_call"](**{"target": target}))
         if kind == "function":
             return FunctionProvider(str(impl.get("function_name", "")), self.functions)
         if kind == "http":
