@@ -36,7 +36,7 @@ from toolkeeper.builtins._agent_transport import (
     send_a2a,
     send_http,
 )
-from toolkeeper.errors import ConfigError, OperationRefused, ToolError
+from toolkeeper.errors import ConfigError, OperationRefused, ToolError, UserError
 from toolkeeper.model.call import PreviewResult
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.profile import Agent, AgentEndpoint, agent_id
@@ -136,7 +136,14 @@ class AgentCallTool(BaseTool):
     policy_model = AgentCallPolicy
 
     def __init__(self, *, target: Mapping[str, Any] | None = None) -> None:
-        """``target``: the implementation config of an ``agent_call`` tool (fixed target)."""
+        """``target``: the implementation config of an ``agent_call`` tool (fixed target):
+        exactly one of ``target_agent_id``/``target_agent_slug``, a string."""
+        if target is not None:
+            named = [k for k in ("target_agent_id", "target_agent_slug")
+                     if isinstance(target.get(k), str) and target[k]]
+            if len(named) != 1:
+                raise UserError("an agent_call tool names exactly one of target_agent_id "
+                                "and target_agent_slug in its implementation config")
         self._target = dict(target) if target is not None else None
 
     async def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
