@@ -137,3 +137,29 @@ def test_a_to_b_to_a_stops_with_agent_call_cycle(api: RestClient, server: str) -
     assert len(hits["bob"]) == 1 and hits["bob"][0]["chain"] == ["alice"]
     events = api.gw.store.audit.list("default", agent="bob")
     assert any(getattr(e, "reason", None) == "agent_call_cycle" for e in events)
+
+
+def test_an_agent_call_tool_created_over_rest_runs(api: RestClient) -> None:
+    class Bob(JsonHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            self.reply({"run_id": "b-7", "output": f"bob says {body['input']}"})
+
+    created = api.post("admin", "/tools", {
+        "name": "ask_bob", "implementation_type": "agent_call",
+        "implementation_config": {"target_agent_slug": "bob"},
+        "input_schema": {"type": "object", "properties": {"input": {"type": "string"}},
+                         "required": ["input"], "additionalProperties": False}})
+    assert created.status_code == 201, created.text
+    published = api.post("admin", f"/tools/{created.json()['id']}/publish")
+    assert published.status_code == 200, published.text
+    api.gw.registry.put_profile(Profile(name="callers", autonomy=3,
+                                        activations=(Activation(tool="ask_bob"),)))
+    with serving(Bob) as url:
+        assert api.put("admin", "/agents/bob/endpoint",
+                       _endpoint(url + "/run")).status_code == 200
+        r = api.execute("alice", "ask_bob", {"input": "hello"})
+    assert r.status_code == 200, r.text
+    out = r.json()["output"]
+    assert (out["mode"], out["target_agent_slug"], out["run_id"], out["status"],
+            out["output"]) == ("sync", "bob", "b-7", "completed", "bob says hello")

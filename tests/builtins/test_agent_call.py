@@ -224,3 +224,23 @@ async def test_agent_call_tool_with_a_fixed_target(gw: Gateway, callee: tuple[st
     other = await gw.call("ask_helper", arguments={"input": "x", "target_agent_slug":
                                                    "drafty"}, agent="caller")
     assert other.reason == "invalid_arguments"
+
+
+async def test_a_tenant_endpoint_beyond_todays_ceiling_is_denied_at_call_time(
+        gw: Gateway, callee: tuple[str, Got]) -> None:
+    """Written over REST while the operator allowed loopback; the ceiling is empty now."""
+    _set_endpoint(gw, "helper", _endpoint(callee[0] + "/echo", origin="api"))
+    res = await _call(gw, {"target_agent_slug": "helper", "input": "x"})
+    assert res.status is CallStatus.DENIED and res.reason == "policy_exceeds_bounds"
+    assert callee[1].bodies == []
+
+
+async def test_a_supervised_agent_gets_a_preview_and_nothing_is_sent(
+        gw: Gateway, callee: tuple[str, Got]) -> None:
+    gw.registry.put_profile(Profile(name="callers", autonomy=1, activations=(
+        Activation(tool="agent_call"),)))
+    res = await _call(gw, {"target_agent_slug": "helper", "input": "x"})
+    assert res.status is CallStatus.PREVIEW_REQUIRED, res
+    assert res.preview["data"]["target_agent_slug"] == "helper"
+    assert res.preview["data"]["chain"] == ["caller"]
+    assert callee[1].bodies == []
