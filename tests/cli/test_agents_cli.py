@@ -56,3 +56,18 @@ def test_config_agent_endpoint_is_the_operators(cli: Invoke, demo_store: str,
         "status: published", "status: published, headers: {X-Key: plain}"))
     bad = cli("apply", "-f", str(config))
     assert bad.exit_code != 0 and "secret_literal_refused" in bad.output
+
+
+def test_check_reports_a_literal_credential_in_an_endpoint_header(
+        cli: Invoke, tmp_path: Path) -> None:
+    config = tmp_path / "agents.yaml"
+    config.write_text(
+        "version: 1\n"
+        "profiles:\n  - {name: p, tenant_id: default}\n"
+        "agents:\n  - name: helper\n    profile: p\n    endpoint:\n"
+        "      transport: http\n      url: 'ftp://agents.example/run'\n"
+        "      headers: {Authorization: 'Bearer hunter2'}\n")
+    res = cli("check", "-f", str(config))
+    assert res.exit_code != 0
+    assert "secret_literal_refused" in res.output and "hunter2" not in res.output
+    assert "invalid_definition" in res.output and "agents[0].endpoint.url" in res.output
