@@ -244,3 +244,15 @@ async def test_a_supervised_agent_gets_a_preview_and_nothing_is_sent(
     assert res.preview["data"]["target_agent_slug"] == "helper"
     assert res.preview["data"]["chain"] == ["caller"]
     assert callee[1].bodies == []
+
+
+async def test_a2a_reply_size_cap_and_dead_endpoint(gw: Gateway) -> None:
+    gw.registry.put_profile(Profile(name="callers", autonomy=3, activations=(
+        Activation(tool="agent_call", policy={"max_response_bytes": 20}),)))
+    with a2a_agent() as (url, got):
+        _set_endpoint(gw, "helper", _endpoint(url, "a2a"))
+        big = await _call(gw, {"target_agent_slug": "helper", "input": "x" * 100})
+        assert big.reason == "output_too_large" and len(got.bodies) == 1
+    dead = await _call(gw, {"target_agent_slug": "helper", "input": "x"})
+    # nothing listens any more: it cannot have run, so the call failed (not unknown)
+    assert dead.status is CallStatus.FAILED and dead.reason == "upstream_error"

@@ -23,7 +23,7 @@ import httpx
 
 from toolkeeper.errors import ToolError
 from toolkeeper.model.reasons import Reason
-from toolkeeper.netguard import NetGuard
+from toolkeeper.netguard import NetGuard, request_error
 from toolkeeper.providers.http import decode_body, http_timeout, read_capped, status_error
 
 CHAIN_HEADER = "Toolkeeper-Agent-Chain"
@@ -144,6 +144,8 @@ async def send_a2a(guard: NetGuard, out: Outbound) -> Reply:
         raise ToolError(Reason.TIMEOUT, f"the agent did not answer within {out.timeout_s}s",
                         retryable=True, may_have_executed=True) from None
     except A2AClientError as exc:
+        if isinstance(exc.__cause__, httpx.RequestError):  # cannot connect: did not run
+            raise request_error(exc.__cause__, sent=False) from None
         raise ToolError(Reason.UPSTREAM_ERROR, f"A2A call failed: {str(exc)[:_SHOWN]}",
                         may_have_executed=True) from None
     if not events:
