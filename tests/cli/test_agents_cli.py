@@ -54,8 +54,8 @@ def test_config_agent_endpoint_is_the_operators(cli: Invoke, demo_store: str,
     assert (shown["origin"], shown["allowed_networks"]) == ("config", ["10.1.2.0/24"])
     config.write_text(config.read_text().replace(
         "status: published", "status: published, headers: {X-Key: plain}"))
-    bad = cli("apply", "-f", str(config))
-    assert bad.exit_code != 0 and "secret_literal_refused" in bad.output
+    bad = cli("apply", "-f", str(config))  # refused by the check rules before any write
+    assert bad.exit_code == 2 and "headers.X-Key" in bad.output and "plain" not in bad.output
 
 
 def test_check_reports_a_literal_credential_in_an_endpoint_header(
@@ -71,3 +71,17 @@ def test_check_reports_a_literal_credential_in_an_endpoint_header(
     assert res.exit_code != 0
     assert "secret_literal_refused" in res.output and "hunter2" not in res.output
     assert "invalid_definition" in res.output and "agents[0].endpoint.url" in res.output
+
+
+def test_apply_with_one_bad_endpoint_writes_nothing(cli: Invoke, tmp_path: Path) -> None:
+    config = tmp_path / "agents.yaml"
+    config.write_text(
+        "version: 1\n"
+        "profiles:\n  - {name: p, tenant_id: default}\n"
+        "agents:\n"
+        "  - {name: good, profile: p, endpoint: {transport: http, url: 'https://a.example/'}}\n"
+        "  - {name: bad, profile: p, endpoint: {transport: http, url: 'https://b.example/',\n"
+        "     headers: {X-Key: plain}}}\n")
+    res = cli("apply", "-f", str(config))
+    assert res.exit_code == 2 and "agents[1].endpoint.headers.X-Key" in res.output
+    assert as_json(cli("agents", "list", "--json")) == []
