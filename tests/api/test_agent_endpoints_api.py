@@ -68,6 +68,7 @@ def test_put_get_delete_endpoint(api: RestClient) -> None:
     ({"allowed_networks": ["0.0.0.0/0"]}, "policy_exceeds_bounds"),
     ({"headers": {"Authorization": "Bearer abc"}}, "secret_literal_refused"),
     ({"url": "file:///etc/passwd"}, "invalid_arguments"),
+    ({"url": "https://user:pw@agents.example/run"}, "secret_literal_refused"),
     ({"transport": "smtp"}, "invalid_arguments"),
     ({"origin": "config", "extra": 1}, "invalid_arguments"),
 ])

@@ -95,6 +95,9 @@ def endpoint_problems(endpoint: AgentEndpoint) -> list[tuple[str, str, str]]:
                           "a header holds ${secret:connector/key} references only"))
     if not endpoint.url.lower().startswith(("http://", "https://")):
         found.append((Reason.INVALID_ARGUMENTS, "/endpoint/url", "the URL must be http(s)"))
+    elif "@" in endpoint.url.split("/", 3)[2]:
+        found.append((Reason.SECRET_LITERAL_REFUSED, "/endpoint/url", "credentials in the "
+                      "URL are not allowed: send them in a header as ${secret:…}"))
     try:
         NetGuard(allowed_networks=endpoint.allowed_networks)
     except ConfigError as exc:
