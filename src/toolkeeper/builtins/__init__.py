@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from toolkeeper.builtins.agent_call import AgentCallTool
 from toolkeeper.builtins.calculate import CalculateTool
 from toolkeeper.builtins.datetime_utils import DatetimeTool
 from toolkeeper.builtins.filesystem import FilesystemTool
@@ -24,6 +25,7 @@ from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.native import BaseTool
 
 BUILTINS: dict[str, type[BaseTool]] = {
+    "agent_call": AgentCallTool,
     "calculate": CalculateTool,
     "datetime_utils": DatetimeTool,
     "filesystem": FilesystemTool,

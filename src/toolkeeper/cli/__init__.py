@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from toolkeeper.cli import (
+    agents,
     approvals,
     audit,
     call,
@@ -55,6 +56,7 @@ app.command("call")(call.call)
 app.command("demo")(demo.demo)
 app.command("serve")(serve.serve)
 app.command("mcp")(mcp_cmd.mcp)
+app.add_typer(agents.app, name="agents")
 app.add_typer(approvals.app, name="approvals")
 app.add_typer(calls.app, name="calls")
 app.add_typer(audit.app, name="audit")

@@ -234,8 +234,9 @@ def _sync_profiles(gw: ConfigTarget, config: ConfigFile, report: ApplyReport) ->
     wanted = [p.model_copy(update={"origin": "config"}) for p in config.profiles]
     _sync_named(report, "profile", wanted, gw.store.registry.profiles(),
                 gw.registry.put_profile)
-    _sync_named(report, "agent", config.agents, gw.store.registry.agents(),
-                gw.registry.put_agent)
+    agents = [a if a.endpoint is None else a.model_copy(update={
+        "endpoint": a.endpoint.model_copy(update={"origin": "config"})}) for a in config.agents]
+    _sync_named(report, "agent", agents, gw.store.registry.agents(), gw.registry.put_agent)
 
 
 def _sync_named(report: ApplyReport, kind: str, wanted: Sequence[R], stored: Iterable[R],

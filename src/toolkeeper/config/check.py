@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from toolkeeper.builtins.agent_call import endpoint_problems
 from toolkeeper.config.loader import load_file
 from toolkeeper.config.model import ConfigFile, NodePath, render_path
 from toolkeeper.config.resolve import (
@@ -29,6 +30,7 @@ from toolkeeper.errors import ConfigError
 from toolkeeper.model.enums import Gate, Risk
 from toolkeeper.model.gates import GateMatrix, loosening, stricter
 from toolkeeper.model.profile import Activation, Profile
+from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import NAME_RE, ToolDefinition
 from toolkeeper.providers.base import ToolPolicy
 from toolkeeper.secrets.base import LITERAL_SECRET_ADVICE, literal_secrets
@@ -92,6 +94,7 @@ def check(config: ConfigFile, *, base_dir: Path, tests_dir: Path | None = None,
         _check_profile_gates(ctx, profile, ("profiles", i, "gates"))
         for j, act in enumerate(profile.activations):
             _check_activation(ctx, profile, act, ("profiles", i, "activations", j))
+    _check_agent_endpoints(ctx)
     _check_names(ctx)
     _check_exposed(ctx)
     return sorted(ctx.out, key=lambda v: (v.line or 0, v.column or 0, v.rule))
@@ -267,6 +270,18 @@ def _validated_policy(ctx: _Ctx, tool: _Tool, act: Activation,
             ctx.add(Rule.INVALID_POLICY, where, f"{'.'.join(map(str, loc)) or 'policy'}: "
                     f"{err['msg']} ({tool.policy_model.__name__})")
         return None
+
+
+def _check_agent_endpoints(ctx: _Ctx) -> None:
+    """The write-time rules of agent endpoints (``endpoint_problems``): secret references
+    only in headers, an http(s) URL, networks that parse."""
+    for i, agent in enumerate(ctx.config.agents):
+        if agent.endpoint is None:
+            continue
+        for reason, pointer, message in endpoint_problems(agent.endpoint):
+            rule = (Rule.LITERAL_SECRET if reason == Reason.SECRET_LITERAL_REFUSED
+                    else Rule.INVALID_DEFINITION)
+            ctx.add(rule, ("agents", i, *pointer.strip("/").split("/")), message)
 
 
 def _check_names(ctx: _Ctx) -> None:

@@ -29,6 +29,10 @@ class CallRequest:
     preview_token: str | None = None
     scopes: Sequence[str] | None = None
     """Narrows the granted scopes for this call; can never widen them."""
+    chain: Sequence[str] = ()
+    """The agents this call passed through before its caller (``agent_call`` chains, oldest
+    first; REST header ``Toolkeeper-Agent-Chain``). Only ever makes ``agent_call`` stricter:
+    a target already on it is a cycle, a chain too long is over the depth limit."""
     critical: bool | None = None
     """In a sequential batch: whether this call failing stops the batch and rolls back the
     completed compensatable calls (SPEC §5); ``None`` means "when its risk is critical"."""

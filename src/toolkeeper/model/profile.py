@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -94,6 +95,38 @@ class Profile(_Strict):
         return None
 
 
+class AgentEndpoint(_Strict):
+    """Where another agent's ``agent_call`` reaches this agent (SPEC §11).
+
+    Only a ``published`` endpoint is callable, and only from the agent's own tenant.
+    ``headers`` hold ``${secret:…}`` references only (optionally after an auth scheme:
+    ``Bearer ${secret:bot/token}``), resolved at call time. The URL passes the SSRF guard on
+    every call: public addresses, plus the private ``allowed_networks`` (a tenant writing
+    over REST may list only networks within the operator's ``tenant_bounds.networks``).
+    """
+
+    transport: Literal["a2a", "http"]
+    """``a2a``: the A2A protocol (JSON-RPC) at ``url``; ``http``: POST JSON to ``url``."""
+    url: str = Field(min_length=1, max_length=2048)
+    status: Literal["draft", "published", "disabled"] = "draft"
+    timeout_s: float = Field(default=30.0, gt=0, le=300)
+    headers: dict[str, str] = Field(default_factory=dict)
+    allowed_networks: tuple[str, ...] = ()
+    """Private CIDRs the URL may resolve into (``10.0.0.0/8``); empty: public only."""
+    origin: Literal["code", "config", "api"] = "code"
+    """Who wrote it; an ``api`` endpoint's networks are re-checked against the operator's
+    ceiling on every call."""
+
+
+_AGENT_IDS = uuid.UUID("6f1b2a52-6c1e-4c55-9d0e-7a3c2b9e4f10")
+
+
+def agent_id(tenant_id: str, name: str) -> str:
+    """The stable id of an agent (``target_agent_id``): a UUIDv5 of its tenant and name,
+    the same in every process and database."""
+    return str(uuid.uuid5(_AGENT_IDS, f"{tenant_id}/{name}"))
+
+
 class Agent(_Strict):
     """A caller identity bound to one profile in one tenant."""
 
@@ -101,3 +134,5 @@ class Agent(_Strict):
     profile: str
     tenant_id: str = "default"
     description: str = ""
+    endpoint: AgentEndpoint | None = None
+    """Set when other agents of the tenant may call this one (``agent_call``)."""

@@ -139,3 +139,10 @@ class Reason(StrEnum):
     ARTIFACT_MEMORY_LIMIT = "artifact_memory_limit"
     ARTIFACT_FAILED = "artifact_failed"
     """The artifact raised, crashed or answered something that is not JSON."""
+    # agent_call built-in and provider
+    AGENT_NOT_FOUND = "agent_not_found"
+    """No published endpoint of that agent in the caller's tenant (unknown, another
+    tenant's, unpublished or disabled: one answer, revealing nothing)."""
+    AGENT_NOT_ALLOWED = "agent_not_allowed"
+    AGENT_CALL_CYCLE = "agent_call_cycle"
+    AGENT_CALL_DEPTH = "agent_call_depth"

@@ -42,6 +42,8 @@ def make_context(rt: Runtime, st: CallState) -> ToolContext:
         turn_group_id=req.turn_group_id, trace_id=req.trace_id, task_id=req.task_id,
         step_id=req.step_id, config=tool.implementation,
         timeout_s=tool.execution.timeout_s, upstreams=rt.upstreams,
+        chain=tuple(req.chain), agents=rt.catalog.agents,
+        tenant_bounds=rt.settings.tenant_bounds,
         _get_secret=tenant_getter(rt.secrets, rt.credentials, st.tenant_id or "",
                                   operator_tool=tool.origin != "api"),
         _get_credential=own_credentials(rt.credentials, st.tenant_id or ""),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
 
@@ -59,6 +59,13 @@ class ToolContext:
     """The tool's execution deadline (``execution.timeout_s``)."""
     upstreams: Any = None
     """The gateway's upstream MCP connections (``mcp`` tools and ``mcp_call``)."""
+    chain: tuple[str, ...] = ()
+    """The agents the call passed through before ``agent`` (``CallRequest.chain``)."""
+    agents: Mapping[tuple[str, str], Any] = field(default_factory=dict)
+    """The gateway's agents by ``(tenant_id, name)`` (``agent_call`` resolves its target
+    here, within ``tenant_id`` only)."""
+    tenant_bounds: Any = None
+    """The operator's ceiling for tenant-written host values (``toolkeeper.bounds``)."""
     _get_secret: SecretGetter | None = None
     _get_credential: CredentialGetter | None = None
     _resolved_secrets: list[str] = field(default_factory=list)

@@ -148,6 +148,8 @@ class ProviderFactory:
                 "builtin_key", "")))
         elif tool.implementation_type == "native":
             obj = self.natives.get(str(tool.implementation.get("entry_point", "")))
+        elif tool.implementation_type == "agent_call":
+            obj = self.builtins.get("agent_call")
         cls = obj if isinstance(obj, type) else type(obj)
         return cls.policy_model if issubclass(cls, BaseTool) else ToolPolicy
 
@@ -211,6 +213,12 @@ class ProviderFactory:
             if issubclass(cls, UsesFunctions):  # a live, read-only view of the allow-list
                 return NativeProvider(cls(functions=MappingProxyType(self.functions)))
             return NativeProvider(as_tool_instance(cls, impl.get("init")))
+        if kind == "agent_call":  # the agent_call built-in, its target fixed by the tool
+            if "agent_call" not in self.builtins:
+                raise UserError("the agent_call built-in is not installed here")
+            target = {k: impl[k] for k in ("target_agent_id", "target_agent_slug",
+                                           "timeout_s") if k in impl}
+            return NativeProvider(self.builtins["agent_call"](**{"target": target}))
         if kind == "function":
             return FunctionProvider(str(impl.get("function_name", "")), self.functions)
         if kind == "http":

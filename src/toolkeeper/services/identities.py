@@ -17,10 +17,11 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from toolkeeper.bounds import Excess, TenantBounds, activation_excess, refuse
+from toolkeeper.builtins.agent_call import endpoint_excess
 from toolkeeper.errors import OperationRefused
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
-from toolkeeper.model.profile import Activation, Agent, Profile
+from toolkeeper.model.profile import Activation, Agent, AgentEndpoint, Profile
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog
@@ -136,10 +137,23 @@ class IdentityService:
         return self._save_agent(agent)
 
     def update_agent(self, by: Principal, agent: Agent) -> Agent:
-        """Rebind an existing agent to a profile (and description)."""
+        """Rebind an existing agent to a profile (and description); its endpoint stays."""
         require(by, agent.tenant_id, Role.ADMIN)
-        self.get_agent(by, agent.tenant_id, agent.name)
-        return self._save_agent(agent)
+        current = self.get_agent(by, agent.tenant_id, agent.name)
+        return self._save_agent(agent.model_copy(update={"endpoint": current.endpoint}))
+
+    def set_endpoint(self, by: Principal, tenant_id: str, name: str,
+                     endpoint: AgentEndpoint | None) -> Agent:
+        """Register (replace) or remove (``None``) the agent's ``agent_call`` endpoint. A
+        tenant's networks stay within the operator's ceiling (``policy_exceeds_bounds``)."""
+        require(by, tenant_id, Role.ADMIN)
+        current = self.get_agent(by, tenant_id, name)
+        if endpoint is not None:
+            endpoint = endpoint.model_copy(update={"origin": "api"})
+            refuse(endpoint_excess(endpoint, self._bounds, at=""), f"agent {name!r} endpoint")
+        saved = current.model_copy(update={"endpoint": endpoint})
+        self._put_agent(saved)
+        return saved
 
     def _save_agent(self, agent: Agent) -> Agent:
         if self._profile(agent.tenant_id, agent.profile) is None:

@@ -7,6 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from toolkeeper.builtins.agent_call import refuse_endpoint
 from toolkeeper.canonical import digest
 from toolkeeper.errors import ConfigError, OperationRefused, UserError
 from toolkeeper.model.enums import ToolStatus
@@ -319,6 +320,10 @@ class RegistryService:
         self._changed()
 
     def put_agent(self, agent: Agent) -> None:
+        """Store an agent; an endpoint with a literal credential in a header, a non-http(s)
+        URL or a bad network is refused (``refuse_endpoint``)."""
+        if agent.endpoint is not None:
+            refuse_endpoint(agent.endpoint)
         self._store.registry.ensure_tenant(agent.tenant_id)
         self._store.registry.upsert_agent(agent)
         self._changed()

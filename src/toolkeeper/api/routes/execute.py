@@ -7,6 +7,7 @@ the statuses SPEC §7 names (401, 404, 409, 422, 429 with ``Retry-After``).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Annotated, Any
 
 import anyio
@@ -16,6 +17,7 @@ from fastapi import APIRouter, Header, Response
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.schemas import BatchBody, ErrorOut, ExecuteBody
+from toolkeeper.builtins.agent_call import CHAIN_HEADER, parse_chain
 from toolkeeper.model.call import CallResult, Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
@@ -60,20 +62,34 @@ def answer(res: CallResult) -> Response:
     raise ApiError(status, str(res.reason), res.message or str(res.reason), body, headers)
 
 
+ChainHeader = Annotated[str | None, Header(alias=CHAIN_HEADER, max_length=8192)]
+"""The agent_call chain a callee agent hands on when it calls back (``a,b``)."""
+
+
+def chain_of(header: str | None) -> tuple[str, ...]:
+    try:
+        return parse_chain(header)
+    except ValueError as exc:
+        raise ApiError(422, Reason.INVALID_ARGUMENTS, str(exc)) from None
+
+
 @router.post("/tools/execute", response_model=CallResult, responses=ERRORS,
              summary="Run one call through the pipeline")
 async def execute(body: ExecuteBody, gw: GatewayDep, caller: Caller,
                   idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
-                  ) -> Response:
+                  chain: ChainHeader = None) -> Response:
     who = acting_as(caller, body.agent)
-    return answer(await gw.call_served(body.request(idempotency_key), who))
+    request = replace(body.request(idempotency_key), chain=chain_of(chain))
+    return answer(await gw.call_served(request, who))
 
 
 @router.post("/tools/execute-batch", response_model=list[CallResult], responses=ERRORS,
              summary="Run an ordered list of calls (sequential or parallel_safe)")
-async def execute_batch(body: BatchBody, gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
+async def execute_batch(body: BatchBody, gw: GatewayDep, caller: Caller,
+                        chain: ChainHeader = None) -> list[dict[str, Any]]:
     who = acting_as(caller, body.agent)
-    requests = [c.request(None) for c in body.calls]
+    path = chain_of(chain)
+    requests = [replace(c.request(None), chain=path) for c in body.calls]
     results = await anyio.to_thread.run_sync(
         lambda: gw.run_sync(gw.batch(requests, mode=body.mode, principal=who)))
     return [r.to_dict(omit_empty=False) for r in results]

@@ -24,8 +24,8 @@ from toolkeeper.api.routes.access import NAME, blocking
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import Body
 from toolkeeper.model.call import Principal
-from toolkeeper.model.profile import Activation, Agent, Profile
-from toolkeeper.services.identities import invalid
+from toolkeeper.model.profile import Activation, Agent, AgentEndpoint, Profile, agent_id
+from toolkeeper.services.identities import invalid, not_found
 
 router = APIRouter(tags=["identities"], responses=ERRORS)
 router.include_router(access.router)
@@ -93,6 +93,42 @@ async def update_agent(name: str, body: AgentUpdate, gw: GatewayDep,
 @router.delete("/agents/{name}", status_code=204, summary="Delete an agent and revoke its tokens")
 async def delete_agent(name: str, gw: GatewayDep, caller: Caller) -> Response:
     await blocking(gw.identities.delete_agent, caller, caller.tenant_id, name)
+    return Response(status_code=204)
+
+
+class EndpointOut(AgentEndpoint):
+    """An agent's endpoint with the agent's ``agent_call`` id and slug."""
+
+    agent_id: str
+    agent: str
+
+
+def _endpoint_out(agent: Agent) -> dict[str, Any]:
+    if agent.endpoint is None:
+        raise not_found("endpoint of agent", agent.name)
+    return {**agent.endpoint.model_dump(mode="json"), "agent": agent.name,
+            "agent_id": agent_id(agent.tenant_id, agent.name)}
+
+
+@router.get("/agents/{name}/endpoint", response_model=EndpointOut,
+            summary="The agent's agent_call endpoint")
+async def get_endpoint(name: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    found = await blocking(gw.identities.get_agent, caller, caller.tenant_id, name)
+    return _endpoint_out(found)
+
+
+@router.put("/agents/{name}/endpoint", response_model=EndpointOut,
+            summary="Register or replace the agent's agent_call endpoint (admin)")
+async def put_endpoint(name: str, body: AgentEndpoint, gw: GatewayDep,
+                       caller: Caller) -> dict[str, Any]:
+    saved = await blocking(gw.identities.set_endpoint, caller, caller.tenant_id, name, body)
+    return _endpoint_out(saved)
+
+
+@router.delete("/agents/{name}/endpoint", status_code=204,
+               summary="Remove the agent's agent_call endpoint (admin)")
+async def delete_endpoint(name: str, gw: GatewayDep, caller: Caller) -> Response:
+    await blocking(gw.identities.set_endpoint, caller, caller.tenant_id, name, None)
     return Response(status_code=204)
 
 
