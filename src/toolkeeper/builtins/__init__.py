@@ -14,6 +14,7 @@ from toolkeeper.builtins.git import GitTool
 from toolkeeper.builtins.http_request import HttpRequestTool
 from toolkeeper.builtins.json_transform import JsonTransformTool
 from toolkeeper.builtins.mcp_call import McpCallTool
+from toolkeeper.builtins.retrieval import RetrievalTool
 from toolkeeper.errors import UserError
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.native import BaseTool
@@ -25,6 +26,7 @@ BUILTINS: dict[str, type[BaseTool]] = {
     "http_request": HttpRequestTool,
     "json_transform": JsonTransformTool,
     "mcp_call": McpCallTool,
+    "retrieval": RetrievalTool,
 }
 
 

@@ -92,3 +92,11 @@ class Reason(StrEnum):
     METHOD_NOT_ALLOWED = "method_not_allowed"
     PATH_NOT_ALLOWED = "path_not_allowed"
     EXPRESSION_INVALID = "expression_invalid"
+    # retrieval (the ``retrieval`` built-in, ``rag_retrieval`` tools, /retrieval REST)
+    RETRIEVAL_QUERY_INVALID = "retrieval_query_invalid"
+    RETRIEVAL_FILTER_INVALID = "retrieval_filter_invalid"
+    RETRIEVAL_TOP_K_EXCEEDED = "retrieval_top_k_exceeded"
+    RETRIEVAL_INGEST_TOO_LARGE = "retrieval_ingest_too_large"
+    RETRIEVAL_DOCUMENT_INVALID = "retrieval_document_invalid"
+    RETRIEVAL_PIPELINE_REQUIRED = "retrieval_pipeline_required"
+    RETRIEVAL_PIPELINE_NOT_ALLOWED = "retrieval_pipeline_not_allowed"

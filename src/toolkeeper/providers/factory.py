@@ -117,7 +117,7 @@ class ProviderFactory:
 
     def __init__(self, *, natives: Mapping[str, Any] | None = None,
                  functions: Mapping[str, Callable[..., Any]] | None = None,
-                 builtins: Mapping[str, type[BaseTool]] | None = None,
+                 builtins: Mapping[str, type[BaseTool] | BaseTool] | None = None,
                  extra: Mapping[str, Callable[[ToolDefinition], Provider]] | None = None,
                  allow_imports: bool = True) -> None:
         self.natives: dict[str, Any] = dict(natives or {})
