@@ -83,23 +83,38 @@ def query_terms(query: Any) -> list[str]:
     return terms
 
 
-def _scalar_map(value: Any, what: str, reason: str, limit: int) -> dict[str, Any]:
-    """``value`` as a mapping of safe keys to strings, numbers and booleans."""
+def _scalar_map(value: Any, what: str, reason: str, limit: int,
+                at: str = "") -> dict[str, Any]:
+    """``value`` as a mapping of safe keys to strings, numbers and booleans (``at``: the
+    pointer of the object holding it)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping) or len(value) > limit:
-        raise refuse(reason, f"{what} must be an object of at most {limit} keys", f"/{what}")
+        raise refuse(reason, f"{what} must be an object of at most {limit} keys", f"{at}/{what}")
     for key, item in value.items():
         if not isinstance(key, str) or not KEY_RE.match(key):
             raise refuse(reason, f"{what} keys are 1-64 letters, digits, '_' or '-'",
-                         f"/{what}")
+                         f"{at}/{what}")
         ok = isinstance(item, bool | int | float) or (
             isinstance(item, str) and len(item) <= MAX_VALUE_CHARS)
         if not ok:
             raise refuse(reason, f"{what}.{key} must be a string (at most "
                          f"{MAX_VALUE_CHARS} characters), a number or a boolean",
-                         f"/{what}/{key}")
+                         f"{at}/{what}/{key}")
     return dict(value)
+
+
+def _encodable(*values: Any) -> bool:
+    """Every string of ``values`` is storable text: UTF-8 encodable, without NUL."""
+    for value in values:
+        if isinstance(value, str):
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                return False
+            if "\x00" in value:
+                return False
+    return True
 
 
 class RetrievalService:
@@ -187,7 +202,10 @@ class RetrievalService:
             raise refuse(Reason.RETRIEVAL_DOCUMENT_INVALID, f"document {i}: source is a "
                          f"string of at most {MAX_SOURCE_CHARS} characters", f"{at}/source")
         metadata = _scalar_map(doc.get("metadata"), "metadata",
-                               Reason.RETRIEVAL_DOCUMENT_INVALID, MAX_METADATA_KEYS)
+                               Reason.RETRIEVAL_DOCUMENT_INVALID, MAX_METADATA_KEYS, at)
+        if not _encodable(text, source, *metadata.values()):
+            raise refuse(Reason.RETRIEVAL_DOCUMENT_INVALID, f"document {i} holds text that is "
+                         "not valid Unicode (a lone surrogate or NUL)", at)
         digest = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
         return NewDocument(source=source, metadata=metadata, content_hash=digest,
                            chunks=chunk_text(text, pipeline.chunk_chars, pipeline.chunk_overlap))
