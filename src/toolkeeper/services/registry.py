@@ -59,6 +59,19 @@ def with_query(schema: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def normalized(tool: ToolDefinition) -> ToolDefinition:
+    """A ``rag_retrieval`` tool with ``query`` a required string in its input and output
+    schemas (seed 002); other tools as they are."""
+    if tool.implementation_type != "rag_retrieval":
+        return tool
+    actions = {name: spec if spec.input_schema is None else spec.model_copy(
+        update={"input_schema": with_query(spec.input_schema)})
+        for name, spec in tool.actions.items()}
+    return tool.model_copy(update={"input_schema": with_query(tool.input_schema),
+                                   "output_schema": with_query(tool.output_schema),
+                                   "actions": actions})
+
+
 def visible_to(tool: ToolDefinition | None, tenant_id: str | None, what: str) -> ToolDefinition:
     """``tool`` if ``tenant_id`` may see it: its own tools and the global ones. Another
     tenant's tool is ``not_found``, exactly like one that does not exist (``what`` names
@@ -241,12 +254,7 @@ class RegistryService:
             raise OperationRefused(Reason.INVALID_ARGUMENTS,
                                    f"no retrieval pipeline {pipeline!r} in this tenant",
                                    pipeline_id=pipeline)
-        actions = {name: spec if spec.input_schema is None else spec.model_copy(
-            update={"input_schema": with_query(spec.input_schema)})
-            for name, spec in tool.actions.items()}
-        return tool.model_copy(update={"input_schema": with_query(tool.input_schema),
-                                       "output_schema": with_query(tool.output_schema),
-                                       "actions": actions})
+        return normalized(tool)
 
     def visible_row(self, tenant_id: str, tool_id: str) -> ToolRow:
         """The stored tool ``tool_id`` if the tenant may see it (:func:`visible_to`)."""

@@ -104,6 +104,11 @@ def _scalar_map(value: Any, what: str, reason: str, limit: int,
     return dict(value)
 
 
+def content_digest(text: str) -> str:
+    """A document's ``content_hash``."""
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
 def _encodable(*values: Any) -> bool:
     """Every string of ``values`` is storable text: UTF-8 encodable, without NUL."""
     for value in values:
@@ -206,19 +211,19 @@ class RetrievalService:
         if not _encodable(text, source, *metadata.values()):
             raise refuse(Reason.RETRIEVAL_DOCUMENT_INVALID, f"document {i} holds text that is "
                          "not valid Unicode (a lone surrogate or NUL)", at)
-        digest = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-        return NewDocument(source=source, metadata=metadata, content_hash=digest,
+        return NewDocument(source=source, metadata=metadata, content_hash=content_digest(text),
                            chunks=chunk_text(text, pipeline.chunk_chars, pipeline.chunk_overlap))
 
     def query(self, tenant_id: str, ref: str, query: Any, *, top_k: Any = None,
               filters: Any = None, max_top_k: int | None = None,
               by: Principal | None = None) -> dict[str, Any]:
         """The best chunks for ``query`` in the tenant's pipeline ``ref``. ``top_k``
-        (default 5) above ``max_top_k`` (the setting, or a lower policy cap) is refused."""
+        (default 5, or the cap when lower) above the cap (the setting, or a lower
+        ``max_top_k`` of the policy) is refused."""
         pipeline = self.get(tenant_id, ref, by=by)
         terms = query_terms(query)
         cap = min(self._settings.retrieval_max_top_k, max_top_k or 1 << 30)
-        k = DEFAULT_TOP_K if top_k is None else top_k
+        k = min(DEFAULT_TOP_K, cap) if top_k is None else top_k
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise refuse(Reason.INVALID_ARGUMENTS, "top_k is a positive integer", "/top_k")
         if k > cap:
