@@ -12,6 +12,7 @@ from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import BenchResult, Sizes
 from toolkeeper.bench.pure import bench_pure
 from toolkeeper.bench.rest import bench_rest
+from toolkeeper.bench.retrieval import bench_retrieval
 
 BenchFn = Callable[[Sizes], BenchResult]
 
@@ -22,6 +23,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "mcp": bench_mcp,
     "catalog": bench_catalog,
     "adapters": bench_adapters,
+    "retrieval": bench_retrieval,
 }
 
 

@@ -47,6 +47,11 @@ def refuse(reason: str, message: str, pointer: str | None = None) -> OperationRe
     return OperationRefused(reason, message, **({"errors": errors} if errors else {}))
 
 
+def missing(ref: Any) -> OperationRefused:
+    """``not_found``: the same for an absent pipeline and another tenant's."""
+    return OperationRefused(Reason.NOT_FOUND, f"no retrieval pipeline {str(ref)[:200]!r}")
+
+
 def chunk_text(text: str, size: int, overlap: int) -> list[str]:
     """``text`` in windows of at most ``size`` characters, each starting ``overlap``
     characters before the previous one ended; a window ends at a space when one is in its
@@ -162,7 +167,7 @@ class RetrievalService:
         self._check(by, tenant_id, write=False)
         found = self._repo.get(tenant_id, ref) if isinstance(ref, str) else None
         if found is None:
-            raise OperationRefused(Reason.NOT_FOUND, f"no retrieval pipeline {str(ref)[:200]!r}")
+            raise missing(ref)
         return found
 
     def delete(self, tenant_id: str, ref: str, *, by: Principal | None = None) -> None:
@@ -220,7 +225,10 @@ class RetrievalService:
         """The best chunks for ``query`` in the tenant's pipeline ``ref``. ``top_k``
         (default 5, or the cap when lower) above the cap (the setting, or a lower
         ``max_top_k`` of the policy) is refused."""
-        pipeline = self.get(tenant_id, ref, by=by)
+        self._check(by, tenant_id, write=False)
+        pipeline_id = self._repo.find(tenant_id, ref) if isinstance(ref, str) else None
+        if pipeline_id is None:
+            raise missing(ref)
         terms = query_terms(query)
         cap = min(self._settings.retrieval_max_top_k, max_top_k or 1 << 30)
         k = min(DEFAULT_TOP_K, cap) if top_k is None else top_k
@@ -230,8 +238,8 @@ class RetrievalService:
             raise refuse(Reason.RETRIEVAL_TOP_K_EXCEEDED, f"top_k {k} is above the cap {cap}",
                          "/top_k")
         wanted = _scalar_map(filters, "filters", Reason.RETRIEVAL_FILTER_INVALID, MAX_FILTERS)
-        found = self._repo.search(pipeline.id, terms, k, wanted)
-        return {"chunks": found, "pipeline_id": pipeline.id, "query": query}
+        found = self._repo.search(pipeline_id, terms, k, wanted)
+        return {"chunks": found, "pipeline_id": pipeline_id, "query": query}
 
     @staticmethod
     def _check(by: Principal | None, tenant_id: str, *, write: bool) -> None:

@@ -1,7 +1,8 @@
 """Retrieval pipelines, their documents and chunks, and full-text search over them.
 
 Every read and write names the pipeline's tenant: another tenant's pipeline is absent here.
-Search is the backend's own: SQLite FTS5 ranked by ``bm25()`` (``score = -bm25``), or
+Search is the backend's own: SQLite FTS5 ranked by ``bm25()`` (its ``rank``; ``score =
+-bm25``), or
 PostgreSQL full-text search ranked by ``ts_rank_cd``; on both a higher score is better.
 The caller hands over plain terms; they are quoted here, never parsed as query syntax.
 """
@@ -107,6 +108,14 @@ class RetrievalRepo:
             found = sorted(rows, key=lambda r: r.id != ref)
             return self._row(conn, found[0]) if found else None
 
+    def find(self, tenant_id: str, ref: str) -> str | None:
+        """The id of the tenant's pipeline whose id (else name) is ``ref`` (no counts)."""
+        with self._db.read() as conn:
+            ids = conn.execute(select(pipelines.c.id).where(
+                pipelines.c.tenant_id == tenant_id,
+                or_(pipelines.c.id == ref, pipelines.c.name == ref))).scalars().all()
+        return (ref if ref in ids else ids[0]) if ids else None
+
     @staticmethod
     def _row(conn: Connection, r: Any) -> PipelineRow:
         docs = conn.execute(select(func.count()).select_from(documents).where(
@@ -193,12 +202,14 @@ class RetrievalRepo:
                  else json.loads(r.metadata)} for r in rows]
 
 
-_SQLITE_SEARCH = (
-    "SELECT c.text, -bm25(retrieval_fts) AS score, d.source, c.document_id, c.metadata "
-    "FROM retrieval_fts JOIN retrieval_chunks c ON c.id = retrieval_fts.rowid "
-    "JOIN retrieval_documents d ON d.id = c.document_id "
+_SQLITE_SEARCH = (  # rank and cut first; read texts and sources of the top k only
+    "WITH top AS (SELECT c.id AS id, retrieval_fts.rank AS rank FROM retrieval_fts "
+    "JOIN retrieval_chunks c ON c.id = retrieval_fts.rowid "
     "WHERE retrieval_fts MATCH :q AND c.pipeline_id = :p{filters} "
-    "ORDER BY bm25(retrieval_fts), c.id LIMIT :k")
+    "ORDER BY retrieval_fts.rank, c.id LIMIT :k) "
+    "SELECT c.text, -top.rank AS score, d.source, c.document_id, c.metadata "
+    "FROM top JOIN retrieval_chunks c ON c.id = top.id "
+    "JOIN retrieval_documents d ON d.id = c.document_id ORDER BY top.rank, c.id")
 _PG_SEARCH = (
     "SELECT c.text, ts_rank_cd(c.tsv, q) AS score, d.source, c.document_id, c.metadata "
     "FROM retrieval_chunks c JOIN retrieval_documents d ON d.id = c.document_id, "
