@@ -13,7 +13,7 @@ from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Response
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.routes.access import blocking
@@ -47,13 +47,65 @@ class QueryBody(Body):
     filters: dict[str, Any] | None = None
 
 
+class PipelineOut(BaseModel):
+    """A retrieval pipeline with its document and chunk counts."""
+
+    id: str
+    tenant_id: str
+    name: str
+    description: str
+    chunk_chars: int
+    chunk_overlap: int
+    created_at: str
+    documents: int
+    chunks: int
+
+
+class DocumentOut(BaseModel):
+    """An ingested document (its text lives in its chunks)."""
+
+    id: str
+    pipeline_id: str
+    source: str
+    metadata: dict[str, Any]
+    content_hash: str
+    chunks: int
+    created_at: str
+
+
+class IngestOut(BaseModel):
+    """The documents one ingest stored."""
+
+    documents: list[DocumentOut]
+
+
+class ChunkOut(BaseModel):
+    """One matching chunk; ``score``: higher is better (FTS5 ``-bm25`` on SQLite,
+    ``ts_rank_cd`` on PostgreSQL; comparable within one answer only)."""
+
+    text: str
+    score: float
+    source: str
+    document_id: str
+    metadata: dict[str, Any]
+
+
+class QueryOut(BaseModel):
+    """The best chunks first."""
+
+    chunks: list[ChunkOut]
+    pipeline_id: str
+    query: str
+
+
 def _json(row: Any) -> dict[str, Any]:
     out = asdict(row)
     out["created_at"] = row.created_at.isoformat()
     return out
 
 
-@router.post("/pipelines", status_code=201, summary="Create a retrieval pipeline (admin)")
+@router.post("/pipelines", status_code=201, response_model=PipelineOut,
+             summary="Create a retrieval pipeline (admin)")
 async def create_pipeline(body: PipelineBody, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     def run() -> Any:
         return gw.retrieval.create(caller.tenant_id, body.name, description=body.description,
@@ -62,13 +114,15 @@ async def create_pipeline(body: PipelineBody, gw: GatewayDep, caller: Caller) ->
     return _json(await blocking(run))
 
 
-@router.get("/pipelines", summary="The tenant's retrieval pipelines")
+@router.get("/pipelines", response_model=list[PipelineOut],
+            summary="The tenant's retrieval pipelines")
 async def list_pipelines(gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     return [_json(p) for p in await blocking(
         lambda: gw.retrieval.pipelines(caller.tenant_id, by=caller))]
 
 
-@router.get("/pipelines/{pipeline}", summary="One retrieval pipeline (by id or name)")
+@router.get("/pipelines/{pipeline}", response_model=PipelineOut,
+            summary="One retrieval pipeline (by id or name)")
 async def get_pipeline(pipeline: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     return _json(await blocking(lambda: gw.retrieval.get(caller.tenant_id, pipeline,
                                                          by=caller)))
@@ -81,7 +135,7 @@ async def delete_pipeline(pipeline: str, gw: GatewayDep, caller: Caller) -> Resp
     return Response(status_code=204)
 
 
-@router.post("/pipelines/{pipeline}/documents", status_code=201,
+@router.post("/pipelines/{pipeline}/documents", status_code=201, response_model=IngestOut,
              summary="Ingest documents (admin; one transaction: all or nothing)")
 async def ingest(pipeline: str, body: IngestBody, gw: GatewayDep,
                  caller: Caller) -> dict[str, Any]:
@@ -90,7 +144,8 @@ async def ingest(pipeline: str, body: IngestBody, gw: GatewayDep,
     return {"documents": [_json(r) for r in rows]}
 
 
-@router.get("/pipelines/{pipeline}/documents", summary="A pipeline's documents")
+@router.get("/pipelines/{pipeline}/documents", response_model=list[DocumentOut],
+            summary="A pipeline's documents")
 async def list_documents(pipeline: str, gw: GatewayDep, caller: Caller) -> list[dict[str, Any]]:
     return [_json(d) for d in await blocking(
         lambda: gw.retrieval.documents(caller.tenant_id, pipeline, by=caller))]
@@ -105,7 +160,7 @@ async def delete_document(pipeline: str, document_id: str, gw: GatewayDep,
     return Response(status_code=204)
 
 
-@router.post("/pipelines/{pipeline}/query",
+@router.post("/pipelines/{pipeline}/query", response_model=QueryOut,
              summary="Query a pipeline: {chunks: [{text, score, source, document_id, "
              "metadata}], pipeline_id, query}, highest score first")
 async def query(pipeline: str, body: QueryBody, gw: GatewayDep,
