@@ -140,3 +140,39 @@ def test_rag_retrieval_tool_needs_a_pipeline_of_its_tenant(gw: Gateway) -> None:
     other_id = gw.retrieval.get("other", "kb").id
     with pytest.raises(OperationRefused):
         gw.registry.create(rag_tool("default", other_id).model_copy(update={"name": "kb3"}))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 2**64, [1], {"a": 1}, None])
+def test_filter_values_the_stores_cannot_compare_are_refused(gw: Gateway, value: Any) -> None:
+    from toolkeeper.errors import OperationRefused
+
+    seed(gw)
+    with pytest.raises(OperationRefused) as info:
+        gw.retrieval.query("default", "kb", "password", filters={"lang": value})
+    assert info.value.reason == "retrieval_filter_invalid"
+
+
+def test_a_rag_tool_activation_takes_max_top_k_and_refuses_other_keys(gw: Gateway) -> None:
+    from toolkeeper import Activation, Agent, Profile
+
+    seed(gw)
+    gw.registry.put_profile(Profile(name="capped", tenant_id="default", autonomy=2,
+                                    activations=(Activation(tool="kb_search",
+                                                            policy={"max_top_k": 1}),)))
+    gw.registry.put_agent(Agent(name="capped-bot", profile="capped", tenant_id="default"))
+    one = query(gw, {"query": "password"}, tool="kb_search", agent="capped-bot")
+    assert one.status is CallStatus.SUCCEEDED and len(one.output["chunks"]) == 1
+    gw.registry.put_profile(Profile(name="typo", tenant_id="default", autonomy=2,
+                                    activations=(Activation(tool="kb_search",
+                                                            policy={"max_topk": 1}),)))
+    gw.registry.put_agent(Agent(name="typo-bot", profile="typo", tenant_id="default"))
+    typo = query(gw, {"query": "password"}, tool="kb_search", agent="typo-bot")
+    assert typo.status is not CallStatus.SUCCEEDED
+
+
+def test_the_factory_names_the_rag_policy_model_without_building_the_tool() -> None:
+    from tests.retrieval.support import rag_tool
+    from toolkeeper.providers.factory import ProviderFactory
+    from toolkeeper.providers.retrieval import RagRetrievalPolicy
+
+    assert ProviderFactory().policy_model(rag_tool("default", "kb")) is RagRetrievalPolicy

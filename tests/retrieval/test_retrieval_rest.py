@@ -130,3 +130,4 @@ def test_bad_pipelines_are_refused(api: RestClient, fields: dict[str, Any]) -> N
     body = {"name": "kb", "chunk_chars": 200, "chunk_overlap": 20, **fields}
     assert_error(api.post("admin", BASE, body), 422, "invalid_arguments")
     assert api.get("admin", BASE).json() == []
+

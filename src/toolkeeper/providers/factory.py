@@ -136,6 +136,10 @@ class ProviderFactory:
                 "builtin_key", "")))
         elif tool.implementation_type == "native":
             obj = self.natives.get(str(tool.implementation.get("entry_point", "")))
+        elif tool.implementation_type == "rag_retrieval":
+            from toolkeeper.providers.retrieval import RagRetrievalPolicy
+
+            return RagRetrievalPolicy
         cls = obj if isinstance(obj, type) else type(obj)
         return cls.policy_model if issubclass(cls, BaseTool) else ToolPolicy
 

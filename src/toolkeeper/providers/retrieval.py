@@ -23,8 +23,16 @@ RetrievalQuery = Callable[..., dict[str, Any]]
 (``toolkeeper.services.retrieval.RetrievalService.query``)."""
 
 
-class RetrievalPolicy(ToolPolicy):
-    """Bounds of a retrieval query, set on the activation (or as tool policy defaults)."""
+class RagRetrievalPolicy(ToolPolicy):
+    """Bounds of a ``rag_retrieval`` tool's queries, set on the activation."""
+
+    max_top_k: int | None = Field(default=None, ge=1)
+    """Caps ``top_k`` below the gateway's ``retrieval_max_top_k``."""
+
+
+class RetrievalPolicy(RagRetrievalPolicy):
+    """Bounds of the ``retrieval`` built-in, set on the activation (or as tool policy
+    defaults)."""
 
     pipeline_id: str | None = Field(default=None, min_length=1, max_length=200)
     """``retrieval`` built-in: the pipeline (id or name) queried; an argument naming
@@ -32,8 +40,6 @@ class RetrievalPolicy(ToolPolicy):
     allowed_pipelines: tuple[str, ...] | None = None
     """``retrieval`` built-in: pipelines (ids or names) an argument may name; ``None``:
     any pipeline of the caller's tenant."""
-    max_top_k: int | None = Field(default=None, ge=1)
-    """Caps ``top_k`` below the gateway's ``retrieval_max_top_k``."""
 
 
 async def run_query(search: RetrievalQuery, ctx: ToolContext, pipeline: str,
@@ -56,7 +62,7 @@ def lowest(*caps: int | None) -> int | None:
 class RagRetrievalProvider(NoPreview):
     """Queries the pipeline the definition names."""
 
-    policy_model: type[ToolPolicy] = RetrievalPolicy
+    policy_model: type[ToolPolicy] = RagRetrievalPolicy
 
     def __init__(self, tool: ToolDefinition, search: RetrievalQuery) -> None:
         impl = tool.implementation

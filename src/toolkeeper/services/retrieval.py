@@ -11,6 +11,7 @@ syntax — ranked by the backend's full-text search (higher ``score`` is better)
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,6 +40,7 @@ MAX_FILTERS = 16
 MAX_METADATA_KEYS = 32
 MAX_SOURCE_CHARS = 1000
 MAX_VALUE_CHARS = 1000
+MAX_INT = 2**53
 DEFAULT_TOP_K = 5
 
 
@@ -100,11 +102,14 @@ def _scalar_map(value: Any, what: str, reason: str, limit: int,
         if not isinstance(key, str) or not KEY_RE.match(key):
             raise refuse(reason, f"{what} keys are 1-64 letters, digits, '_' or '-'",
                          f"{at}/{what}")
-        ok = isinstance(item, bool | int | float) or (
+        ok = isinstance(item, bool) or (
+            isinstance(item, int) and abs(item) <= MAX_INT) or (
+            isinstance(item, float) and math.isfinite(item)) or (
             isinstance(item, str) and len(item) <= MAX_VALUE_CHARS)
         if not ok:
             raise refuse(reason, f"{what}.{key} must be a string (at most "
-                         f"{MAX_VALUE_CHARS} characters), a number or a boolean",
+                         f"{MAX_VALUE_CHARS} characters), a finite number (integers within "
+                         "±2**53) or a boolean",
                          f"{at}/{what}/{key}")
     return dict(value)
 
