@@ -46,6 +46,8 @@ from toolkeeper.services.changes import DefinitionChanges
 from toolkeeper.services.events import system_event
 from toolkeeper.services.identities import IdentityService
 from toolkeeper.services.registry import RegistryService
+from toolkeeper.services.retrieval import RetrievalService
+from toolkeeper.services.retrieval import wire as wire_retrieval
 from toolkeeper.services.upstreams import UpstreamSync
 from toolkeeper.services.webhooks import WebhookNotifier
 from toolkeeper.store import Store, changes
@@ -118,8 +120,11 @@ class Gateway:
         def redactor() -> Redactor:
             return rt.redactor
 
+        self.retrieval = RetrievalService(store.retrieval, self.settings)
+        wire_retrieval(self.factory, self.retrieval)
         self.registry = RegistryService(store, factory=self.factory, settings=self.settings,
-                                        catalog=catalog, changed=self.definitions_changed)
+                                        catalog=catalog, changed=self.definitions_changed,
+                                        retrieval=self.retrieval)
         self.factory.on_artifact_drift = self.registry.quarantine_artifact
         self.approvals = ApprovalService(store, redactor=redactor)
         self.calls = CallService(store, call=self.call, catalog=catalog, redactor=redactor)

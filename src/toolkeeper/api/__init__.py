@@ -19,6 +19,7 @@ from toolkeeper.api.routes import (
     execute,
     identities,
     ops,
+    retrieval,
     tools,
 )
 from toolkeeper.gateway import Gateway
@@ -51,7 +52,8 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     for exc_type, handler in HANDLERS.items():
         app.add_exception_handler(exc_type, handler)
     # tools first: its fixed paths (/tools/health, /tools/builtins/…) precede /tools/{id}
-    for module in (tools, execute, calls, approvals, audit, discovery, identities, ops):
+    for module in (tools, execute, calls, approvals, audit, discovery, identities, ops,
+                   retrieval):
         app.include_router(module.router)
     if settings.ui:
         from toolkeeper import ui

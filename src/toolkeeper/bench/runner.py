@@ -13,6 +13,7 @@ from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import BenchResult, Sizes
 from toolkeeper.bench.pure import bench_pure
 from toolkeeper.bench.rest import bench_rest
+from toolkeeper.bench.retrieval import bench_retrieval
 from toolkeeper.bench.web_fetch import bench_web_fetch
 
 BenchFn = Callable[[Sizes], BenchResult]
@@ -26,6 +27,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "adapters": bench_adapters,
     "web_fetch": bench_web_fetch,
     "filesystem": bench_filesystem,
+    "retrieval": bench_retrieval,
 }
 
 

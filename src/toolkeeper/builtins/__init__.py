@@ -17,6 +17,7 @@ from toolkeeper.builtins.git import GitTool
 from toolkeeper.builtins.http_request import HttpRequestTool
 from toolkeeper.builtins.json_transform import JsonTransformTool
 from toolkeeper.builtins.mcp_call import McpCallTool
+from toolkeeper.builtins.retrieval import RetrievalTool
 from toolkeeper.builtins.shell import ShellTool
 from toolkeeper.builtins.web_fetch import WebFetchTool
 from toolkeeper.builtins.web_search import WebSearchTool
@@ -34,6 +35,7 @@ BUILTINS: dict[str, type[BaseTool]] = {
     "http_request": HttpRequestTool,
     "json_transform": JsonTransformTool,
     "mcp_call": McpCallTool,
+    "retrieval": RetrievalTool,
     "shell": ShellTool,
     "web_fetch": WebFetchTool,
     "web_search": WebSearchTool,

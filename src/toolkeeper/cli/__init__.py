@@ -19,6 +19,7 @@ from toolkeeper.cli import (
     db,
     demo,
     mcp_cmd,
+    retrieval,
     serve,
     tokens,
     tools,
@@ -63,6 +64,7 @@ app.add_typer(audit.app, name="audit")
 app.add_typer(tools.app, name="tools")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(db.app, name="db")
+app.add_typer(retrieval.app, name="retrieval")
 
 
 def main() -> None:

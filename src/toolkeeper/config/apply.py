@@ -20,6 +20,7 @@ from toolkeeper.config.check import Rule, check
 from toolkeeper.config.loader import load_file
 from toolkeeper.config.model import ConfigFile, DefinitionEntry, NativeEntry, render_path
 from toolkeeper.config.resolve import ResolvedTool, load_functions, resolve_tools
+from toolkeeper.config.retrieval import read_documents, sync_pipelines
 from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.events import EventType
@@ -29,7 +30,13 @@ from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import BlobStore, SecretsStore
 from toolkeeper.services.events import system_event
 from toolkeeper.services.identities import IdentityService
-from toolkeeper.services.registry import RegistryService, content_hash, semver_key
+from toolkeeper.services.registry import (
+    RegistryService,
+    content_hash,
+    normalized,
+    semver_key,
+)
+from toolkeeper.services.retrieval import RetrievalService
 from toolkeeper.store import Store
 from toolkeeper.upstream.link import SERVERS_SETTING
 
@@ -54,6 +61,8 @@ class ConfigTarget(Protocol):
     def identities(self) -> IdentityService: ...
     @property
     def catalog(self) -> Catalog: ...
+    @property
+    def retrieval(self) -> RetrievalService: ...
     def changes_batch(self) -> AbstractContextManager[None]: ...
     def definitions_changed(self) -> None: ...
     def sync_servers(self, names: Sequence[str] | None = None) -> dict[str, Any]: ...
@@ -101,8 +110,11 @@ def apply_config(gw: ConfigTarget, config: ConfigFile, *, base_dir: Path,
     functions, _problems = load_functions(config, base_dir)
     gw.factory.functions.update(functions)
     plans = [_plan(gw, config, rt) for rt in resolve_tools(config, base_dir)]
+    documents = read_documents(config, base_dir)
     report = ApplyReport()
     with gw.changes_batch():  # one catalog reload for the whole file
+        for label in sync_pipelines(gw.retrieval, config, documents):
+            _record(report, label[0], label[1])
         for plan in plans:
             _apply_tool(gw, config, plan)
             _record(report, plan.op, plan.label)
@@ -160,6 +172,7 @@ def _plan(gw: ConfigTarget, config: ConfigFile, rt: ResolvedTool) -> _ToolPlan:
             d = d.model_copy(update={"implementation": {**d.implementation,
                                                         "artifact_hash": pin}})
             rt = replace(rt, definition=d)
+    d = normalized(d)  # as the registry stores it
     same = content_hash(current) == content_hash(d)
     snapshots = gw.store.registry.versions(tool_id)
     clash = [s for s in snapshots if s.version == d.version and content_hash(s) != content_hash(d)]
@@ -290,6 +303,9 @@ def config_settings(config: ConfigFile) -> dict[str, Any]:
                  "mcp_resync_s", "tenant_bounds"):
         if getattr(s, name) is not None:
             out[name] = getattr(s, name)
+    for name in ("max_top_k", "max_document_chars", "max_batch_documents"):
+        if getattr(config.retrieval, name) is not None:
+            out[f"retrieval_{name}"] = getattr(config.retrieval, name)
     return out
 
 

@@ -90,6 +90,56 @@ class SettingsConfig(_Section):
     API; by default a tenant may widen none of them."""
 
 
+Scalar = str | int | float | bool
+
+
+class RetrievalDocumentConfig(_Section):
+    """A document ingested into its pipeline once (again only when its text changes)."""
+
+    text: str | None = Field(default=None, min_length=1)
+    """The document's text (or ``file``)."""
+    file: str | None = Field(default=None, min_length=1)
+    """A UTF-8 text file, relative to the config file (or ``text``)."""
+    source: str | None = Field(default=None, max_length=1000)
+    """Returned with each chunk (default: ``file``)."""
+    metadata: dict[str, Scalar] = Field(default_factory=dict)
+    """Key -> string, number or boolean; queries filter on equality."""
+
+    @model_validator(mode="after")
+    def _one_body(self) -> RetrievalDocumentConfig:
+        if (self.text is None) == (self.file is None):
+            raise ValueError("a document has exactly one of `text` or `file`")
+        return self
+
+
+class RetrievalPipelineConfig(_Section):
+    """A tenant's retrieval pipeline (created when absent; never deleted by apply)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+    """Unique in its tenant; ``rag_retrieval`` tools and the ``retrieval`` built-in name
+    a pipeline by this name or its id."""
+    tenant: str = "default"
+    description: str = Field(default="", max_length=2000)
+    chunk_chars: int = Field(default=800, ge=100, le=20_000)
+    """Characters per chunk (a chunk ends at a space when it can)."""
+    chunk_overlap: int = Field(default=100, ge=0)
+    """Characters a chunk repeats from the previous one (at most half of ``chunk_chars``)."""
+    documents: list[RetrievalDocumentConfig] = Field(default_factory=list)
+    """Documents to ingest (those already there with the same source and text are kept)."""
+
+
+class RetrievalConfig(_Section):
+    """Retrieval pipelines and their limits (SQLite FTS5 / PostgreSQL full-text search)."""
+
+    max_top_k: int | None = Field(default=None, ge=1)
+    """The most chunks one query returns (default 50; a policy may lower it)."""
+    max_document_chars: int | None = Field(default=None, ge=1)
+    """The longest document one ingest accepts (default 200000)."""
+    max_batch_documents: int | None = Field(default=None, ge=1)
+    """The most documents one ingest accepts (default 100)."""
+    pipelines: list[RetrievalPipelineConfig] = Field(default_factory=list)
+
+
 class TenantConfig(_Section):
     """Tenant-wide policy: gate matrix overrides, risk adjusters, limits."""
 
@@ -245,6 +295,8 @@ class ConfigFile(BaseModel):
     """What agents may do: activations, scopes, autonomy, gates, adjusters, limits."""
     agents: list[Agent] = Field(default_factory=list)
     """Caller identities, each bound to one profile."""
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    """Retrieval pipelines (with documents) and query/ingest limits."""
 
     _source: str | None = PrivateAttr(default=None)
     _positions: dict[NodePath, tuple[int, int]] = PrivateAttr(default_factory=dict)

@@ -146,3 +146,11 @@ class Reason(StrEnum):
     AGENT_NOT_ALLOWED = "agent_not_allowed"
     AGENT_CALL_CYCLE = "agent_call_cycle"
     AGENT_CALL_DEPTH = "agent_call_depth"
+    # retrieval (the ``retrieval`` built-in, ``rag_retrieval`` tools, /retrieval REST)
+    RETRIEVAL_QUERY_INVALID = "retrieval_query_invalid"
+    RETRIEVAL_FILTER_INVALID = "retrieval_filter_invalid"
+    RETRIEVAL_TOP_K_EXCEEDED = "retrieval_top_k_exceeded"
+    RETRIEVAL_INGEST_TOO_LARGE = "retrieval_ingest_too_large"
+    RETRIEVAL_DOCUMENT_INVALID = "retrieval_document_invalid"
+    RETRIEVAL_PIPELINE_REQUIRED = "retrieval_pipeline_required"
+    RETRIEVAL_PIPELINE_NOT_ALLOWED = "retrieval_pipeline_not_allowed"

@@ -56,6 +56,12 @@ class Settings:
     """The operator's ceiling for host paths, networks and commands a tenant writes through
     REST (``toolkeeper.bounds``); a mapping is validated into it. Empty: tenants widen
     nothing."""
+    retrieval_max_top_k: int = 50
+    """The most chunks one retrieval query returns (a tool's policy may lower it)."""
+    retrieval_max_document_chars: int = 200_000
+    """The longest document one ingest accepts (characters)."""
+    retrieval_max_batch_documents: int = 100
+    """The most documents one ingest accepts."""
 
     def __post_init__(self) -> None:
         self.mode = Mode(self.mode)

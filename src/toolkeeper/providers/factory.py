@@ -123,7 +123,7 @@ class ProviderFactory:
 
     def __init__(self, *, natives: Mapping[str, Any] | None = None,
                  functions: Mapping[str, Callable[..., Any]] | None = None,
-                 builtins: Mapping[str, type[BaseTool]] | None = None,
+                 builtins: Mapping[str, type[BaseTool] | BaseTool] | None = None,
                  extra: Mapping[str, Callable[[ToolDefinition], Provider]] | None = None,
                  allow_imports: bool = True, artifacts: ArtifactLibrary | None = None,
                  ) -> None:
@@ -150,6 +150,10 @@ class ProviderFactory:
             obj = self.natives.get(str(tool.implementation.get("entry_point", "")))
         elif tool.implementation_type == "agent_call":
             obj = self.builtins.get("agent_call")
+        elif tool.implementation_type == "rag_retrieval":
+            from toolkeeper.providers.retrieval import RagRetrievalPolicy
+
+            return RagRetrievalPolicy
         cls = obj if isinstance(obj, type) else type(obj)
         return cls.policy_model if issubclass(cls, BaseTool) else ToolPolicy
 
@@ -210,15 +214,17 @@ class ProviderFactory:
             if key not in self.builtins:
                 raise UserError(f"no built-in tool {key!r}")
             cls = self.builtins[key]
-            if issubclass(cls, UsesFunctions):  # a live, read-only view of the allow-list
+            # a live, read-only view of the allow-list
+            if isinstance(cls, type) and issubclass(cls, UsesFunctions):
                 return NativeProvider(cls(functions=MappingProxyType(self.functions)))
             return NativeProvider(as_tool_instance(cls, impl.get("init")))
         if kind == "agent_call":  # the agent_call built-in, its target fixed by the tool
-            if "agent_call" not in self.builtins:
+            agent_call = self.builtins.get("agent_call")
+            if not isinstance(agent_call, type):
                 raise UserError("the agent_call built-in is not installed here")
             target = {k: impl[k] for k in ("target_agent_id", "target_agent_slug",
                                            "timeout_s") if k in impl}
-            return NativeProvider(self.builtins["agent_call"](**{"target": target}))
+            return NativeProvider(agent_call(**{"target": target}))
         if kind == "function":
             return FunctionProvider(str(impl.get("function_name", "")), self.functions)
         if kind == "http":

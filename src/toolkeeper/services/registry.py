@@ -22,6 +22,7 @@ from toolkeeper.providers.ceiling import check_tool
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.providers.native import BaseTool
 from toolkeeper.services.events import system_event
+from toolkeeper.services.retrieval import RetrievalService
 from toolkeeper.services.tool_code import check_tenant_code, refuse_literal_secrets
 from toolkeeper.store import Store
 from toolkeeper.store.db import utcnow
@@ -59,6 +60,19 @@ def with_query(schema: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def normalized(tool: ToolDefinition) -> ToolDefinition:
+    """A ``rag_retrieval`` tool with ``query`` a required string in its input and output
+    schemas (seed 002); other tools as they are."""
+    if tool.implementation_type != "rag_retrieval":
+        return tool
+    actions = {name: spec if spec.input_schema is None else spec.model_copy(
+        update={"input_schema": with_query(spec.input_schema)})
+        for name, spec in tool.actions.items()}
+    return tool.model_copy(update={"input_schema": with_query(tool.input_schema),
+                                   "output_schema": with_query(tool.output_schema),
+                                   "actions": actions})
+
+
 def visible_to(tool: ToolDefinition | None, tenant_id: str | None, what: str) -> ToolDefinition:
     """``tool`` if ``tenant_id`` may see it: its own tools and the global ones. Another
     tenant's tool is ``not_found``, exactly like one that does not exist (``what`` names
@@ -83,8 +97,10 @@ class RegistryService:
     gateway reloads its snapshot, ``catalog``, and tells the other processes)."""
 
     def __init__(self, store: Store, *, factory: ProviderFactory, settings: Settings,
-                 catalog: Callable[[], Catalog], changed: Callable[[], None]) -> None:
+                 catalog: Callable[[], Catalog], changed: Callable[[], None],
+                 retrieval: RetrievalService | None = None) -> None:
         self._store = store
+        self._retrieval = retrieval or RetrievalService(store.retrieval, settings)
         self._factory = factory
         self._settings = settings
         self._catalog = catalog
@@ -109,6 +125,7 @@ class RegistryService:
 
     def save(self, tool: ToolDefinition) -> ToolDefinition:
         """Create or update the working copy. Publishing is only via :meth:`publish`."""
+        tool = self.check_retrieval(tool)
         existing = self._store.registry.tool(tool.name, tool.tenant_id)
         current = existing[1] if existing and existing[1].tenant_id == tool.tenant_id else None
         if current is None or mcp_names(current) != mcp_names(tool):
@@ -238,7 +255,7 @@ class RegistryService:
         if taken is not None:
             where = "this tenant" if taken[1].tenant_id else "a global tool"
             raise OperationRefused(Reason.CONFLICT, f"the name {tool.name!r} is taken by {where}")
-        return self.save(self.check_retrieval(tool))
+        return self.save(tool)
 
     def update(self, tool: ToolDefinition) -> ToolDefinition:
         """Replace the working copy of an existing tenant tool; published snapshots stay."""
@@ -250,21 +267,16 @@ class RegistryService:
         if tool.status is ToolStatus.DRAFT and current.published_at is not None:
             raise OperationRefused(Reason.INVALID_STATE, f"{tool.name} was published: it can "
                                    "be deprecated or disabled, not returned to draft")
-        return self.save(self.check_retrieval(tool))
+        return self.save(tool)
 
     def retrieval_pipelines(self, tenant_id: str) -> list[str]:
-        """The retrieval pipelines the tenant owns (``rag_retrieval`` tools must name one)."""
-        value = self._store.registry.get_setting(f"retrieval_pipelines:{tenant_id}")
-        return [str(v) for v in value or []]
+        """The names of the tenant's retrieval pipelines (``rag_retrieval`` tools name one,
+        by id or name; ``toolkeeper.services.retrieval`` manages them)."""
+        return [p.name for p in self._retrieval.pipelines(tenant_id)]
 
     def add_retrieval_pipeline(self, tenant_id: str, pipeline_id: str) -> None:
-        """Register a retrieval pipeline as the tenant's (idempotent)."""
-        if not pipeline_id or len(pipeline_id) > 200:
-            raise OperationRefused(Reason.INVALID_ARGUMENTS, "a pipeline id is 1-200 characters")
-        owned = self.retrieval_pipelines(tenant_id)
-        if pipeline_id not in owned:
-            self._store.registry.put_setting(f"retrieval_pipelines:{tenant_id}",
-                                                [*owned, pipeline_id])
+        """Create the tenant's retrieval pipeline named ``pipeline_id`` (idempotent)."""
+        self._retrieval.ensure(tenant_id, pipeline_id)
 
     def check_retrieval(self, tool: ToolDefinition) -> ToolDefinition:
         """A ``rag_retrieval`` tool names a pipeline its tenant owns; its schemas are
@@ -275,16 +287,12 @@ class RegistryService:
         if not isinstance(pipeline, str) or not pipeline:
             raise OperationRefused(Reason.INVALID_ARGUMENTS,
                                    "a rag_retrieval tool needs implementation.pipeline_id")
-        if tool.tenant_id is None or pipeline not in self.retrieval_pipelines(tool.tenant_id):
+        if tool.tenant_id is None or self._store.retrieval.get(tool.tenant_id,
+                                                                pipeline) is None:
             raise OperationRefused(Reason.INVALID_ARGUMENTS,
                                    f"no retrieval pipeline {pipeline!r} in this tenant",
                                    pipeline_id=pipeline)
-        actions = {name: spec if spec.input_schema is None else spec.model_copy(
-            update={"input_schema": with_query(spec.input_schema)})
-            for name, spec in tool.actions.items()}
-        return tool.model_copy(update={"input_schema": with_query(tool.input_schema),
-                                       "output_schema": with_query(tool.output_schema),
-                                       "actions": actions})
+        return normalized(tool)
 
     def visible_row(self, tenant_id: str, tool_id: str) -> ToolRow:
         """The stored tool ``tool_id`` if the tenant may see it (:func:`visible_to`)."""

@@ -13,6 +13,7 @@ from toolkeeper.store.db import DEFAULT_URL, Database
 from toolkeeper.store.outcomes import OutcomeRepo
 from toolkeeper.store.rates import RateRepo
 from toolkeeper.store.registry import RegistryRepo
+from toolkeeper.store.retrieval import RetrievalRepo
 from toolkeeper.store.tokens import TokenRepo
 from toolkeeper.store.turns import TurnRepo
 
@@ -33,6 +34,7 @@ class Store:
         self.credentials = CredentialRepo(db)
         self.rates = RateRepo(db)
         self.caps = CapRepo(db)
+        self.retrieval = RetrievalRepo(db)
 
     @classmethod
     def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,

@@ -9,6 +9,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
+    ForeignKey,
     Index,
     Integer,
     LargeBinary,
@@ -279,3 +280,42 @@ credentials = Table(
 """A tenant's credentials (REST ``/credentials``): one row per (tenant, connector, key), the
 value sealed by the embedded secrets store with the tenant in its associated data. Names
 are per tenant; the operator's platform secrets stay in ``secret_blobs``."""
+
+retrieval_pipelines = Table(
+    "retrieval_pipelines", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant_id", String(ID), nullable=False),
+    Column("name", String(NAME), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("chunk_chars", Integer, nullable=False),
+    Column("chunk_overlap", Integer, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("tenant_id", "name", name="uq_retrieval_pipelines_tenant_name"),
+)
+"""A tenant's retrieval pipeline (``rag_retrieval`` tools and the ``retrieval`` built-in
+name it by id or name); its chunking settings apply to every document ingested."""
+
+retrieval_documents = Table(
+    "retrieval_documents", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("pipeline_id", String(ID), ForeignKey("retrieval_pipelines.id", ondelete="CASCADE"),
+           nullable=False, index=True),
+    Column("source", String(1000), nullable=False),
+    Column("metadata", JSON, nullable=False),
+    Column("content_hash", String(80), nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+)
+
+retrieval_chunks = Table(
+    "retrieval_chunks", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("pipeline_id", String(ID), nullable=False, index=True),
+    Column("document_id", String(ID), ForeignKey("retrieval_documents.id", ondelete="CASCADE"),
+           nullable=False, index=True),
+    Column("ordinal", Integer, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("metadata", JSON, nullable=False),
+)
+"""A document's chunks. The full-text index is the backend's own, created by migration 0006
+beside this table: on SQLite the FTS5 table ``retrieval_fts`` (kept in step by triggers), on
+PostgreSQL the generated ``tsv`` column with a GIN index."""
