@@ -20,19 +20,19 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import httpx
 from pydantic import Field, field_validator
 
-from toolkeeper.bounds import HostNetworks
-from toolkeeper.errors import ConfigError, ToolError, UpstreamError
+from toolkeeper.builtins._net_policy import NetworkPolicy
+from toolkeeper.errors import ToolError, UpstreamError
 from toolkeeper.model.call import PreviewResult
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta
 from toolkeeper.netguard import NetGuard, Resolver
-from toolkeeper.providers.base import ToolContext, ToolPolicy
+from toolkeeper.providers.base import ToolContext
 from toolkeeper.providers.http import decode_body, http_timeout, read_capped, status_error
 from toolkeeper.providers.native import BaseTool
 
@@ -70,18 +70,11 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 _KEPT_HEADERS = ("content-type", "content-length")
 
 
-class HttpRequestPolicy(ToolPolicy):
+class HttpRequestPolicy(NetworkPolicy):
     """What ``http_request`` may send where; the defaults are read-only, public hosts."""
 
     allowed_methods: tuple[str, ...] = ("GET", "HEAD")
     """Other methods are refused with ``method_not_allowed``."""
-    allowed_hosts: tuple[str, ...] = ()
-    """Exact host names or ``*.suffix``; empty admits any public host."""
-    allowed_networks: Annotated[tuple[str, ...], HostNetworks()] = ()
-    """CIDRs reachable even though private (``10.0.0.0/8``); empty admits none. A tenant
-    may list only networks within the operator's ceiling (``toolkeeper.bounds``)."""
-    allowed_ports: tuple[int, ...] | None = None
-    """``None`` admits any port."""
     max_response_bytes: int = Field(default=1 << 20, ge=1, le=64 << 20)
     timeout_s: float = Field(default=10.0, gt=0, le=300)
     """Deadline of the whole exchange, redirects and body included."""
@@ -93,15 +86,6 @@ class HttpRequestPolicy(ToolPolicy):
     @classmethod
     def _upper(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(m.upper() for m in value)
-
-    @field_validator("allowed_networks")
-    @classmethod
-    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        try:
-            NetGuard(allowed_networks=value)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return value
 
 
 class HttpRequestTool(BaseTool):

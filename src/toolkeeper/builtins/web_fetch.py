@@ -22,19 +22,19 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
 import httpx
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from toolkeeper.bounds import HostNetworks
+from toolkeeper.builtins._net_policy import NetworkPolicy
 from toolkeeper.builtins._web_page import Page, decode, read_html
-from toolkeeper.errors import ConfigError, ToolError
+from toolkeeper.errors import ToolError
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta
 from toolkeeper.netguard import NetGuard, Resolver
-from toolkeeper.providers.base import ToolContext, ToolPolicy
+from toolkeeper.providers.base import ToolContext
 from toolkeeper.providers.http import http_timeout, read_capped, status_error
 from toolkeeper.providers.native import BaseTool
 
@@ -74,19 +74,12 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-class WebFetchPolicy(ToolPolicy):
+class WebFetchPolicy(NetworkPolicy):
     """Where ``web_fetch`` may go and how much it may bring back."""
 
-    allowed_hosts: tuple[str, ...] = ()
-    """Exact host names or ``*.suffix``; empty admits any public host."""
     denied_hosts: tuple[str, ...] = ()
     """Exact host names or ``*.suffix`` never fetched, also as a redirect target; a denial
     wins over ``allowed_hosts``."""
-    allowed_networks: Annotated[tuple[str, ...], HostNetworks()] = ()
-    """CIDRs reachable even though private (``10.0.0.0/8``); empty admits none. A tenant
-    may list only networks within the operator's ceiling (``toolkeeper.bounds``)."""
-    allowed_ports: tuple[int, ...] | None = None
-    """``None`` admits any port."""
     max_bytes: int = Field(default=2 << 20, ge=1, le=64 << 20)
     """Body bytes read (after decompression); reading stops there and marks ``truncated``."""
     max_redirects: int = Field(default=5, ge=0, le=20)
@@ -95,15 +88,6 @@ class WebFetchPolicy(ToolPolicy):
     max_text_chars: int = Field(default=50_000, ge=1, le=5_000_000)
     """Characters of text returned; the rest is cut and marked ``truncated``."""
     max_links: int = Field(default=100, ge=0, le=2_000)
-
-    @field_validator("allowed_networks")
-    @classmethod
-    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        try:
-            NetGuard(allowed_networks=value)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return value
 
 
 @dataclass(frozen=True)

@@ -24,19 +24,19 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, ClassVar, Protocol, TypedDict
+from typing import Any, ClassVar, Protocol, TypedDict
 
 import httpx
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from toolkeeper.bounds import HostNetworks
+from toolkeeper.builtins._net_policy import NetworkPolicy
 from toolkeeper.builtins._search_keys import find_key
-from toolkeeper.errors import ConfigError, ToolError, UpstreamError
+from toolkeeper.errors import ToolError, UpstreamError
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta
 from toolkeeper.netguard import NetGuard, Resolver
-from toolkeeper.providers.base import ToolContext, ToolPolicy
+from toolkeeper.providers.base import ToolContext
 from toolkeeper.providers.http import decode_body, http_timeout, read_capped, status_error
 from toolkeeper.providers.native import BaseTool
 
@@ -122,7 +122,7 @@ PROVIDERS: dict[str, SearchProvider] = {"serper": SerperProvider()}
 """Provider name (``implementation.provider``, default ``serper``) → provider."""
 
 
-class WebSearchPolicy(ToolPolicy):
+class WebSearchPolicy(NetworkPolicy):
     """How many results, how long a query, where the search request may go."""
 
     default_results: int = Field(default=5, ge=1, le=100)
@@ -136,22 +136,10 @@ class WebSearchPolicy(ToolPolicy):
     allowed_hosts: tuple[str, ...] = ("google.serper.dev",)
     """Hosts the search request may go to (exact or ``*.suffix``); empty admits any public
     host. An endpoint from a credential or the implementation must be listed here."""
-    allowed_networks: Annotated[tuple[str, ...], HostNetworks()] = ()
-    """Private CIDRs reachable (a self-hosted endpoint); within the operator's ceiling."""
-    allowed_ports: tuple[int, ...] | None = None
     timeout_s: float = Field(default=10.0, gt=0, le=120)
     """Deadline of one search request, body included."""
     max_response_bytes: int = Field(default=1 << 20, ge=1024, le=16 << 20)
     """A larger answer is refused (``output_too_large``)."""
-
-    @field_validator("allowed_networks")
-    @classmethod
-    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        try:
-            NetGuard(allowed_networks=value)
-        except ConfigError as exc:
-            raise ValueError(str(exc)) from None
-        return value
 
 
 class WebSearchTool(BaseTool):

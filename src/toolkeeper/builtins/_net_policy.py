@@ -1,0 +1,35 @@
+"""The network reach the outbound built-ins share (``http_request``, ``web_fetch``,
+``web_search``): which hosts, private networks and ports their requests may go to, all
+enforced by :class:`toolkeeper.netguard.NetGuard` on every hop and resolved address."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import field_validator
+
+from toolkeeper.bounds import HostNetworks
+from toolkeeper.errors import ConfigError
+from toolkeeper.netguard import NetGuard
+from toolkeeper.providers.base import ToolPolicy
+
+
+class NetworkPolicy(ToolPolicy):
+    """Base of an outbound built-in's policy: where its requests may go."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    """Exact host names or ``*.suffix``; empty admits any public host."""
+    allowed_networks: Annotated[tuple[str, ...], HostNetworks()] = ()
+    """CIDRs reachable even though private (``10.0.0.0/8``); empty admits none. A tenant
+    may list only networks within the operator's ceiling (``toolkeeper.bounds``)."""
+    allowed_ports: tuple[int, ...] | None = None
+    """``None`` admits any port."""
+
+    @field_validator("allowed_networks")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            NetGuard(allowed_networks=value)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+        return value
