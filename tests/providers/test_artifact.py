@@ -19,6 +19,10 @@ from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.profile import Activation, Agent, Profile
 from toolkeeper.model.tool import ToolDefinition
 
+# every call starts an artifact worker process (and some wait out timeouts): CI and
+# `make test-all` run them, `make test` leaves them out
+pytestmark = pytest.mark.slow
+
 SOURCES = {
     "echo": ('''
         import os

@@ -23,6 +23,9 @@ from toolkeeper import Gateway
 from toolkeeper.errors import ConfigError, ToolError
 from toolkeeper.secrets import SecretNotFound, VaultConfig, VaultSecretsStore
 
+# a real OpenBao dev server process: CI and `make test-all` run it, `make test` leaves it out
+pytestmark = pytest.mark.slow
+
 
 def _prefix() -> str:
     return f"t-{uuid.uuid4().hex[:12]}"
