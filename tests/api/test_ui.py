@@ -12,7 +12,7 @@ import toolkeeper.ui
 from tests.api.exec_fixtures import api_for
 from tests.support.rest import RestClient
 
-SCRIPT = Path(toolkeeper.ui.__file__).parent / "static" / "app.js"
+SCRIPTS = sorted((Path(toolkeeper.ui.__file__).parent / "static").glob("*.js"))
 CALL = re.compile(r'api\("(GET|POST|PUT|DELETE)", "(/[^"?]*)')
 
 
@@ -29,7 +29,8 @@ def test_the_page_and_its_assets_are_served_under_a_strict_csp(api: RestClient) 
     csp = page.headers["content-security-policy"]
     assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp
     assert 'src="/ui/app.js"' in page.text and "<script>" not in page.text  # no inline code
-    for name, kind in (("app.js", "text/javascript"), ("app.css", "text/css")):
+    for name, kind in (("app.js", "text/javascript"), ("approvals.js", "text/javascript"),
+                       ("app.css", "text/css"), ("favicon.svg", "image/svg+xml")):
         asset = api.client.get(f"/ui/{name}")
         assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)
     assert api.client.get("/ui/../server.py").status_code == 404
@@ -38,14 +39,15 @@ def test_the_page_and_its_assets_are_served_under_a_strict_csp(api: RestClient) 
 
 
 def test_the_script_writes_values_as_text_never_as_markup() -> None:
-    source = SCRIPT.read_text()
+    assert len(SCRIPTS) >= 2
+    source = "".join(script.read_text() for script in SCRIPTS)
     assert "innerHTML" not in source and "insertAdjacentHTML" not in source
     assert "eval(" not in source and "document.write" not in source
 
 
 def test_every_endpoint_the_script_calls_exists_with_that_method(api: RestClient) -> None:
     paths = api.client.get("/openapi.json").json()["paths"]
-    calls = CALL.findall(SCRIPT.read_text())
+    calls = CALL.findall("".join(script.read_text() for script in SCRIPTS))
     assert len(calls) >= 6, calls
     for method, prefix in calls:
         # a literal path, or the literal start of one completed by the script ("/tools/" + id)

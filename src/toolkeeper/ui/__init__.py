@@ -19,7 +19,9 @@ router = APIRouter(include_in_schema=False)
 
 _FILES = {"index.html": "text/html; charset=utf-8",
           "app.js": "text/javascript; charset=utf-8",
-          "app.css": "text/css; charset=utf-8"}
+          "app.css": "text/css; charset=utf-8",
+          "approvals.js": "text/javascript; charset=utf-8",
+          "favicon.svg": "image/svg+xml"}
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
                                "connect-src 'self'; img-src 'self'; base-uri 'none'; "

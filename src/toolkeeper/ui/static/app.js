@@ -162,10 +162,17 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const b of document.querySelectorAll("#tabs button")) {
     b.addEventListener("click", () => show(b.dataset.tab));
   }
-  $("#login").addEventListener("submit", (ev) => {
+  $("#login").addEventListener("submit", async (ev) => {
     ev.preventDefault();
     sessionStorage.setItem(KEY, $("#token").value.trim());
     $("#token").value = "";
+    try {  // the console is for people: a token the audit refuses (an agent's) is not kept
+      await api("GET", "/audit?limit=1");
+    } catch (e) {
+      sessionStorage.removeItem(KEY);
+      say("token refused: " + e.message, true);
+      return;
+    }
     show(location.hash.slice(1) || "approvals");
   });
   $("#logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); say("token forgotten"); });
