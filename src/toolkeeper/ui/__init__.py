@@ -19,6 +19,7 @@ router = APIRouter(include_in_schema=False)
 
 _FILES = {"index.html": "text/html; charset=utf-8",
           "app.js": "text/javascript; charset=utf-8",
+          "registry.js": "text/javascript; charset=utf-8",
           "app.css": "text/css; charset=utf-8"}
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
