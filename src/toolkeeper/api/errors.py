@@ -23,6 +23,7 @@ STATUS_OF_REASON: dict[str, int] = {
     Reason.TOOL_NOT_FOUND: 404,
     Reason.APPROVAL_NOT_FOUND: 404,
     Reason.INVALID_STATE: 409,
+    Reason.NOT_QUARANTINED: 409,
     Reason.CONFLICT: 409,
     Reason.ALREADY_COMPENSATED: 409,
     Reason.APPROVAL_EXPIRED: 409,

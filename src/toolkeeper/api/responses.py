@@ -190,6 +190,21 @@ class ToolVersionOut(Out):
     tool: ToolOut | AgentToolOut
 
 
+class FieldDiffOut(Out):
+    field: str
+    pinned: Any
+    current: Any
+
+
+class QuarantineOut(Out):
+    """A quarantined tool: the pinned (last published) definition, the new one, what
+    differs."""
+
+    pinned: ToolOut | None
+    current: ToolOut
+    diff: list[FieldDiffOut]
+
+
 class ToolHealthOut(Out):
     id: str | None
     name: str

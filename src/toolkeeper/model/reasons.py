@@ -72,6 +72,8 @@ class Reason(StrEnum):
     NOT_FOUND = "not_found"
     CONFLICT = "conflict"
     INVALID_STATE = "invalid_state"
+    NOT_QUARANTINED = "not_quarantined"
+    """A quarantine was asked of a tool that is not quarantined (nothing to review)."""
     COMPENSATION_NOT_DEFINED = "compensation_not_defined"
     ALREADY_COMPENSATED = "already_compensated"
     BATCH_ABORTED = "batch_aborted"

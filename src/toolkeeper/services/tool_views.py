@@ -148,3 +148,22 @@ def policy_template(model: type[BaseModel]) -> dict[str, Any]:
     return {"policy_schema": model.model_json_schema(),
             "policy_defaults": to_jsonable_python(defaults)}
 
+
+
+LIFECYCLE = frozenset({"id", "status", "version", "published_at", "definition_hash",
+                       "is_active", "created_at", "updated_at"})
+"""Fields a quarantine diff leaves out: where a tool is in its life, not what it is."""
+
+
+def quarantine_out(pinned: ToolDefinition | None, current: ToolDefinition,
+                   tool_id: str) -> dict[str, Any]:
+    """A quarantined tool for review: its last published snapshot (the pinned definition),
+    its working copy (the new upstream definition) and the top-level fields that differ,
+    each side redacted as :func:`tool_out` shows it."""
+    now = tool_out(current, tool_id)
+    then = tool_out(pinned, tool_id) if pinned is not None else None
+    diff = [] if then is None else [
+        {"field": key, "pinned": then.get(key), "current": now.get(key)}
+        for key in sorted((set(then) | set(now)) - LIFECYCLE)
+        if then.get(key) != now.get(key)]
+    return {"pinned": then, "current": now, "diff": diff}

@@ -21,6 +21,7 @@ from toolkeeper.api.errors import ApiError
 from toolkeeper.api.responses import (
     AgentToolOut,
     BuiltinTemplatesOut,
+    QuarantineOut,
     ToolHealthOut,
     ToolOut,
     ToolVersionOut,
@@ -39,7 +40,12 @@ from toolkeeper.model.enums import Role, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ImplementationType, ToolDefinition
 from toolkeeper.services.discovery import EnabledTool, enabled_by_id, enabled_tool
-from toolkeeper.services.tool_views import agent_tool_out, policy_template, tool_out
+from toolkeeper.services.tool_views import (
+    agent_tool_out,
+    policy_template,
+    quarantine_out,
+    tool_out,
+)
 from toolkeeper.store.registry import ToolRow
 
 router = APIRouter(tags=["tools"])
@@ -228,3 +234,24 @@ async def tool_versions(tool_id: str, gw: GatewayDep, caller: Caller) -> list[di
     return [{"version": snap.version, "snapshot_at": at.isoformat(),
              "definition_hash": snap.definition_hash, "tool": show(snap, tool_id)}
             for snap, at in snapshots]
+
+
+@router.get("/tools/{tool_id}/quarantine", response_model=QuarantineOut, responses=ERRORS,
+            summary="A quarantined tool: the pinned and the new definition, and their diff")
+async def tool_quarantine(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    """For people reviewing a drifted upstream MCP tool (or a changed artifact) before an
+    admin re-publishes it with ``POST /tools/{id}/publish``; 409 ``not_quarantined`` for
+    a tool in any other state."""
+    require(caller, *_PEOPLE)
+
+    def review() -> dict[str, Any]:
+        row = gw.registry.visible_row(caller.tenant_id, tool_id)
+        tool = row.definition
+        if tool.status is not ToolStatus.QUARANTINED:
+            raise ApiError(409, Reason.NOT_QUARANTINED, f"{tool.name} is {tool.status.value}, "
+                           "not quarantined: there is no new definition to review")
+        snapshots = gw.store.registry.version_rows(tool_id)
+        pinned = snapshots[-1][0] if snapshots else None
+        return quarantine_out(pinned, tool, tool_id)
+
+    return await anyio.to_thread.run_sync(review)

@@ -56,56 +56,9 @@ function rows(section) {
   return body;
 }
 
-async function decide(id, verb) {
-  const body = verb === "deny" ? { note: "denied in the UI" } : {};
-  await api("POST", "/approvals/" + encodeURIComponent(id) + "/" + verb, body);
-  say("approval " + id + ": " + (verb === "deny" ? "denied" : "approved"));
-  await show("approvals");
-}
-
 const views = {
-  async approvals() {
-    const items = await api("GET", "/approvals?status=pending");
-    const body = rows("approvals");
-    for (const a of items) {
-      const tr = body.insertRow();
-      cell(tr, a.created_at);
-      cell(tr, a.agent);
-      cell(tr, a.tool + (a.action ? " / " + a.action : "") + " @" + a.tool_version);
-      cell(tr, a.risk + " · " + a.gate);
-      cell(tr, JSON.stringify(a.arguments, null, 2), true);
-      cell(tr, a.expires_at);
-      const td = cell(tr, "");
-      button(td, "Approve", "approve", () => decide(a.id, "approve").catch(e => say(e.message, true)));
-      button(td, "Deny", "deny", () => decide(a.id, "deny").catch(e => say(e.message, true)));
-    }
-    return items.length + " pending";
-  },
-  async tools() {
-    const status = $("#tool-status").value;
-    const items = await api("GET", "/tools?limit=500" + (status ? "&status=" + status : ""));
-    const body = rows("tools");
-    for (const t of items) {
-      const tr = body.insertRow();
-      cell(tr, t.name);
-      cell(tr, t.tool_type + " (" + t.implementation_type + ")");
-      cell(tr, t.scope);
-      cell(tr, t.status + (t.is_active ? "" : " · inactive"));
-      cell(tr, t.version);
-      cell(tr, t.side_effect + " · " + t.risk_default);
-      const td = cell(tr, "");
-      button(td, "Details", "", () => {
-        const pre = $("#tool-detail");
-        pre.hidden = false;
-        pre.textContent = JSON.stringify(t, null, 2);
-      });
-      if (t.status === "draft" && t.scope === "tenant") {
-        button(td, "Publish", "", () => api("POST", "/tools/" + encodeURIComponent(t.id) + "/publish")
-          .then(() => show("tools")).catch(e => say(e.message, true)));
-      }
-    }
-    return items.length + " tools";
-  },
+  approvals: null,  // approvals.js sets it
+  tools() { return Registry.load(); },  // registry.js
   async calls() {
     const items = await api("GET", "/calls?limit=200");
     const body = rows("calls");
@@ -176,7 +129,6 @@ document.addEventListener("DOMContentLoaded", () => {
     show(location.hash.slice(1) || "approvals");
   });
   $("#logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); say("token forgotten"); });
-  $("#tool-status").addEventListener("change", () => show("tools"));
   $("#verify").addEventListener("click", async () => {
     try {
       const r = await api("GET", "/audit/verify");
