@@ -30,6 +30,7 @@ def test_the_page_and_its_assets_are_served_under_a_strict_csp(api: RestClient) 
     assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp
     assert 'src="/ui/app.js"' in page.text and "<script>" not in page.text  # no inline code
     for name, kind in (("app.js", "text/javascript"), ("approvals.js", "text/javascript"),
+                       ("calls.js", "text/javascript"),
                        ("app.css", "text/css"), ("favicon.svg", "image/svg+xml")):
         asset = api.client.get(f"/ui/{name}")
         assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)

@@ -50,50 +50,11 @@ function button(td, label, cls, onClick) {
   td.appendChild(b);
 }
 
-function rows(section) {
-  const body = $("#" + section + " tbody");
-  body.replaceChildren();
-  return body;
-}
-
 const views = {
   approvals: null,  // approvals.js sets it
   tools() { return Registry.load(); },  // registry.js
-  async calls() {
-    const items = await api("GET", "/calls?limit=200");
-    const body = rows("calls");
-    for (const c of items) {
-      const tr = body.insertRow();
-      cell(tr, c.updated_at);
-      cell(tr, c.agent);
-      cell(tr, c.tool + (c.action ? " / " + c.action : ""));
-      cell(tr, c.state);
-      cell(tr, (c.status || "") + (c.reason ? " · " + c.reason : ""));
-      cell(tr, c.call_id);
-    }
-    return items.length + " calls";
-  },
-  async audit() {
-    const events = [];
-    let cursor = 0;
-    for (;;) {  // newest 1000 at most: page through, keep the tail
-      const page = await api("GET", "/audit?limit=1000&cursor=" + cursor);
-      events.push(...page.events);
-      if (page.next_cursor == null || events.length >= 50000) break;
-      cursor = page.next_cursor;
-    }
-    const body = rows("audit");
-    for (const e of events.slice(-1000).reverse()) {
-      const tr = body.insertRow();
-      cell(tr, e.seq);
-      cell(tr, e.ts);
-      cell(tr, e.type);
-      cell(tr, e.agent_id);
-      cell(tr, e.tool);
-      cell(tr, e.reason);
-    }
-    return events.length + " events";
-  },
+  calls: null,  // calls.js sets it
+  audit: null,  // calls.js sets it
 };
 
 async function show(name) {
@@ -129,13 +90,6 @@ document.addEventListener("DOMContentLoaded", () => {
     show(location.hash.slice(1) || "approvals");
   });
   $("#logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); say("token forgotten"); });
-  $("#verify").addEventListener("click", async () => {
-    try {
-      const r = await api("GET", "/audit/verify");
-      $("#verify-result").textContent = (r.ok ? "intact: " : "BROKEN: ") + r.events + " events"
-        + (r.problems.length ? " — " + r.problems.join("; ") : "");
-    } catch (e) { say(e.message, true); }
-  });
   const start = location.hash.slice(1);
   show(views[start] ? start : "approvals");
 });

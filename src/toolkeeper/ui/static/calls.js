@@ -1,0 +1,208 @@
+// toolkeeper admin UI: recorded calls (unknown outcomes first, Resolve, Compensate) and the
+// audit trail (search, cursor paging, chain verification, tools' health). Loaded after
+// app.js (uses api, say, $, cell, button at call time). DOM via createElement/textContent.
+"use strict";
+
+// one name in the page's global scope: the other scripts' helpers stay theirs
+window.CallsAudit = (() => {
+  const PAGE_SIZE = 20;
+
+  function node(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text != null) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  function report(sel, text, isError) {
+    const out = $(sel);
+    out.className = isError ? "error" : "";
+    out.textContent = text;
+  }
+
+  const Calls = {
+    all: [],
+    page: 0,
+
+    async load() {
+      const status = $("#call-status").value;
+      const items = await api("GET", "/calls?limit=1000" + (status ? "&status=" + encodeURIComponent(status) : ""));
+      const unknown = (c) => (c.state === "unknown" || c.status === "unknown" ? 0 : 1);
+      this.all = items.map((c, i) => [c, i]).sort((a, b) => unknown(a[0]) - unknown(b[0]) || a[1] - b[1])
+        .map(([c]) => c);  // unknown outcomes first, newest first within each group
+      this.page = 0;
+      return this.render();
+    },
+
+    render() {
+      const pages = Math.max(1, Math.ceil(this.all.length / PAGE_SIZE));
+      this.page = Math.min(this.page, pages - 1);
+      const body = $("#calls tbody");
+      body.replaceChildren();
+      for (const c of this.all.slice(this.page * PAGE_SIZE, (this.page + 1) * PAGE_SIZE)) {
+        const tr = body.insertRow();
+        tr.dataset.callId = c.call_id;
+        cell(tr, c.updated_at);
+        cell(tr, c.agent);
+        cell(tr, c.tool + (c.action ? " / " + c.action : ""));
+        cell(tr, c.state);
+        cell(tr, (c.status || "") + (c.reason ? " · " + c.reason : ""));
+        cell(tr, c.call_id);
+        const td = cell(tr, "");
+        if (c.state === "unknown" || c.state === "in_progress") {
+          button(td, "Resolve…", "", () => this.resolveForm(c));
+        }
+        if (c.side_effect && c.state === "succeeded") {
+          button(td, "Side effects…", "", () => this.effects(c).catch((e) => report("#call-result", e.message, true)));
+        }
+      }
+      $("#call-page").textContent = "page " + (this.page + 1) + " of " + pages;
+      $("#call-prev").disabled = this.page === 0;
+      $("#call-next").disabled = this.page >= pages - 1;
+      return this.all.length + " calls";
+    },
+
+    resolveForm(c) {
+      const box = $("#call-detail");
+      box.replaceChildren(node("h3", "Resolve " + c.tool + " call " + c.call_id));
+      const form = node("form", null, "decide");
+      const label = node("label", "real outcome ");
+      const pick = node("select");
+      for (const s of ["succeeded", "failed"]) pick.appendChild(node("option", s));
+      label.appendChild(pick);
+      const noteLabel = node("label", "resolution note ");
+      const note = node("textarea");
+      note.maxLength = 2000;
+      note.rows = 2;
+      noteLabel.appendChild(note);
+      const send = node("button", "Record this outcome", "approve");
+      send.type = "submit";
+      form.append(label, noteLabel, send);
+      form.addEventListener("submit", (ev) => {
+        ev.preventDefault();
+        const path = "/calls/" + encodeURIComponent(c.call_id) + "/resolve";
+        api("POST", path, { status: pick.value, note: note.value.trim() || null }).then(async (r) => {
+          box.replaceChildren();
+          report("#call-result", "call " + r.call_id + " resolved as " + r.state + " by " + r.resolved_by);
+          say(await this.load());
+        }, (e) => report("#call-result", e.message, true));
+      });
+      box.appendChild(form);
+      pick.focus();
+    },
+
+    async effects(c) {
+      const q = "/audit?limit=100&type=side_effect.recorded&call_id=" + encodeURIComponent(c.call_id);
+      const page = await api("GET", q);
+      const box = $("#call-detail");
+      box.replaceChildren(node("h3", "Side effects of " + c.tool + " call " + c.call_id));
+      if (!page.events.length) box.appendChild(node("p", "No side effect recorded for this call.", "hint"));
+      for (const e of page.events) {
+        const p = node("p", "side effect " + e.data.side_effect_id + " (" + (e.data.policy || "") + ") ");
+        button(p, "Compensate", "deny", () => {
+          api("POST", "/side-effects/" + encodeURIComponent(e.data.side_effect_id) + "/compensate").then(
+            (r) => report("#call-result", "compensation " + r.call_id + ": " + r.status
+              + (r.reason ? " · " + r.reason : "") + (r.message ? " — " + r.message : ""), r.status !== "succeeded"),
+            (err) => report("#call-result", err.message, true));
+        });
+        box.appendChild(p);
+      }
+    },
+  };
+
+  const Audit = {
+    cursors: [0],  // the cursor of each page shown so far: Previous pops
+    next: null,
+
+    query(cursor) {
+      const q = new URLSearchParams({ limit: $("#audit-limit").value, cursor: String(cursor) });
+      for (const [id, key] of [["#audit-call", "call_id"], ["#audit-agent", "agent"], ["#audit-tool", "tool"]]) {
+        const v = $(id).value.trim();
+        if (v) q.set(key, v);
+      }
+      for (const t of $("#audit-type").value.split(",").map((s) => s.trim()).filter(Boolean)) q.append("type", t);
+      const times = {};
+      for (const [id, key] of [["#audit-since", "since"], ["#audit-until", "until"]]) {
+        const v = $(id).value;
+        if (!v) continue;
+        const d = new Date(v);
+        if (Number.isNaN(d.getTime())) throw new Error("invalid_arguments: " + key + " is not a time");
+        times[key] = d;
+        q.set(key, d.toISOString());
+      }
+      if (times.since && times.until && times.since > times.until) {
+        throw new Error("invalid_arguments: the time range ends before it starts");
+      }
+      return "/audit?" + q.toString();
+    },
+
+    async search() {
+      this.cursors = [0];
+      return this.show();
+    },
+
+    async show() {
+      const page = await api("GET", this.query(this.cursors[this.cursors.length - 1]));
+      this.next = page.next_cursor;
+      const body = $("#audit-table tbody");
+      body.replaceChildren();
+      for (const e of page.events) {
+        const tr = body.insertRow();
+        cell(tr, e.seq);
+        cell(tr, e.ts);
+        cell(tr, e.type);
+        cell(tr, e.agent_id);
+        cell(tr, e.tool);
+        cell(tr, e.call_id);
+        cell(tr, e.reason);
+      }
+      $("#audit-page").textContent = "page " + this.cursors.length + " · " + page.events.length + " events";
+      $("#audit-prev").disabled = this.cursors.length === 1;
+      $("#audit-next").disabled = this.next == null;
+      await this.health();
+      return page.events.length + " events on this page";
+    },
+
+    async health() {
+      const body = $("#health-table tbody");
+      body.replaceChildren();
+      for (const h of await api("GET", "/tools/health")) {
+        const tr = body.insertRow();
+        cell(tr, h.name);
+        cell(tr, h.health).className = "health-" + h.health;
+        cell(tr, h.consecutive_errors);
+        cell(tr, h.last_error || "—");
+        cell(tr, h.last_success_at ? new Date(h.last_success_at * 1000).toISOString() : "—");
+      }
+    },
+
+    async verify() {
+      const r = await api("GET", "/audit/verify");
+      report("#verify-result", (r.ok ? "intact: " : "BROKEN: ") + r.events + " events"
+        + (r.problems.length ? " — " + r.problems.join("; ") : ""), !r.ok);
+    },
+  };
+
+  const guard = (sel, run) => () => run().then((text) => { if (text) say(text); },
+    (e) => report(sel, e.message, true));
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("#call-status").addEventListener("change", guard("#call-result", () => Calls.load()));
+    $("#call-prev").addEventListener("click", () => { Calls.page--; say(Calls.render()); });
+    $("#call-next").addEventListener("click", () => { Calls.page++; say(Calls.render()); });
+    $("#audit-filter").addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      guard("#audit-error", async () => { report("#audit-error", ""); return Audit.search(); })();
+    });
+    $("#audit-prev").addEventListener("click", guard("#audit-error", () => { Audit.cursors.pop(); return Audit.show(); }));
+    $("#audit-next").addEventListener("click", guard("#audit-error", () => {
+      Audit.cursors.push(Audit.next);
+      return Audit.show();
+    }));
+    $("#verify").addEventListener("click", guard("#verify-result", () => Audit.verify()));
+  });
+
+  views.calls = () => Calls.load();
+  views.audit = () => Audit.search();
+  return { Calls, Audit };
+})();

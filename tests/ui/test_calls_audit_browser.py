@@ -1,0 +1,112 @@
+"""Calls and audit in the admin console (issue 11 item 5), in a real Chromium against a real
+``toolkeeper serve``: the calls list shows the agent's call and filters it by status; the
+audit is searched by agent and event type and paged with its cursor; a reversed time range
+is refused in the page with a reason; the chain verifies intact; tools' health is shown."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from tests.support.serve import Server
+from tests.ui.conftest import ConsolePage
+
+
+def _login(page: Page, server: Server, who: str) -> None:
+    page.goto(server.url + "/ui/")
+    page.get_by_label("token").fill(server.tokens[who])
+    page.get_by_role("button", name="Use token").click()
+    expect(page.locator("#status")).to_have_text(re.compile(r"\d+ pending"))
+
+
+def _rest(server: Server, who: str, method: str, path: str, **kw: Any) -> Any:
+    resp = httpx.request(method, server.url + path, timeout=30, **kw,
+                         headers={"Authorization": f"Bearer {server.tokens[who]}"})
+    return resp.json()
+
+
+def _pay(server: Server, invoice: str, ledger: Path, **fields: Any) -> dict[str, Any]:
+    body = {"tool": "pay", "arguments": {"invoice": invoice, "path": str(ledger)}, **fields}
+    result: dict[str, Any] = _rest(server, "agent", "POST", "/tools/execute", json=body)
+    return result
+
+
+def _seqs(page: Page) -> list[int]:
+    return [int(s) for s in page.locator("#audit-table tbody tr td:first-child").all_inner_texts()]
+
+
+def test_the_calls_list_shows_the_agents_call_and_filters_by_status(
+        console_page: ConsolePage, server: Server, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger.txt"
+    asked = _pay(server, "inv-calls", ledger)
+    _rest(server, "approver", "POST", f"/approvals/{asked['approval_id']}/approve", json={})
+    ran = _pay(server, "inv-calls", ledger, approval_id=asked["approval_id"])
+    assert ran["status"] == "succeeded", ran
+    page = console_page.page
+    _login(page, server, "admin")
+    page.get_by_role("button", name="Calls", exact=True).click()
+    row = page.locator(f'#call-table tr[data-call-id="{ran["call_id"]}"]')
+    expect(row).to_contain_text("pay-bot")
+    expect(row).to_contain_text("succeeded")
+    expect(page.locator("#call-page")).to_have_text(re.compile(r"page 1 of \d+"))
+    page.get_by_label("Call status").select_option("failed")
+    expect(page.locator("#status")).to_have_text(re.compile(r"\d+ calls"))
+    expect(row).to_have_count(0)
+    page.get_by_label("Call status").select_option("succeeded")
+    expect(row).to_contain_text("pay-bot")
+    assert console_page.console.errors == []
+
+
+def test_the_audit_is_searched_by_agent_and_type_and_paged_with_the_cursor(
+        console_page: ConsolePage, server: Server, tmp_path: Path) -> None:
+    for n in range(6):
+        assert _pay(server, f"inv-audit-{n}", tmp_path / "l.txt")["status"] == "approval_required"
+    events = _rest(server, "admin", "GET", "/audit?agent=pay-bot&limit=1000")["events"]
+    kind, count = Counter(e["type"] for e in events).most_common(1)[0]
+    assert count >= 6, events
+    page = console_page.page
+    _login(page, server, "admin")
+    page.get_by_role("button", name="Audit", exact=True).click()
+    expect(page.locator("#health-table")).to_contain_text("pay")
+    page.get_by_label("Agent").fill("pay-bot")
+    page.get_by_label("Event types").fill(kind)
+    page.get_by_label("Page size").select_option("5")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#audit-page")).to_have_text("page 1 · 5 events")
+    rows = page.locator("#audit-table tbody tr")
+    for i in range(5):
+        expect(rows.nth(i)).to_contain_text(kind)
+        expect(rows.nth(i)).to_contain_text("pay-bot")
+    first = _seqs(page)
+    page.get_by_role("button", name="Next").click()
+    expect(page.locator("#audit-page")).to_have_text(re.compile(r"page 2 · [1-5] events"))
+    second = _seqs(page)
+    assert min(second) > max(first), (first, second)
+    page.get_by_role("button", name="Previous").click()
+    expect(page.locator("#audit-page")).to_have_text("page 1 · 5 events")
+    assert _seqs(page) == first
+    page.get_by_role("button", name="Verify the hash chain").click()
+    expect(page.locator("#verify-result")).to_have_text(re.compile(r"^intact: \d+ events"))
+    assert console_page.console.errors == []
+
+
+def test_a_reversed_time_range_is_refused_with_a_reason_and_nothing_is_asked(
+        console_page: ConsolePage, server: Server) -> None:
+    page = console_page.page
+    _login(page, server, "admin")
+    page.get_by_role("button", name="Audit", exact=True).click()
+    expect(page.locator("#audit-page")).to_have_text(re.compile(r"page 1 · \d+ events"))
+    asked: list[str] = []
+    page.on("request", lambda r: asked.append(r.url) if "/audit?" in r.url else None)
+    page.get_by_label("Since").fill("2030-01-02T00:00:00")
+    page.get_by_label("Until").fill("2030-01-01T00:00:00")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#audit-error")).to_have_text(
+        "invalid_arguments: the time range ends before it starts")
+    assert asked == []
+    assert console_page.console.errors == []
