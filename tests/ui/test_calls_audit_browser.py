@@ -1,20 +1,41 @@
 """Calls and audit in the admin console (issue 11 item 5), in a real Chromium against a real
 ``toolkeeper serve``: the calls list shows the agent's call and filters it by status; the
 audit is searched by agent and event type and paged with its cursor; a reversed time range
-is refused in the page with a reason; the chain verifies intact; tools' health is shown."""
+is refused in the page with a reason; the chain verifies intact; tools' health is shown; an
+operator resolves an unknown call, and a refused resolution shows the API's reason."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import Page, expect
 
-from tests.support.serve import Server
+from tests.support.serve import Server, TokenSpec, serving_toolkeeper
 from tests.ui.conftest import ConsolePage
+
+LOST = """\
+version: 1
+tools:
+  - native: tests.api.exec_fixtures:lost
+profiles:
+  - {name: loser, activations: [{tool: lost}]}
+agents:
+  - {name: lost-bot, profile: loser}
+"""
+"""``lost`` fails after it may have acted: its outcome is ``unknown``."""
+
+
+@pytest.fixture(scope="module")
+def lost_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tokens = {"admin": TokenSpec("admin"), "agent": TokenSpec("agent", "lost-bot")}
+    with serving_toolkeeper(tmp_path_factory.mktemp("ui-lost"), LOST, tokens) as srv:
+        yield srv
 
 
 def _login(page: Page, server: Server, who: str) -> None:
@@ -110,3 +131,38 @@ def test_a_reversed_time_range_is_refused_with_a_reason_and_nothing_is_asked(
         "invalid_arguments: the time range ends before it starts")
     assert asked == []
     assert console_page.console.errors == []
+
+
+def _unknown(server: Server, x: int) -> str:
+    body = {"tool": "lost", "arguments": {"x": x}}
+    done = _rest(server, "agent", "POST", "/tools/execute", json=body)
+    assert done["status"] == "unknown", done
+    call_id: str = done["call_id"]
+    return call_id
+
+
+def test_an_operator_resolves_an_unknown_call_and_a_refusal_shows_the_reason(
+        console_page: ConsolePage, lost_server: Server) -> None:
+    first, second = _unknown(lost_server, 1), _unknown(lost_server, 2)
+    page = console_page.page
+    _login(page, lost_server, "admin")
+    page.get_by_role("button", name="Calls", exact=True).click()
+    rows = page.locator("#call-table tbody tr")
+    expect(rows.first).to_contain_text("unknown")  # unknown outcomes first
+    row = page.locator(f'#call-table tr[data-call-id="{first}"]')
+    row.get_by_role("button", name="Resolve…").click()
+    page.get_by_label("real outcome").select_option("failed")
+    page.get_by_label("resolution note").fill("checked the ledger: nothing sent")
+    page.get_by_role("button", name="Record this outcome").click()
+    expect(page.locator("#call-result")).to_have_text(
+        re.compile(f"call {first} resolved as failed by "))
+    expect(row).to_contain_text("failed")
+    expect(row.get_by_role("button", name="Resolve…")).to_have_count(0)
+    assert _rest(lost_server, "admin", "GET", f"/calls/{first}")["state"] == "failed"
+    other = page.locator(f'#call-table tr[data-call-id="{second}"]')
+    other.get_by_role("button", name="Resolve…").click()
+    _rest(lost_server, "admin", "POST", f"/calls/{second}/resolve", json={"status": "succeeded"})
+    page.get_by_role("button", name="Record this outcome").click()  # resolved meanwhile
+    expect(page.locator("#call-result")).to_have_text(re.compile(r"^409 invalid_state: "))
+    expect(page.locator("#call-result")).to_have_class("error")
+    assert _rest(lost_server, "admin", "GET", f"/calls/{second}")["state"] == "succeeded"
