@@ -23,12 +23,14 @@ LOST = """\
 version: 1
 tools:
   - native: tests.api.exec_fixtures:lost
+  - native: tests.api.exec_fixtures:Bank
 profiles:
-  - {name: loser, activations: [{tool: lost}]}
+  - {name: loser, autonomy: 3, scopes: [bank], activations: [{tool: lost}, {tool: bank}]}
 agents:
   - {name: lost-bot, profile: loser}
 """
-"""``lost`` fails after it may have acted: its outcome is ``unknown``."""
+"""``lost`` fails after it may have acted: its outcome is ``unknown``; ``bank.pay`` is
+compensatable (by ``refund``)."""
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +168,22 @@ def test_an_operator_resolves_an_unknown_call_and_a_refusal_shows_the_reason(
     expect(page.locator("#call-result")).to_have_text(re.compile(r"^409 invalid_state: "))
     expect(page.locator("#call-result")).to_have_class("error")
     assert _rest(lost_server, "admin", "GET", f"/calls/{second}")["state"] == "succeeded"
+
+
+def test_a_compensatable_call_is_compensated_from_the_calls_list(
+        console_page: ConsolePage, lost_server: Server) -> None:
+    body = {"tool": "bank", "action": "pay", "arguments": {"invoice": "inv-comp", "amount": 5}}
+    paid = _rest(lost_server, "agent", "POST", "/tools/execute", json=body)
+    assert paid["status"] == "succeeded", paid
+    page = console_page.page
+    _login(page, lost_server, "admin")
+    page.get_by_role("button", name="Calls", exact=True).click()
+    row = page.locator(f'#call-table tr[data-call-id="{paid["call_id"]}"]')
+    row.get_by_role("button", name="Side effects…").click()
+    effect = page.locator("#call-detail p", has_text=paid["side_effect_id"])
+    expect(effect).to_contain_text("compensatable")
+    effect.get_by_role("button", name="Compensate").click()
+    expect(page.locator("#call-result")).to_have_text(re.compile(r"^compensation \S+: succeeded"))
+    kinds = [e["type"] for e in _rest(lost_server, "admin", "GET",
+                                      f"/audit?call_id={paid['call_id']}")["events"]]
+    assert "side_effect.compensated" in kinds, kinds

@@ -52,7 +52,7 @@ window.CallsAudit = (() => {
         if (c.state === "unknown" || c.state === "in_progress") {
           button(td, "Resolve…", "", () => this.resolveForm(c));
         }
-        if (c.side_effect && c.state === "succeeded") {
+        if (c.side_effect === "compensatable" && c.state === "succeeded") {  // the API compensates these
           button(td, "Side effects…", "", () => this.effects(c).catch((e) => report("#call-result", e.message, true)));
         }
       }
