@@ -29,6 +29,13 @@ async function api(method, path, body) {
   return data;
 }
 
+function el(tag, text, cls) {  // an element with its text (never parsed as HTML) and class
+  const e = document.createElement(tag);
+  if (text != null) e.textContent = text;
+  if (cls) e.className = cls;
+  return e;
+}
+
 function cell(row, value, pre) {
   const td = document.createElement("td");
   if (pre) {

@@ -1,4 +1,4 @@
-// toolkeeper admin UI: the approvals inbox. Loaded after app.js (uses api, say, $, cell).
+// toolkeeper admin UI: the approvals inbox. Loaded after app.js (uses api, say, $, cell, el).
 // Each pending approval is a card with the exact call; polling is bounded.
 "use strict";
 
@@ -20,13 +20,6 @@ function field(dl, label, value, pre) {
   }
   dl.append(dt, dd);
   return dd;
-}
-
-function el(tag, text, cls) {
-  const e = document.createElement(tag);
-  if (text != null) e.textContent = text;
-  if (cls) e.className = cls;
-  return e;
 }
 
 function changes(before, after) {

@@ -1,18 +1,11 @@
 // toolkeeper admin UI: recorded calls (unknown outcomes first, Resolve, Compensate) and the
 // audit trail (search, cursor paging, chain verification, tools' health). Loaded after
-// app.js (uses api, say, $, cell, button at call time). DOM via createElement/textContent.
+// app.js (uses api, say, $, cell, button, el at call time). DOM via createElement/textContent.
 "use strict";
 
 // one name in the page's global scope: the other scripts' helpers stay theirs
 window.CallsAudit = (() => {
   const PAGE_SIZE = 20;
-
-  function node(tag, text, cls) {
-    const e = document.createElement(tag);
-    if (text != null) e.textContent = text;
-    if (cls) e.className = cls;
-    return e;
-  }
 
   function report(sel, text, isError) {
     const out = $(sel);
@@ -64,18 +57,18 @@ window.CallsAudit = (() => {
 
     resolveForm(c) {
       const box = $("#call-detail");
-      box.replaceChildren(node("h3", "Resolve " + c.tool + " call " + c.call_id));
-      const form = node("form", null, "decide");
-      const label = node("label", "real outcome ");
-      const pick = node("select");
-      for (const s of ["succeeded", "failed"]) pick.appendChild(node("option", s));
+      box.replaceChildren(el("h3", "Resolve " + c.tool + " call " + c.call_id));
+      const form = el("form", null, "decide");
+      const label = el("label", "real outcome ");
+      const pick = el("select");
+      for (const s of ["succeeded", "failed"]) pick.appendChild(el("option", s));
       label.appendChild(pick);
-      const noteLabel = node("label", "resolution note ");
-      const note = node("textarea");
+      const noteLabel = el("label", "resolution note ");
+      const note = el("textarea");
       note.maxLength = 2000;
       note.rows = 2;
       noteLabel.appendChild(note);
-      const send = node("button", "Record this outcome", "approve");
+      const send = el("button", "Record this outcome", "approve");
       send.type = "submit";
       form.append(label, noteLabel, send);
       form.addEventListener("submit", (ev) => {
@@ -95,10 +88,10 @@ window.CallsAudit = (() => {
       const q = "/audit?limit=100&type=side_effect.recorded&call_id=" + encodeURIComponent(c.call_id);
       const page = await api("GET", q);
       const box = $("#call-detail");
-      box.replaceChildren(node("h3", "Side effects of " + c.tool + " call " + c.call_id));
-      if (!page.events.length) box.appendChild(node("p", "No side effect recorded for this call.", "hint"));
+      box.replaceChildren(el("h3", "Side effects of " + c.tool + " call " + c.call_id));
+      if (!page.events.length) box.appendChild(el("p", "No side effect recorded for this call.", "hint"));
       for (const e of page.events) {
-        const p = node("p", "side effect " + e.data.side_effect_id + " (" + (e.data.policy || "") + ") ");
+        const p = el("p", "side effect " + e.data.side_effect_id + " (" + (e.data.policy || "") + ") ");
         button(p, "Compensate", "deny", () => {
           api("POST", "/side-effects/" + encodeURIComponent(e.data.side_effect_id) + "/compensate").then(
             (r) => report("#call-result", "compensation " + r.call_id + ": " + r.status
