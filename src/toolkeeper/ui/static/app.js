@@ -67,9 +67,11 @@ const views = {
 async function show(name) {
   for (const b of document.querySelectorAll("#tabs button")) {
     b.classList.toggle("active", b.dataset.tab === name);
+    if (b.dataset.tab === name) b.setAttribute("aria-current", "page");
+    else b.removeAttribute("aria-current");
   }
   for (const s of document.querySelectorAll("main section")) s.hidden = s.id !== name;
-  location.hash = name;
+  history.replaceState(null, "", "#" + name);  // not location.hash: that would move focus to the section
   if (!token()) { say("Paste a token (admin, approver or operator) to begin.", true); return; }
   try {
     say("loading…");

@@ -152,6 +152,15 @@ window.Registry = (() => {
     },
   };
 
+  function trapFocus(ev, box) {  // Tab and Shift+Tab cycle within the open drawer
+    const all = [...box.querySelectorAll("button, input, select, textarea, a[href], [tabindex]")]
+      .filter((e) => !e.disabled && e.tabIndex >= 0 && e.getClientRects().length);
+    if (!all.length) { ev.preventDefault(); return; }
+    const first = all[0], last = all[all.length - 1], at = document.activeElement;
+    if (ev.shiftKey && (at === first || at === box)) { ev.preventDefault(); last.focus(); }
+    else if (!ev.shiftKey && at === last) { ev.preventDefault(); first.focus(); }
+  }
+
   function el(tag, cls, text) {
     const e = document.createElement(tag);
     if (cls) e.className = cls;
@@ -280,6 +289,7 @@ window.Registry = (() => {
     }
     $("#tool-drawer").addEventListener("keydown", (ev) => {
       if (ev.key === "Escape") { ev.preventDefault(); Registry.close(); }
+      if (ev.key === "Tab") trapFocus(ev, $("#tool-drawer"));
     });
   });
 
