@@ -15,6 +15,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.support.serve import Server
+from tests.ui import a11y
 from tests.ui.a11y import assert_accessible, axe_source, horizontal_overflow
 from tests.ui.conftest import ConsolePage
 
@@ -165,3 +166,14 @@ def test_the_drawer_opens_by_keyboard_traps_focus_and_returns_it(
     page.keyboard.press("Escape")
     expect(drawer).to_be_hidden()
     expect(opener).to_be_focused()
+
+
+def test_a_missing_axe_core_skips_loudly_and_fails_under_ci(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(a11y, "AXE", tmp_path / "axe.min.js")
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=r"NO AXE-CORE.*make peers"):
+        a11y.axe_source()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="NO AXE-CORE"):
+        a11y.axe_source()
