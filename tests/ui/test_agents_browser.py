@@ -116,3 +116,67 @@ def test_an_admin_builds_a_profile_with_the_tool_picker(
     expect(page.locator("#agents-result")).to_have_text("profile helper saved: 0 tools")
     assert _picked(pick_server, "helper") == []
     assert console_page.console.errors == []
+
+
+def test_an_admin_creates_and_rebinds_an_agent_and_cannot_delete_a_profile_in_use(
+        console_page: ConsolePage, pick_server: Server) -> None:
+    _rest(pick_server, "POST", "/profiles", json={"name": "spare", "autonomy": 1})
+    page = console_page.page
+    _open_agents(page, pick_server, "admin")
+    page.get_by_label("New agent").fill("crm-bot")
+    page.locator("#agent-new-profile").select_option("payer")
+    page.get_by_role("button", name="Create agent").click()
+    expect(page.locator("#agents-result")).to_have_text("agent crm-bot created")
+    row = page.locator('#agent-table tr[data-agent="crm-bot"]')
+    expect(row).to_contain_text("payer")
+    row.get_by_label("profile of agent crm-bot").select_option("spare")
+    row.get_by_role("button", name="Rebind").click()
+    expect(page.locator("#agents-result")).to_have_text("agent crm-bot bound to spare")
+    expect(row.locator("td").nth(1)).to_have_text("spare")
+    assert _rest(pick_server, "GET", "/agents/crm-bot")["profile"] == "spare"
+
+    page.locator('#profile-table tr[data-profile="spare"]').get_by_role(
+        "button", name="Delete").click()
+    expect(page.locator("#agents-result")).to_have_text(
+        re.compile(r"^409 conflict: profile 'spare' is used by agents"))
+    expect(page.locator("#agents-result")).to_have_class("error")
+    assert _rest(pick_server, "GET", "/profiles/spare")["name"] == "spare"
+    assert [e for e in console_page.console.errors if "/profiles/spare" not in e
+            and "409" not in e] == []
+
+    row.get_by_role("button", name="Delete").click()
+    expect(page.locator("#agents-result")).to_have_text("agent crm-bot deleted")
+    expect(row).to_have_count(0)
+    page.locator('#profile-table tr[data-profile="spare"]').get_by_role(
+        "button", name="Delete").click()
+    expect(page.locator("#agents-result")).to_have_text("profile spare deleted")
+    expect(page.locator('#profile-table tr[data-profile="spare"]')).to_have_count(0)
+
+
+def test_a_save_the_api_refuses_saves_nothing_and_shows_the_reason(
+        console_page: ConsolePage, pick_server: Server) -> None:
+    _rest(pick_server, "POST", "/profiles", json={"name": "picky", "autonomy": 1,
+                                                   "activations": [{"tool": "pay"}]})
+    page = console_page.page
+    _open_agents(page, pick_server, "admin")
+    page.locator('#profile-table tr[data-profile="picky"]').get_by_role(
+        "button", name="Edit").click()
+    _box(page, "calculate").check()
+    page.get_by_text("Policy and gates of pay").click()
+    page.get_by_label("gates of pay").fill('{"run": "sometimes"}')
+    page.get_by_role("button", name="Save profile").click()
+    expect(page.locator("#agents-result")).to_have_text(
+        re.compile(r"^422 \w+: .*\(nothing was saved\)$"))
+    assert _picked(pick_server, "picky") == ["pay"]
+
+
+def test_an_approver_sees_agents_and_profiles_but_no_admin_action(
+        console_page: ConsolePage, pick_server: Server) -> None:
+    page = console_page.page
+    _open_agents(page, pick_server, "approver")
+    expect(page.locator('#agent-table tr[data-agent="pay-bot"]')).to_contain_text("payer")
+    expect(page.locator('#profile-table tr[data-profile="payer"]')).to_contain_text("pay")
+    section = page.locator("#agents")
+    for name in ("Create agent", "Create profile", "Rebind", "Delete", "Edit", "Save profile"):
+        expect(section.get_by_role("button", name=name)).to_have_count(0)
+    expect(page.get_by_label("New agent")).to_be_hidden()

@@ -34,7 +34,7 @@ window.Agents = (() => {
         if (this.isAdmin) {
           const sel = profileSelect("profile of agent " + a.name, a.profile);
           td.append(sel, adminButton("Rebind", () => api("PUT", "/agents/" + enc(a.name),
-            { profile: sel.value, description: a.description }), "agent " + a.name + " bound to " + sel.value));
+            { profile: sel.value, description: a.description }), () => "agent " + a.name + " bound to " + sel.value));
           td.append(adminButton("Delete", () => api("DELETE", "/agents/" + enc(a.name)), "agent " + a.name + " deleted"));
         }
       }
@@ -212,7 +212,8 @@ window.Agents = (() => {
   function adminButton(label, run, done) {
     const b = el("button", label, "admin-action");
     b.type = "button";
-    b.addEventListener("click", () => run().then(() => A.load()).then(() => result(done))
+    b.addEventListener("click", () => run().then(() => A.load())
+      .then(() => result(typeof done === "function" ? done() : done))
       .catch(e => result(e.message, true)));
     return b;
   }
