@@ -180,3 +180,29 @@ def test_an_approver_sees_agents_and_profiles_but_no_admin_action(
     for name in ("Create agent", "Create profile", "Rebind", "Delete", "Edit", "Save profile"):
         expect(section.get_by_role("button", name=name)).to_have_count(0)
     expect(page.get_by_label("New agent")).to_be_hidden()
+
+
+def test_agents_are_listed_twenty_per_page_and_a_tool_opens_in_the_drawer(
+        console_page: ConsolePage, pick_server: Server) -> None:
+    for i in range(21):
+        _rest(pick_server, "POST", "/agents", json={"name": f"many-{i:02d}", "profile": "payer"})
+    page = console_page.page
+    _open_agents(page, pick_server, "admin")
+    rows = page.locator("#agent-table tbody tr")
+    expect(rows).to_have_count(20)
+    expect(page.locator("#agent-page")).to_have_text(re.compile(r"^page 1 of 2$"))
+    page.get_by_role("button", name="Next").and_(page.locator("#agent-next")).click()
+    expect(page.locator("#agent-page")).to_have_text("page 2 of 2")
+    total = len(_rest(pick_server, "GET", "/agents"))
+    expect(rows).to_have_count(total - 20)
+    expect(page.locator("#agent-next")).to_be_disabled()
+
+    page.locator('#profile-table tr[data-profile="payer"]').get_by_role(
+        "button", name="Edit").click()
+    page.get_by_role("button", name="Details of calculate").click()
+    expect(page.locator("#tool-drawer")).to_be_visible()
+    expect(page.locator("#drawer-title")).to_have_text("calculate")
+    page.keyboard.press("Escape")
+    expect(page.locator("#tool-drawer")).to_be_hidden()
+    for i in range(21):
+        _rest(pick_server, "DELETE", f"/agents/many-{i:02d}")
