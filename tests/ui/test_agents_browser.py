@@ -94,9 +94,15 @@ def test_an_admin_builds_a_profile_with_the_tool_picker(
         "invalid JSON in policy of pay (nothing was saved)")
     assert _picked(pick_server, "helper") == []
     page.get_by_label("policy of pay").fill("{}")
+    page.get_by_text("Policy and gates of calculate").click()
+    expect(page.get_by_label("calculate policy max_exponent")).to_have_value("1000")
+    page.get_by_label("calculate policy max_exponent").fill("50")
     page.get_by_role("button", name="Save profile").click()
     expect(page.locator("#agents-result")).to_have_text("profile helper saved: 2 tools")
     assert _picked(pick_server, "helper") == ["calculate", "pay"]
+    saved = {a["tool"]: a for a in _rest(pick_server, "GET", "/activations?profile=helper")}
+    assert saved["calculate"]["policy"] == {"max_exponent": 50}
+    assert saved["pay"]["policy"] == {}
 
     page.reload()
     page.get_by_role("button", name="Agents", exact=True).click()
@@ -105,6 +111,8 @@ def test_an_admin_builds_a_profile_with_the_tool_picker(
     expect(page.locator("#picker-count")).to_have_text("2 selected: calculate, pay")
     expect(_box(page, "calculate")).to_be_checked()
     expect(_box(page, "datetime_utils")).not_to_be_checked()
+    page.get_by_text("Policy and gates of calculate").click()
+    expect(page.get_by_label("calculate policy max_exponent")).to_have_value("50")
     _box(page, "calculate").uncheck()
     page.get_by_role("button", name="Save profile").click()
     expect(page.locator("#agents-result")).to_have_text("profile helper saved: 1 tools")

@@ -146,20 +146,18 @@ window.Agents = (() => {
     policyEditor(name) {
       const act = this.picked.get(name);
       const tpl = this.templates[name];
+      const props = tpl && tpl.policy_schema && tpl.policy_schema.properties;
       const d = el("details", null, "policy");
       d.dataset.tool = name;
       d.appendChild(el("summary", "Policy and gates of " + name));
-      const policy = el("textarea");
-      policy.rows = 4;
-      policy.setAttribute("aria-label", "policy of " + name);
-      policy.value = JSON.stringify(Object.keys(act.policy || {}).length || !tpl ? act.policy || {} : tpl.policy_defaults || {}, null, 2);
-      const gates = el("textarea");
-      gates.rows = 2;
-      gates.setAttribute("aria-label", "gates of " + name);
-      gates.value = JSON.stringify(act.gates || {}, null, 2);
-      d.append(el("p", "Policy values (JSON)" + (tpl ? "; the built-in's schema is below" : ""), "hint"), policy,
-               el("p", "Gate per action (only stricter): {\"action\": \"allow|preview|confirm|approve|deny\"}", "hint"), gates);
-      if (tpl && tpl.policy_schema) d.appendChild(el("pre", JSON.stringify(tpl.policy_schema, null, 2), "json"));
+      if (props) {
+        d.appendChild(el("p", "Policy values (the built-in's schema; defaults shown)", "hint"));
+        d.appendChild(policyForm(name, props, { ...(tpl.policy_defaults || {}), ...(act.policy || {}) }));
+      } else {
+        d.append(el("p", "Policy values (JSON)", "hint"), textarea("policy of " + name, act.policy || {}, 4));
+      }
+      d.append(el("p", "Gate per action (only stricter): {\"action\": \"allow|preview|confirm|approve|deny\"}", "hint"),
+               textarea("gates of " + name, act.gates || {}, 2));
       return d;
     },
 
@@ -168,10 +166,9 @@ window.Agents = (() => {
       for (const name of [...this.picked.keys()].sort()) {
         const d = document.querySelector('#picker-policies details[data-tool="' + CSS.escape(name) + '"]');
         const act = { ...this.picked.get(name) };
-        for (const [field, key] of [["policy", "policy of "], ["gates", "gates of "]]) {
-          const text = d.querySelector('[aria-label="' + CSS.escape(key + name) + '"]').value.trim();
-          try { act[field] = text ? JSON.parse(text) : {}; } catch (e) { throw new Error("invalid JSON in " + key + name); }
-        }
+        const form = d.querySelector(".policy-form");
+        act.policy = form ? formPolicy(form, this.templates[name].policy_defaults || {}) : parsed(d, "policy of " + name);
+        act.gates = parsed(d, "gates of " + name);
         out.push(act);
       }
       return out;
@@ -201,6 +198,52 @@ window.Agents = (() => {
     sel.setAttribute("aria-label", label);
     sel.append(...options(A.profiles.map(p => p.name), selected));
     return sel;
+  }
+
+  function textarea(label, value, rows) {
+    const t = el("textarea");
+    t.rows = rows;
+    t.setAttribute("aria-label", label);
+    t.value = JSON.stringify(value, null, 2);
+    return t;
+  }
+
+  function parsed(d, label) {  // a JSON field's value, or throws naming it
+    const text = d.querySelector('[aria-label="' + CSS.escape(label) + '"]').value.trim();
+    try { return text ? JSON.parse(text) : {}; } catch (e) { throw new Error("invalid JSON in " + label); }
+  }
+
+  function policyForm(tool, props, values) {  // one labelled input per policy property
+    const box = el("div", null, "policy-form filters");
+    for (const [key, s] of Object.entries(props)) {
+      const label = el("label", (s.title || key) + " ");
+      const input = el("input");
+      input.dataset.key = key;
+      input.dataset.kind = s.type === "integer" || s.type === "number" ? "number" : s.type === "boolean" ? "boolean" : "json";
+      input.setAttribute("aria-label", tool + " policy " + key);
+      const v = values[key];
+      if (input.dataset.kind === "boolean") { input.type = "checkbox"; input.checked = Boolean(v); }
+      else if (input.dataset.kind === "number") { input.type = "number"; input.value = v == null ? "" : String(v); }
+      else input.value = v == null ? "" : JSON.stringify(v);
+      label.appendChild(input);
+      box.appendChild(label);
+    }
+    return box;
+  }
+
+  function formPolicy(form, defaults) {  // the values that differ from the defaults
+    const out = {};
+    for (const input of form.querySelectorAll("input")) {
+      const key = input.dataset.key, kind = input.dataset.kind, text = input.value.trim();
+      let v = null;
+      if (kind === "boolean") v = input.checked;
+      else if (kind === "number") v = text === "" ? null : Number(text);
+      else if (text) {
+        try { v = JSON.parse(text); } catch (e) { throw new Error("invalid JSON in " + input.getAttribute("aria-label")); }
+      }
+      if (JSON.stringify(v) !== JSON.stringify(defaults[key] === undefined ? null : defaults[key])) out[key] = v;
+    }
+    return out;
   }
 
   function result(text, isError) {
