@@ -32,7 +32,7 @@ window.Agents = (() => {
         for (const v of [a.name, a.profile, a.description]) tr.insertCell().textContent = v;
         const td = tr.insertCell();
         if (this.isAdmin) {
-          const sel = profileSelect("profile of agent " + a.name, a.profile);
+          const sel = profileSelect("profile for " + a.name, a.profile);
           td.append(sel, adminButton("Rebind", () => api("PUT", "/agents/" + enc(a.name),
             { profile: sel.value, description: a.description }), () => "agent " + a.name + " bound to " + sel.value));
           td.append(adminButton("Delete", () => api("DELETE", "/agents/" + enc(a.name)), "agent " + a.name + " deleted"));
