@@ -5,6 +5,8 @@ that takes a token, a parameter or a body declares its errors with the one error
 
 from __future__ import annotations
 
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -87,3 +89,35 @@ def test_errors_are_declared_with_the_error_shape(document: dict[str, Any]) -> N
     error = document["components"]["schemas"]["ErrorOut"]
     info = document["components"]["schemas"]["ErrorInfo"]
     assert error["required"] == ["error"] and {"reason", "message"} <= set(info["required"])
+
+
+def test_the_error_shape_is_a_documented_component(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    assert "reason" in schemas["ErrorOut"]["description"]
+    assert "stable" in schemas["ErrorInfo"]["properties"]["reason"]["description"]
+    assert "ErrorOut" in document["info"]["description"]  # the overview names it too
+    # FastAPI's own validation error shape is never what a client receives: not declared
+    assert "HTTPValidationError" not in schemas
+
+
+def test_the_key_expiry_policy_is_published_with_the_defaults(document: dict[str, Any]) -> None:
+    """SPEC §4: the key expiry policy is published in /docs (the description renders there)."""
+    policy = document["info"]["x-key-expiry-policy"]
+    assert policy == {"outcome_ttl_s": 86400, "stale_grace_s": 30, "approval_ttl_s": 86400,
+                      "expiring_statuses": ["succeeded", "failed"],
+                      "never_expiring_statuses": ["in_progress", "unknown"]}
+    text = document["info"]["description"]
+    assert "## Key expiry policy" in text and "24 hours" in text
+    assert "idempotency_key_reused" in text and "unknown" in text
+
+
+def test_the_key_expiry_policy_is_this_servers(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/tk.db"
+    with Gateway.open(url, outcome_ttl=timedelta(hours=2),
+                      approval_ttl=timedelta(minutes=30)) as gw, \
+            TestClient(create_app(gw)) as client:
+        doc = client.get("/openapi.json").json()
+    assert doc["info"]["x-key-expiry-policy"]["outcome_ttl_s"] == 7200
+    assert doc["info"]["x-key-expiry-policy"]["approval_ttl_s"] == 1800
+    assert "2 hours" in doc["info"]["description"]
+    assert "30 minutes" in doc["info"]["description"]

@@ -162,6 +162,8 @@ def test_serve_prints_the_first_admin_token_once_and_serves_docs(tmp_path: Path)
             assert path in paths
     with serving(tmp_path, "second") as (base, out):
         assert TOKEN.findall(out.read_text()) == []
+        # the way back from a lost admin token is named at every later start
+        assert "toolkeeper tokens create --role admin --local" in out.read_text()
         assert httpx.get(f"{base}/agents", headers=auth, timeout=5).status_code == 200
 
 

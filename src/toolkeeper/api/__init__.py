@@ -9,6 +9,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from toolkeeper.api.docs import description
+from toolkeeper.api.docs import install as install_docs
 from toolkeeper.api.errors import HANDLERS
 from toolkeeper.api.limits import BodyGuard, UnicodeGuard
 from toolkeeper.api.routes import (
@@ -23,6 +25,7 @@ from toolkeeper.api.routes import (
     tools,
 )
 from toolkeeper.gateway import Gateway
+from toolkeeper.pipeline.runtime import Settings
 from toolkeeper.version import __version__
 
 
@@ -46,8 +49,10 @@ class ApiSettings:
 def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     """The REST app over ``gw`` (the caller owns the gateway and closes it)."""
     settings = settings or ApiSettings()
-    app = FastAPI(title="toolkeeper", version=__version__,
-                  description="The governed tool gateway for AI agents.")
+    runtime = gw.settings if gw is not None else Settings()  # the document needs no store
+    app = FastAPI(title="toolkeeper", version=__version__, description=description(runtime),
+                  docs_url=None, redoc_url=None, swagger_ui_oauth2_redirect_url=None)
+    install_docs(app, runtime)
     app.state.gateway = gw
     for exc_type, handler in HANDLERS.items():
         app.add_exception_handler(exc_type, handler)

@@ -74,10 +74,18 @@ class DenyBody(Body):
 
 
 class ErrorInfo(BaseModel):
-    reason: str
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
+    """What was refused and why."""
+
+    reason: str = Field(description="A stable reason code (e.g. unauthenticated, not_found, "
+                        "invalid_arguments): match on this, never on the message.")
+    message: str = Field(description="A human-readable explanation; its wording may change.")
+    details: dict[str, Any] = Field(
+        default_factory=dict, description="Reason-specific data, e.g. errors: "
+        "[{pointer, message, type}] for invalid_arguments.")
 
 
 class ErrorOut(BaseModel):
+    """Every error of the REST face: {"error": {"reason", "message", "details"}}, with the
+    HTTP status the reason maps to."""
+
     error: ErrorInfo

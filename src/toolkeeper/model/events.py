@@ -31,3 +31,6 @@ class EventType(StrEnum):
     TOOL_QUARANTINED = "tool.quarantined"
     TOOL_PUBLISHED = "tool.published"
     CONFIG_APPLIED = "config.applied"
+    TOKEN_CREATED = "token.created"
+    """A token minted straight in the store by an operator holding the database
+    (``toolkeeper tokens create --local``): no token authenticated it."""
