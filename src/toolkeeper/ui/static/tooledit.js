@@ -90,7 +90,7 @@ window.ToolEdit = (() => {
       try { body = this.body(); } catch (e) { tell(e.message, true); return; }
       const id = this.tool && encodeURIComponent(this.tool.id);
       await this.run(id ? api("PUT", "/tools/" + id, body) : api("POST", "/tools", body),
-                     t => "Saved draft " + t.name + " " + t.version);
+                     t => "Saved " + t.name + " " + t.version + " (" + t.status + ")");
     },
 
     async publish() {
