@@ -30,7 +30,7 @@ def test_registry_script_is_served_under_the_strict_csp(api: RestClient) -> None
     # the registry first (app.js uses it), the approvals inbox and calls/audit after (they
     # use app.js)
     assert scripts == ["/ui/registry.js", "/ui/app.js", "/ui/approvals.js", "/ui/calls.js",
-                       "/ui/agents.js"]
+                       "/ui/agents.js", "/ui/tooledit.js"]
     asset = api.client.get("/ui/registry.js")
     assert asset.status_code == 200
     assert asset.headers["content-type"].startswith("text/javascript")
@@ -44,7 +44,7 @@ def test_registry_markup_and_script_carry_no_inline_code_or_markup_writes() -> N
     page = (STATIC / "index.html").read_text()
     assert not re.search(r"\son[a-z]+\s*=", page), "inline event handler in index.html"
     assert "<script>" not in page and "javascript:" not in page
-    for name in ("registry.js", "app.js"):
+    for name in ("registry.js", "app.js", "tooledit.js"):
         source = (STATIC / name).read_text()
         for banned in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write",
                        "eval(", "new Function", "setAttribute(\"on"):

@@ -183,6 +183,26 @@ class BuiltinTemplatesOut(Out):
     available: list[BuiltinOut]
 
 
+class SourceServerOut(Out):
+    name: str
+    tools: list[str] = Field(description="The upstream tools imported from this server")
+
+
+class SourceArtifactOut(Out):
+    id: str
+    versions: list[str]
+
+
+class ToolSourcesOut(Out):
+    """What the tool dialog picks from (``GET /tools/sources``, admins only)."""
+
+    functions: list[str] = Field(description="The `functions:` allow-list")
+    servers: list[SourceServerOut]
+    artifacts: list[SourceArtifactOut]
+    pipelines: list[str] = Field(description="The tenant's retrieval pipelines")
+    agents: list[str] = Field(description="The tenant's agents (agent_call targets)")
+
+
 class ToolVersionOut(Out):
     version: str
     snapshot_at: Timestamp

@@ -143,6 +143,10 @@ class ArtifactLibrary:
                 continue  # a broken manifest makes its artifact unavailable, nothing else
         return found
 
+    def manifests(self) -> list[Manifest]:
+        """The installed artifacts' manifests (a broken one is left out)."""
+        return [manifest for _path, manifest in self._manifests()]
+
     def snapshot(self, artifact_id: str | None, version: str | None) -> Snapshot:
         """The artifact pinned by id and version; ``UserError`` when it is not installed."""
         if not artifact_id or not version:

@@ -24,6 +24,7 @@ from toolkeeper.api.responses import (
     QuarantineOut,
     ToolHealthOut,
     ToolOut,
+    ToolSourcesOut,
     ToolVersionOut,
 )
 from toolkeeper.api.routes.execute import ERRORS
@@ -40,6 +41,7 @@ from toolkeeper.model.enums import Role, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ImplementationType, ToolDefinition
 from toolkeeper.services.discovery import EnabledTool, enabled_by_id, enabled_tool
+from toolkeeper.services.tool_sources import tool_sources
 from toolkeeper.services.tool_views import (
     agent_tool_out,
     policy_template,
@@ -115,6 +117,23 @@ async def builtin_templates(gw: GatewayDep, caller: Caller) -> dict[str, list[di
             out["available"].append({**tool_out(definition(key), None), "installed": False,
                                      **policy})
     return out
+
+
+@router.get("/tools/sources", response_model=ToolSourcesOut, responses=ERRORS,
+            summary="What a new tool can be wired to: functions, servers, artifacts, "
+                    "pipelines, agents")
+async def sources(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    require(caller, Role.ADMIN)
+    tenant = caller.tenant_id
+
+    def read() -> dict[str, Any]:
+        catalog = gw.catalog
+        return tool_sources(
+            functions=gw.factory.functions, servers=catalog.mcp_servers,
+            tools=catalog.visible(tenant), artifacts=gw.factory.artifacts,
+            pipelines=gw.registry.retrieval_pipelines(tenant),
+            agents=[name for (t, name) in catalog.agents if t == tenant])
+    return await anyio.to_thread.run_sync(read)
 
 
 ToolType = Literal["built_in", "mcp", "artifact", "custom"]

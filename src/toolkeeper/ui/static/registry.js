@@ -113,6 +113,7 @@ window.Registry = (() => {
                   section("Implementation (redacted)", json(t.config_schema.implementation)),
                   section("Execution", json(t.config_schema.execution)));
       const id = encodeURIComponent(t.id);
+      if (t.scope === "tenant" && this.isAdmin && window.ToolEdit) body.append(ToolEdit.editButton(t));
       if (t.status === "draft" && t.scope === "tenant" && this.isAdmin) {
         body.append(action("Publish", () => api("POST", "/tools/" + id + "/publish")));
       }
