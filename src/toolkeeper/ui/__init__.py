@@ -23,6 +23,7 @@ _FILES = {"index.html": "text/html; charset=utf-8",
           "approvals.js": "text/javascript; charset=utf-8",
           "registry.js": "text/javascript; charset=utf-8",
           "calls.js": "text/javascript; charset=utf-8",
+          "access.js": "text/javascript; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
