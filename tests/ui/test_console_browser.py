@@ -1,5 +1,5 @@
 """The admin console rendered in a real Chromium against a real ``toolkeeper serve``: it
-loads cleanly under its CSP, refuses agent tokens with the API's reason, and an approver
+loads cleanly under its CSP, refuses agent tokens (GET /me says so), and an approver
 decides a gated call in the approvals inbox."""
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def test_an_agent_token_is_refused_with_the_api_reason(
         console_page: ConsolePage, server: Server) -> None:
     page = console_page.page
     _login(page, server, "agent")
-    expect(page.locator("#status")).to_have_text(re.compile(r"token refused: 403 forbidden"))
+    expect(page.locator("#status")).to_have_text(
+        re.compile(r"token refused: the console is for people"))
     assert page.evaluate("sessionStorage.length") == 0  # the token is not kept
 
 

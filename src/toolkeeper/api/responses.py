@@ -301,6 +301,16 @@ class ActivationOut(Activation):
     profile: str
 
 
+class MeOut(Out):
+    """``GET /me``: who the calling token is (never its secret or id)."""
+
+    name: str
+    """The token's label (the principal's name)."""
+    tenant_id: str
+    roles: list[str]
+    agent: str | None
+
+
 class TokenOut(Out):
     """A token record; never its secret (the plaintext is not stored)."""
 

@@ -25,6 +25,7 @@ _FILES = {"index.html": "text/html; charset=utf-8",
           "calls.js": "text/javascript; charset=utf-8",
           "agents.js": "text/javascript; charset=utf-8",
           "tooledit.js": "text/javascript; charset=utf-8",
+          "access.js": "text/javascript; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "

@@ -1,4 +1,4 @@
-"""Access over REST (SPEC §7, §8): tokens, write-only credentials and tenants.
+"""Access over REST (SPEC §7, §8): who am I (`/me`), tokens, write-only credentials and tenants.
 
 Tokens are shown once, on creation; listings never carry secrets. Credential values are
 sealed by the embedded secrets store and never come back out. Credential names are per
@@ -20,7 +20,14 @@ from pydantic import Field
 
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
-from toolkeeper.api.responses import CredentialOut, NewTenantOut, NewTokenOut, TenantOut, TokenOut
+from toolkeeper.api.responses import (
+    CredentialOut,
+    MeOut,
+    NewTenantOut,
+    NewTokenOut,
+    TenantOut,
+    TokenOut,
+)
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import Body
 from toolkeeper.model.call import Principal
@@ -63,6 +70,12 @@ class TokenBody(Body):
 
 
 # tokens -------------------------------------------------------------------------------
+
+@router.get("/me", response_model=MeOut, summary="Who the calling token is (any token)")
+async def me(caller: Caller) -> dict[str, Any]:
+    return {"name": caller.name, "tenant_id": caller.tenant_id,
+            "roles": sorted(r.value for r in caller.roles), "agent": caller.agent}
+
 
 def token_out(rec: TokenRecord) -> dict[str, Any]:
     """A token record without its secret (the plaintext is never stored)."""

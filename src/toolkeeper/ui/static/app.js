@@ -57,11 +57,35 @@ function button(td, label, cls, onClick) {
   td.appendChild(b);
 }
 
+// who the token is (GET /me), for every script: Console.roles holds its role names
+const Console = { me: null, roles: new Set() };
+
+async function whoami() {
+  if (!Console.me) {
+    Console.me = await api("GET", "/me");
+    Console.roles = new Set(Console.me.roles);
+  }
+  for (const b of document.querySelectorAll("#tabs button[data-needs]")) {
+    b.hidden = !b.dataset.needs.split(" ").some(r => Console.roles.has(r));
+  }
+  return Console.me;
+}
+
+function forget() {
+  Console.me = null;
+  Console.roles = new Set();
+  sessionStorage.removeItem(KEY);
+  for (const b of document.querySelectorAll("#tabs button[data-needs]")) b.hidden = true;
+}
+
+function isAdmin() { return Console.roles.has("admin"); }
+
 const views = {
   approvals: null,  // approvals.js sets it
   tools() { return Registry.load(); },  // registry.js
   calls: null,  // calls.js sets it
   audit: null,  // calls.js sets it
+  access: null,  // access.js sets it
 };
 
 async function show(name) {
@@ -75,6 +99,7 @@ async function show(name) {
   if (!token()) { say("Paste a token (admin, approver or operator) to begin.", true); return; }
   try {
     say("loading…");
+    await whoami();
     say(await views[name]());
   } catch (e) {
     say(e.message, true);
@@ -87,18 +112,25 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   $("#login").addEventListener("submit", async (ev) => {
     ev.preventDefault();
+    forget();
     sessionStorage.setItem(KEY, $("#token").value.trim());
     $("#token").value = "";
-    try {  // the console is for people: a token the audit refuses (an agent's) is not kept
-      await api("GET", "/audit?limit=1");
+    try {  // the console is for people: an agent's token is not kept
+      const me = await whoami();
+      if (!["admin", "operator", "approver"].some(r => Console.roles.has(r))) {
+        forget();
+        say("token refused: the console is for people (admin, operator, approver); " +
+            "this is the token of agent " + (me.agent || me.name), true);
+        return;
+      }
     } catch (e) {
-      sessionStorage.removeItem(KEY);
+      forget();
       say("token refused: " + e.message, true);
       return;
     }
     show(location.hash.slice(1) || "approvals");
   });
-  $("#logout").addEventListener("click", () => { sessionStorage.removeItem(KEY); say("token forgotten"); });
+  $("#logout").addEventListener("click", () => { forget(); say("token forgotten"); });
   const start = location.hash.slice(1);
   show(views[start] ? start : "approvals");
 });
