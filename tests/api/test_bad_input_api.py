@@ -14,6 +14,7 @@ import pytest
 from tests.api.exec_fixtures import api_for
 from tests.support.rest import RestClient, assert_error
 from toolkeeper.api import ApiSettings
+from toolkeeper.api.limits import MAX_JSON_DEPTH
 
 CAP = 4096
 
@@ -121,8 +122,25 @@ def test_deeply_nested_arguments_are_refused_cleanly(tmp_path: Path) -> None:
         resp = big.client.post("/tools/execute", content=raw.encode(),
                                headers={**big.auth("bot"), "Content-Type": "application/json"})
         assert 400 <= resp.status_code < 500, resp.text
-        assert resp.json()["error"]["reason"] in {"invalid_arguments", "malformed_json",
+        assert resp.json()["error"]["reason"] in {"invalid_arguments", "json_too_deep",
                                                   "payload_too_large"}
+
+
+@pytest.mark.parametrize("path", ["/tools/execute", "/profiles"])
+def test_the_json_nesting_limit_is_one_stated_number(tmp_path: Path, path: str) -> None:
+    def body(depth: int) -> bytes:  # depth levels in all: the body object + nested arrays
+        nested = "[" * (depth - 2) + "1" + "]" * (depth - 2)
+        return ('{"tool": "add", "name": "p", "arguments": {"a": ' + nested + "}}").encode()
+
+    with api_for(tmp_path, ApiSettings(max_body_bytes=1_000_000)) as big:
+        headers = {**big.auth("admin" if path == "/profiles" else "bot"),
+                   "Content-Type": "application/json"}
+        at = big.client.post(path, content=body(MAX_JSON_DEPTH), headers=headers)
+        assert at.status_code == 422, at.text  # parsed, then refused on its merits
+        for depth in (MAX_JSON_DEPTH + 1, 1_000):
+            over = big.client.post(path, content=body(depth), headers=headers)
+            err = assert_error(over, 400, "json_too_deep")
+            assert f"{MAX_JSON_DEPTH} levels" in err["message"]
 
 
 def test_wide_arguments_under_the_cap_are_refused_cleanly(api: RestClient) -> None:

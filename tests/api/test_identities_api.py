@@ -194,6 +194,14 @@ def test_a_system_admin_creates_a_tenant_with_its_first_admin(api: RestClient) -
     assert r.json()["tenant_id"] == "acme"
 
 
+def test_the_tenant_list_carries_each_tenants_name(api: RestClient) -> None:
+    api.call("POST", "/tenants", "system_admin", json={"id": "named", "name": "Named Co"})
+    api.call("POST", "/tenants", "system_admin", json={"id": "plain"})
+    listed = {t["id"]: t for t in api.call("GET", "/tenants", "system_admin").json()}
+    assert listed["named"] == {"id": "named", "name": "Named Co"}
+    assert listed["plain"] == {"id": "plain", "name": "plain"}  # the id when none was given
+
+
 def test_requests_without_a_valid_token_are_unauthenticated(api: RestClient) -> None:
     assert api.call("GET", "/agents", None).status_code == 401
     assert api.call("GET", "/agents", "tk_not-a-token").status_code == 401

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -124,10 +124,11 @@ def _as(app: Any, token: str) -> Any:
 
 @contextmanager
 def serving(url: str, *, max_body_bytes: int = 200_000, extra: tuple[Any, ...] = (),
-            acting_as: str | None = None) -> Iterator[McpServer]:
+            acting_as: str | None = None,
+            around: Callable[[Gateway, Any], Any] | None = None) -> Iterator[McpServer]:
     """The app over a fresh gateway, served on a free loopback port until the block ends.
     ``extra`` tools are registered and enabled for ``bot``; with ``acting_as``, every
-    request carries that agent's token."""
+    request carries that agent's token; ``around(gw, app)`` wraps the ASGI app."""
     gw, tokens = build_gateway(url)
     for t in extra:
         gw.registry.register(t)
@@ -140,6 +141,8 @@ def serving(url: str, *, max_body_bytes: int = 200_000, extra: tuple[Any, ...] =
                                           mcp_allowed_hosts=mcp_hosts("127.0.0.1")))
     if acting_as is not None:
         app = _as(app, tokens[acting_as])
+    if around is not None:
+        app = around(gw, app)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

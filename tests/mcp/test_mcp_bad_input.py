@@ -72,6 +72,27 @@ def test_malformed_json_is_a_parse_error(srv: McpServer) -> None:
     assert modern.status_code == 400 and _rpc_error(modern)["code"] == -32700
 
 
+@pytest.mark.parametrize("bad_id", [{"a": 1}, [1], True])
+def test_an_id_that_is_not_a_string_number_or_null_is_an_invalid_request(
+        srv: McpServer, bad_id: Any) -> None:
+    # JSON-RPC 2.0 §4: an id is a string, a number or null; anything else is not a
+    # notification to accept with 202 and drop, but an Invalid Request (on both eras)
+    opened = _post(srv, INIT)
+    legacy = {**INIT, "id": bad_id}
+    resp = _post(srv, legacy)
+    assert resp.status_code == 400 and _rpc_error(resp)["code"] == -32600
+    assert "id" in _rpc_error(resp)["message"] and resp.json()["id"] is None
+    listing = {"jsonrpc": "2.0", "id": bad_id, "method": "tools/list", "params": {}}
+    resp = _post(srv, listing, **{"Mcp-Session-Id": opened.headers["mcp-session-id"],
+                                  "MCP-Protocol-Version": "2025-11-25"})
+    assert resp.status_code == 400 and _rpc_error(resp)["code"] == -32600
+    modern = {"jsonrpc": "2.0", "id": bad_id, "method": "tools/list",
+              "params": {"_meta": ENVELOPE}}
+    resp = _post(srv, modern, **{"MCP-Protocol-Version": "2026-07-28",
+                                 "Mcp-Method": "tools/list"})
+    assert resp.status_code == 400 and _rpc_error(resp)["code"] == -32600
+
+
 def test_an_unknown_method_is_method_not_found(srv: McpServer) -> None:
     body = {"jsonrpc": "2.0", "id": 2, "method": "tools/explode",
             "params": {"_meta": ENVELOPE}}

@@ -109,6 +109,31 @@ async def test_a_confirm_gate_is_resolved_in_band_when_the_client_can_ask(
     assert len(mine) == 1 and mine[0].kind == "confirm" and mine[0].decided_by == "sup"
 
 
+def _token_created_while_reading_calls(gw: Any, app: Any) -> Any:
+    """``app``, where a token is created (elsewhere, as another admin would) just after
+    ``/mcp`` authenticated a ``tools/call`` and before its handler runs: every
+    process's cache of verified tokens is dropped then."""
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        async def reading() -> Any:
+            message = await receive()
+            if b'"tools/call"' in message.get("body", b""):
+                gw.store.tokens.create(tenant_id="default", role="operator")
+            return message
+        await app(scope, reading if scope["type"] == "http" else receive, send)
+    return wrapped
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_token_cache_dropped_mid_request_does_not_unauthenticate_the_caller(
+        tmp_path: Path, era: str) -> None:
+    with serving(f"sqlite:///{tmp_path}/tk.db",
+                 around=_token_created_while_reading_calls) as s:
+        async with connect(s, "bot", era) as c:
+            for n in range(3):
+                r = await c.call_tool("add", {"a": n, "b": 1})
+                assert (r.is_error, r.structured_content) == (False, {"result": n + 1})
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_without_elicitation_a_confirm_gate_answers_confirmation_required(
         srv: McpServer, era: str) -> None:

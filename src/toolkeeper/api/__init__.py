@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from toolkeeper.api.docs import description
 from toolkeeper.api.docs import install as install_docs
 from toolkeeper.api.errors import HANDLERS
-from toolkeeper.api.limits import BodyGuard, UnicodeGuard
+from toolkeeper.api.limits import BodyGuard, DepthGuard, UnicodeGuard
 from toolkeeper.api.routes import (
     approvals,
     audit,
@@ -72,6 +72,7 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(UnicodeGuard, skip=("/mcp", "/tools/execute", "/tools/execute-batch"))
+    app.add_middleware(DepthGuard, skip=("/mcp",))
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes, skip=("/mcp",))
     return app
 

@@ -1,5 +1,5 @@
-"""Request-level guards as ASGI middleware: body size cap, JSON-only bodies, and JSON
-strings that are valid Unicode."""
+"""Request-level guards as ASGI middleware: body size cap, JSON-only bodies, a nesting
+limit, and JSON strings that are valid Unicode."""
 
 from __future__ import annotations
 
@@ -13,8 +13,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkeeper.api.errors import error_body
 from toolkeeper.canonical import invalid_unicode
+from toolkeeper.model.reasons import Reason
 
 _BODY_METHODS = {b"POST", b"PUT", b"PATCH"}
+MAX_JSON_DEPTH = 256
+"""The deepest nesting (objects and arrays) a REST body may have: deeper bodies are 400
+``json_too_deep`` before any parser recurses into them."""
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
 
 
 def _no_body(scope: Scope, skip: tuple[str, ...]) -> bool:
@@ -71,6 +77,49 @@ class BodyGuard:
         if over:
             await _reply(send, 413, "payload_too_large",
                          f"the body exceeds {self.max_bytes} bytes")
+
+
+def json_depth_over(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether ``body`` nests deeper than ``limit`` (brackets inside strings do not count;
+    a body with fewer brackets than the limit costs two counts)."""
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False
+    depth = 0
+    for match in _BRACKET.finditer(_JSON_STRING.sub(b"", body)):
+        depth += 1 if match.group() in (b"[", b"{") else -1
+        if depth > limit:
+            return True
+    return False
+
+
+class DepthGuard:
+    """400 ``json_too_deep`` for a body nested deeper than :data:`MAX_JSON_DEPTH` (the
+    parsers recurse per level: a stated limit, not a parser's stack, decides)."""
+
+    def __init__(self, app: ASGIApp, *, skip: tuple[str, ...] = ()) -> None:
+        self.app = app
+        self.skip = skip
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if _no_body(scope, self.skip):
+            await self.app(scope, receive, send)
+            return
+        messages: list[Message] = []
+        while True:  # the body is bounded by BodyGuard, outside this middleware
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request" or not message.get("more_body"):
+                break
+        if json_depth_over(b"".join(m.get("body", b"") for m in messages)):
+            await _reply(send, 400, Reason.JSON_TOO_DEEP,
+                         f"the body nests deeper than {MAX_JSON_DEPTH} levels (the limit "
+                         "on JSON nesting)")
+            return
+
+        async def replay() -> Message:
+            return messages.pop(0) if messages else await receive()
+
+        await self.app(scope, replay, send)
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")

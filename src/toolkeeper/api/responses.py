@@ -335,6 +335,7 @@ class CredentialOut(Out):
 
 class TenantOut(Out):
     id: str
+    name: str
 
 
 class NewTenantOut(Out):

@@ -169,9 +169,16 @@ def cell(value: Any, limit: int = 80) -> str:
 
 def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]],
           *, empty: str = "nothing to show", limit: int = 80) -> None:
-    """Print a rich table (or ``empty`` when there are no rows)."""
+    """Print a rich table at the terminal's width; when stdout is not a terminal, plain
+    tab-separated lines (a header, then one line per row, values never cut or wrapped);
+    ``empty`` when there are no rows."""
     if not rows:
         out().print(f"[dim]{empty}[/]")
+        return
+    if not out().is_terminal:
+        lines = [columns, *([cell(v, 10**9).replace("\t", " ").replace("\n", " ")
+                             for v in row] for row in rows)]
+        sys.stdout.write("".join("\t".join(line) + "\n" for line in lines))
         return
     t = Table(title=title, show_lines=False)
     for name in columns:

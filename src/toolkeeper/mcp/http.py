@@ -36,6 +36,43 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str,
     await send({"type": "http.response.body", "body": body})
 
 
+def _bad_id(message: Any) -> bool:
+    """JSON-RPC 2.0 §4: an ``id`` is a string, a number or null (never a bool)."""
+    if not isinstance(message, dict) or "id" not in message:
+        return False
+    ident = message["id"]
+    return isinstance(ident, bool) or not isinstance(ident, str | int | float | None)
+
+
+async def _read_body(receive: Receive, limit: int) -> bytes | None:
+    """The whole request body; ``None`` past ``limit`` bytes."""
+    chunks, size, more = [], 0, True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b""
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        more = message.get("more_body", False)
+    return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands ``body`` over once, then defers to the real one."""
+    sent = False
+
+    async def again() -> Any:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+    return again
+
+
 class McpEndpoint:
     """The ASGI app at ``/mcp``."""
 
@@ -97,6 +134,17 @@ class McpEndpoint:
             self.face, self._app = face, StreamableHTTPASGIApp(manager)
             return self._app
 
+    @staticmethod
+    def _invalid_id(body: bytes) -> bool:
+        """Whether the message (or one of a batch) has an id JSON-RPC does not allow (the
+        SDK would take it for a notification: 202, dropped). Unparsable bodies pass on:
+        the SDK answers them with its parse error."""
+        try:
+            parsed = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            return False
+        return any(_bad_id(m) for m in (parsed if isinstance(parsed, list) else [parsed]))
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
@@ -130,6 +178,17 @@ class McpEndpoint:
         # the routing headers of 2026-07-28 requests byte for byte)
         scope["headers"] = [(k, v.strip() if k.startswith(b"mcp-") else v)
                             for k, v in scope["headers"]]
+        if scope.get("method") == "POST":
+            body = await _read_body(receive, self.max_body_bytes)
+            if body is None:
+                await _jsonrpc_error(send, 413, -32600,
+                                     f"the message exceeds {self.max_body_bytes} bytes")
+                return
+            if self._invalid_id(body):
+                await _jsonrpc_error(send, 400, -32600, "Invalid Request: a JSON-RPC id is "
+                                     "a string, a number or null")
+                return
+            receive = _replay(body, receive)
         app = self._app or await self._start()
         from mcp.server.auth.middleware.auth_context import auth_context_var
 

@@ -95,14 +95,19 @@ class McpFace:
 
     # -- who is calling -------------------------------------------------------------------
 
-    def principal(self, ctx: Ctx) -> Principal:
+    async def principal(self, ctx: Ctx) -> Principal:
         if self.fixed is not None:
             return self.fixed
         request = ctx.request
         header = request.headers.get("authorization", "") if request is not None else ""
         scheme, _, token = header.partition(" ")
-        who = self.gw.cached_principal(token.strip()) if scheme.lower() == "bearer" else None
-        if who is None:  # the HTTP endpoint authenticated it: only a revocation lands here
+        token = token.strip() if scheme.lower() == "bearer" else ""
+        who = self.gw.cached_principal(token) if token else None
+        if who is None and token:
+            # the HTTP endpoint verified this token, but the cache may have been dropped
+            # since (a token created or revoked anywhere): verify again, never assume
+            who = await anyio.to_thread.run_sync(self.gw.authenticate, token)
+        if who is None:  # revoked since the endpoint verified it
             raise MCPError(code=types.INVALID_REQUEST, message="unauthenticated")
         if who.agent is None:
             raise MCPError(code=types.INVALID_REQUEST, message="not an agent's token")
@@ -126,7 +131,7 @@ class McpFace:
     # -- tools ----------------------------------------------------------------------------
 
     async def _list_tools(self, ctx: Ctx, params: Any) -> types.ListToolsResult:
-        who = self.principal(ctx)
+        who = await self.principal(ctx)
         listing = self.listings.get(key_of(who))
         self.notifier.track(ctx, key_of(who), listing.fingerprint)
         return listing.result
@@ -138,7 +143,7 @@ class McpFace:
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
                          ) -> types.CallToolResult | types.InputRequiredResult:
-        who = self.principal(ctx)
+        who = await self.principal(ctx)
         listing = self.listings.get(key_of(who))
         self.notifier.track(ctx, key_of(who), None)
         entry = listing.by_name.get(params.name)
@@ -217,19 +222,19 @@ class McpFace:
     # -- resources ------------------------------------------------------------------------
 
     async def _list_resources(self, ctx: Ctx, params: Any) -> types.ListResourcesResult:
-        who = self.principal(ctx)
+        who = await self.principal(ctx)
         self.notifier.track(ctx, key_of(who), None)
         return types.ListResourcesResult.model_validate({"resources": resources(who)})
 
     async def _list_templates(self, ctx: Ctx, params: Any
                               ) -> types.ListResourceTemplatesResult:
-        self.principal(ctx)
+        await self.principal(ctx)
         return types.ListResourceTemplatesResult.model_validate(
             {"resourceTemplates": templates()})
 
     async def _read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                              ) -> types.ReadResourceResult:
-        who = self.principal(ctx)
+        who = await self.principal(ctx)
         text = await anyio.to_thread.run_sync(read, self.gw, who, str(params.uri))
         if text is None:
             raise MCPError(code=types.INVALID_PARAMS, message="Resource not found",
@@ -240,7 +245,7 @@ class McpFace:
     async def _listen(self, ctx: Ctx, params: types.SubscriptionsListenRequestParams
                       ) -> types.SubscriptionsListenResult:
         """2026-07-28 ``subscriptions/listen``: the stream carries this agent's changes."""
-        who = self.principal(ctx)
+        who = await self.principal(ctx)
         with self.notifier.listening_as(key_of(who)):
             return await self._listen_handler(ctx, params)
 

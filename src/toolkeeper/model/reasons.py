@@ -25,6 +25,8 @@ class Reason(StrEnum):
     config invalid, upstream MCP server not configured): refused at publish, stops a call."""
     # validate
     INVALID_ARGUMENTS = "invalid_arguments"
+    JSON_TOO_DEEP = "json_too_deep"
+    """A REST body nests deeper than ``toolkeeper.api.limits.MAX_JSON_DEPTH`` (400)."""
     PAYLOAD_TOO_LARGE = "payload_too_large"
     # scope
     SCOPE_MISSING = "scope_missing"

@@ -322,8 +322,9 @@ class IdentityService:
 
     # -- tenants ------------------------------------------------------------------------
 
-    def tenants(self) -> list[str]:
-        return self._registry.tenants()
+    def tenants(self) -> list[tuple[str, str]]:
+        """Every tenant as ``(id, name)``."""
+        return self._registry.tenant_names()
 
     def create_tenant(self, tenant_id: str, name: str | None = None) -> tuple[TokenRecord, str]:
         """A new tenant and its first admin token (trusted: the face checks that the caller

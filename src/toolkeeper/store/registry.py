@@ -179,6 +179,12 @@ class RegistryRepo:
         with self._db.read() as conn:
             return list(conn.execute(select(tenants.c.id).order_by(tenants.c.id)).scalars())
 
+    def tenant_names(self) -> list[tuple[str, str]]:
+        """Every tenant as ``(id, name)``, in id order."""
+        with self._db.read() as conn:
+            rows = conn.execute(select(tenants.c.id, tenants.c.name).order_by(tenants.c.id))
+            return [(row.id, row.name) for row in rows]
+
     def get_setting(self, key: str) -> Any:
         with self._db.read() as conn:
             row = conn.execute(select(settings.c.value).where(settings.c.key == key)).first()

@@ -151,7 +151,7 @@ def _system_admin(request: Request, caller: Principal) -> None:
 @router.get("/tenants", response_model=list[TenantOut], summary="Every tenant (system admin)")
 async def list_tenants(request: Request, gw: GatewayDep, caller: Caller) -> list[dict[str, str]]:
     _system_admin(request, caller)
-    return [{"id": t} for t in await blocking(gw.identities.tenants)]
+    return [{"id": t, "name": name} for t, name in await blocking(gw.identities.tenants)]
 
 
 @router.post("/tenants", status_code=201, response_model=NewTenantOut,
