@@ -22,7 +22,7 @@ from tests.ui.conftest import ConsolePage
 TABS = ("Approvals", "Tools", "Calls", "Audit")
 UNNAMED = """() => { axe.setup(document); try {
   return [...document.querySelectorAll("input, select, textarea, button")]
-  .filter((e) => e.type !== "hidden" && !e.closest("[hidden]"))
+  .filter((e) => e.type !== "hidden" && e.checkVisibility())  // shown (not in a closed dialog)
   .filter((e) => !axe.commons.text.accessibleText(e).trim())
   .map((e) => e.outerHTML.slice(0, 120)); } finally { axe.teardown(); } }"""
 

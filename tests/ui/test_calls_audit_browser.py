@@ -96,7 +96,7 @@ def test_the_audit_is_searched_by_agent_and_type_and_paged_with_the_cursor(
     _login(page, server, "admin")
     page.get_by_role("button", name="Audit", exact=True).click()
     expect(page.locator("#health-table")).to_contain_text("pay")
-    page.get_by_label("Agent").fill("pay-bot")
+    page.locator("#audit-filter").get_by_label("Agent").fill("pay-bot")
     page.get_by_label("Event types").fill(kind)
     page.get_by_label("Page size").select_option("5")
     page.get_by_role("button", name="Search").click()

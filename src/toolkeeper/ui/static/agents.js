@@ -15,7 +15,7 @@ window.Agents = (() => {
 
     async load() {
       [this.agents, this.profiles] = await Promise.all([api("GET", "/agents"), api("GET", "/profiles")]);
-      this.isAdmin = await api("GET", "/tokens").then(() => true, () => false);
+      this.isAdmin = isAdmin();  // app.js: from GET /me
       for (const f of document.querySelectorAll("#agents .admin-only")) f.hidden = !this.isAdmin;
       this.renderProfiles();
       return this.renderAgents();
