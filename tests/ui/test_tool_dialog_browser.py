@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
 from tests.support.waiting import wait_until
@@ -36,6 +36,11 @@ def dialog_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
+def form(page: Page) -> Locator:
+    """The tool dialog: its labels share words with other tabs' forms."""
+    return page.locator("#tool-dialog")
+
+
 def _tools(page: Page, server: Server, who: str) -> None:
     page.goto(server.url + "/ui/#tools")
     page.get_by_label("token").fill(server.tokens[who])
@@ -54,23 +59,23 @@ def test_http_tool_draft_publish_and_new_version(console_page: ConsolePage,
     page.get_by_role("button", name="New tool").click()
     dialog = page.get_by_role("dialog", name="New tool")
     expect(dialog).to_be_visible()
-    expect(page.get_by_label("Name", exact=True)).to_be_focused()
-    page.get_by_label("Name", exact=True).fill("orders")
-    page.locator("#tool-dialog").get_by_label("Description").fill("Places an order")
-    page.get_by_label("Method").select_option("POST")
-    page.get_by_label("URL").fill("https://orders.example/api")
-    headers = page.get_by_label(re.compile("^Headers"))
+    expect(form(page).get_by_label("Name", exact=True)).to_be_focused()
+    form(page).get_by_label("Name", exact=True).fill("orders")
+    form(page).get_by_label("Description").fill("Places an order")
+    form(page).get_by_label("Method").select_option("POST")
+    form(page).get_by_label("URL").fill("https://orders.example/api")
+    headers = form(page).get_by_label(re.compile("^Headers"))
     headers.fill("Authorization: Bearer hunter2")  # a literal credential: refused here
     page.get_by_role("button", name="Save draft").click()
     result = page.locator("#tooledit-result")
     expect(result).to_have_text(re.compile(r"^secret_literal_refused: header Authorization"))
     headers.fill("Authorization: Bearer ${secret:orders/token}\nAccept: application/json")
-    page.get_by_label("Input schema").fill(
+    form(page).get_by_label("Input schema").fill(
         '{"type": "object", "required": ["sku"], "properties": {"sku": {"type": "string"}}}')
-    page.get_by_label("Risk").select_option("high")
-    page.get_by_label("Side effect").select_option("idempotent")
-    page.get_by_label("Scopes").fill("orders:write, orders:read")
-    page.get_by_label("Requires confirmation").check()
+    form(page).get_by_label("Risk").select_option("high")
+    form(page).get_by_label("Side effect").select_option("idempotent")
+    form(page).get_by_label("Scopes").fill("orders:write, orders:read")
+    form(page).get_by_label("Requires confirmation").check()
     page.get_by_role("button", name="Save draft").click()
     expect(result).to_have_text("Saved orders 1.0.0 (draft)")
     row = page.locator("#tools tbody tr[data-tool=orders]")
@@ -81,13 +86,13 @@ def test_http_tool_draft_publish_and_new_version(console_page: ConsolePage,
     expect(result).to_have_text("Published orders 1.0.0")
     expect(row.locator(".status")).to_have_text("published")
 
-    page.get_by_label("New version").fill("1.1")
+    form(page).get_by_label("New version").fill("1.1")
     page.get_by_role("button", name="Make version").click()
     expect(result).to_have_text('invalid_version: "1.1" is not semver X.Y.Z')
-    page.get_by_label("New version").fill("0.9.0")
+    form(page).get_by_label("New version").fill("0.9.0")
     page.get_by_role("button", name="Make version").click()
     expect(result).to_have_text("invalid_version: 0.9.0 must be greater than 1.0.0")
-    page.get_by_label("New version").fill("1.1.0")
+    form(page).get_by_label("New version").fill("1.1.0")
     page.get_by_role("button", name="Make version").click()
     expect(result).to_have_text("Version 1.1.0 of orders published")
     expect(row).to_contain_text("1.1.0")
@@ -101,12 +106,12 @@ def test_http_tool_draft_publish_and_new_version(console_page: ConsolePage,
     page.locator("#tool-drawer").get_by_role("button", name="Edit").click()
     expect(page.get_by_role("dialog", name="Edit orders 1.1.0")).to_be_visible()
     expect(headers).to_have_value(re.compile(r"\$\{secret:orders/token\}"))
-    expect(page.get_by_label("Requires confirmation")).to_be_checked()
-    page.locator("#tool-dialog").get_by_label("Description").fill("Places an order (edited)")
+    expect(form(page).get_by_label("Requires confirmation")).to_be_checked()
+    form(page).get_by_label("Description").fill("Places an order (edited)")
     page.get_by_role("button", name="Save draft").click()
     expect(result).to_have_text(re.compile(r"^Saved orders 1\.1\.0 \((draft|published)\)$"))
     # the form is refilled from the API's answer: the change was stored
-    expect(page.locator("#tool-dialog").get_by_label("Description")).to_have_value("Places an order (edited)")
+    expect(form(page).get_by_label("Description")).to_have_value("Places an order (edited)")
     page.keyboard.press("Escape")
     expect(page.locator("#tool-dialog")).to_be_hidden()
     wait_until(lambda: page.evaluate(  # focus back on the row's name (re-rendered table)
@@ -120,12 +125,12 @@ def test_function_tool_from_the_allow_list_and_a_bad_schema(console_page: Consol
     page = console_page.page
     _tools(page, dialog_server, "admin")
     page.get_by_role("button", name="New tool").click()
-    page.get_by_label("Name", exact=True).fill("tidy")
+    form(page).get_by_label("Name", exact=True).fill("tidy")
     page.locator("#te-type").select_option("function")
-    picker = page.get_by_label(re.compile("^Registered function"))
+    picker = form(page).get_by_label(re.compile("^Registered function"))
     expect(picker.locator("option")).to_have_text(["dedent", "shorten"])
     picker.select_option("shorten")
-    schema = page.get_by_label("Input schema")
+    schema = form(page).get_by_label("Input schema")
     schema.fill('{"type": "object",')  # not JSON: refused in the page
     page.get_by_role("button", name="Save draft").click()
     result = page.locator("#tooledit-result")
