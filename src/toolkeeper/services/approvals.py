@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from toolkeeper.canonical import NotCanonicalizable, digest
@@ -28,25 +29,17 @@ class ApprovalService:
 
     def list(self, tenant_id: str, *, status: str | None = "pending",
              limit: int = 100) -> list[ApprovalRecord]:
-        """Approvals waiting for a human (preview tokens are not listed)."""
-        recs = self._store.approvals.list(tenant_id, status=status, limit=limit)
+        """Approvals for a human (preview tokens are not listed), as of now: a pending
+        one past its expiry reads (and filters as) ``expired``."""
         now = utcnow()
-        out = []
-        for rec in recs:
-            if rec.kind == "preview":
-                continue
-            if rec.status is ApprovalStatus.PENDING and rec.expires_at <= now:
-                rec.status = ApprovalStatus.EXPIRED
-                if status == "pending":
-                    continue
-            out.append(rec)
-        return out
+        recs = self._store.approvals.list(tenant_id, status=status, limit=limit, now=now)
+        return [_as_of(rec, now) for rec in recs if rec.kind != "preview"]
 
     def get(self, approval_id: str, tenant_id: str) -> ApprovalRecord:
         rec = self._store.approvals.get(approval_id)
         if rec is None or rec.tenant_id != tenant_id or rec.kind == "preview":
             raise OperationRefused(Reason.NOT_FOUND, f"no approval {approval_id!r}")
-        return rec
+        return _as_of(rec, utcnow())
 
     def approve(self, approval_id: str, by: Principal, *, edited_arguments: Any = None,
                 note: str | None = None) -> ApprovalRecord:
@@ -95,11 +88,19 @@ class ApprovalService:
         if rec.kind == "confirm" and not (is_approver or own_call):
             raise OperationRefused(Reason.APPROVER_NOT_ALLOWED,
                                    "only the requesting agent's user or an approver may confirm")
+        if rec.status is ApprovalStatus.EXPIRED:
+            raise OperationRefused(Reason.APPROVAL_EXPIRED, "the approval expired")
         if rec.status is not ApprovalStatus.PENDING:
             raise OperationRefused(Reason.INVALID_STATE, f"the approval is {rec.status.value}")
-        if rec.expires_at <= utcnow():
-            raise OperationRefused(Reason.APPROVAL_EXPIRED, "the approval expired")
         return rec
+
+
+def _as_of(rec: ApprovalRecord, now: datetime) -> ApprovalRecord:
+    """The one home of lazy expiry: a pending approval past ``expires_at`` is ``expired``
+    (marked on read, not stored; the store's decide/consume refuse it by time as well)."""
+    if rec.status is ApprovalStatus.PENDING and rec.expires_at <= now:
+        rec.status = ApprovalStatus.EXPIRED
+    return rec
 
 
 def approval_json(rec: ApprovalRecord) -> dict[str, Any]:
@@ -110,7 +111,14 @@ def approval_json(rec: ApprovalRecord) -> dict[str, Any]:
             "arguments": rec.arguments, "args_digest": rec.args_digest, "risk": rec.risk,
             "gate": rec.gate, "summary": rec.summary, "call_id": rec.call_id,
             "created_at": rec.created_at.isoformat(), "expires_at": rec.expires_at.isoformat(),
-            "decided_by": rec.decided_by,
+            "preview": _preview(rec), "decided_by": rec.decided_by,
             "decided_at": rec.decided_at.isoformat() if rec.decided_at else None,
             "note": rec.note, "edited_arguments": rec.edited_arguments,
             "consumed_by": rec.consumed_by}
+
+
+def _preview(rec: ApprovalRecord) -> dict[str, Any] | None:
+    """The tool's preview of the effect (SPEC §3), when the gate ran one."""
+    if rec.preview is None:
+        return None
+    return {"summary": rec.summary, "data": rec.preview}
