@@ -74,3 +74,16 @@ def test_a_tool_without_preview_has_none(api: RestClient) -> None:
     one = api.client.get(f"/approvals/{resp.json()['approval_id']}",
                          headers=api.auth("approver")).json()
     assert one["preview"] is None and one["tool_version"] and one["expires_at"]
+
+
+def test_edited_arguments_outside_the_schema_are_refused_and_nothing_is_decided(
+        api: RestClient) -> None:
+    resp = api.execute("intern", "bank", INVOICE, action="pay")
+    approval_id = resp.json()["approval_id"]
+    bad = api.client.post(f"/approvals/{approval_id}/approve",
+                          json={"arguments": {"invoice": "inv-9", "amount": "lots"}},
+                          headers=api.auth("approver"))
+    assert_error(bad, 422, "invalid_arguments")
+    assert "/amount" in bad.json()["error"]["message"]
+    after = api.client.get(f"/approvals/{approval_id}", headers=api.auth("approver"))
+    assert after.json()["status"] == "pending"

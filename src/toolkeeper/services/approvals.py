@@ -12,6 +12,9 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import ApprovalStatus, Role
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.pipeline.coercions import coerce
+from toolkeeper.pipeline.validate import errors_text, schema_errors
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.events import system_event
 from toolkeeper.store import Store
@@ -20,12 +23,26 @@ from toolkeeper.store.records import ApprovalRecord
 
 
 class ApprovalService:
-    """Approvals in ``store``; edited arguments are stored redacted (``redactor``: the
-    gateway's current one)."""
+    """Approvals in ``store``; edited arguments are checked against the action's schema
+    (``catalog``: the gateway's current one) and stored redacted (``redactor``: likewise)."""
 
-    def __init__(self, store: Store, *, redactor: Callable[[], Redactor]) -> None:
+    def __init__(self, store: Store, *, redactor: Callable[[], Redactor],
+                 catalog: Callable[[], Catalog]) -> None:
         self._store = store
         self._redactor = redactor
+        self._catalog = catalog
+
+    def _check_edit(self, rec: ApprovalRecord, edited: Any) -> None:
+        """Edited arguments must fit the action's schema (of the version the call asked
+        for), as the resubmitted call will be validated: refused now, not at run time."""
+        tool = self._catalog().runnable(rec.tenant_id, rec.tool, rec.tool_version)
+        if tool is None:  # gone since: the resubmitted call is refused when resolved
+            return
+        args = coerce(edited, tool.coercions(rec.action))
+        errors = schema_errors(tool.validator(rec.action), args)
+        if errors:
+            raise OperationRefused(Reason.INVALID_ARGUMENTS,
+                                   "edited arguments: " + errors_text(errors))
 
     def list(self, tenant_id: str, *, status: str | None = "pending",
              limit: int = 100) -> list[ApprovalRecord]:
@@ -47,6 +64,7 @@ class ApprovalService:
         rec = self._decidable(approval_id, by)
         edited_digest = None
         if edited_arguments is not None:
+            self._check_edit(rec, edited_arguments)
             try:
                 edited_digest = digest(edited_arguments)
             except NotCanonicalizable as exc:
