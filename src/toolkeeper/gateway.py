@@ -126,7 +126,7 @@ class Gateway:
                                         catalog=catalog, changed=self.definitions_changed,
                                         retrieval=self.retrieval)
         self.factory.on_artifact_drift = self.registry.quarantine_artifact
-        self.approvals = ApprovalService(store, redactor=redactor)
+        self.approvals = ApprovalService(store, redactor=redactor, catalog=catalog)
         self.calls = CallService(store, call=self.call, catalog=catalog, redactor=redactor)
         self._batches = Batches(store, call=self.call, calls=self.calls, catalog=catalog)
         self._upstream = UpstreamSync(self.registry, store, catalog=catalog,

@@ -59,6 +59,13 @@ class OutcomeOut(Out):
     expires_at: Timestamp
 
 
+class ApprovalPreviewOut(Out):
+    """A tool's preview of a call's effect: a one-line summary and its data."""
+
+    summary: str | None
+    data: Any
+
+
 class ApprovalOut(Out):
     """An approval, confirmation or preview (``/approvals``)."""
 
@@ -74,6 +81,8 @@ class ApprovalOut(Out):
     risk: str
     gate: str
     summary: str | None
+    preview: ApprovalPreviewOut | None
+    """The tool's side-effect-free preview of the call's effect, when it has one."""
     call_id: str | None
     created_at: Timestamp
     expires_at: Timestamp

@@ -50,22 +50,14 @@ def make_context(rt: Runtime, st: CallState) -> ToolContext:
     )
 
 
-async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult | None:
-    """The tool's side-effect-free preview, bounded by the tool's timeout."""
+async def _preview_in(rt: Runtime, st: CallState, ctx: ToolContext) -> PreviewResult | None:
+    """The tool's side-effect-free preview, bounded by the tool's timeout, made safe to
+    show (``None``: the tool has none); raises what the tool raised."""
     assert st.tool is not None and st.action is not None
-    ctx = make_context(rt, st)
     logged = CALL_SECRETS.set(ctx._resolved_secrets)
     try:
         async with asyncio.timeout(st.tool.definition.execution.timeout_s):
             preview = await st.tool.provider.preview(st.action, st.arguments, ctx)
-    except ToolDenied as exc:
-        return st.stop(EventType.POLICY_DENIED, exc.reason, _redacted(rt, ctx, exc.message))
-    except (ToolError, TimeoutError, Exception) as exc:
-        reason = exc.reason if isinstance(exc, ToolError) else (
-            Reason.TIMEOUT if isinstance(exc, TimeoutError) else Reason.TOOL_ERROR)
-        return st.stop(EventType.CALL_FAILED, reason,
-                       "preview failed: " + _redacted(rt, ctx, str(exc) or type(exc).__name__),
-                       status=CallStatus.FAILED)
     finally:
         CALL_SECRETS.reset(logged)
     if preview is None:
@@ -74,6 +66,30 @@ async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult 
     redactor = rt.redactor.union(ctx._resolved_secrets)
     return PreviewResult(summary=safe_message(str(preview.summary), redactor),
                          data=redactor.redact(preview.data))
+
+
+async def run_preview(rt: Runtime, st: CallState) -> PreviewResult | CallResult | None:
+    """The preview gate's preview: a failure stops the call."""
+    ctx = make_context(rt, st)
+    try:
+        return await _preview_in(rt, st, ctx)
+    except ToolDenied as exc:
+        return st.stop(EventType.POLICY_DENIED, exc.reason, _redacted(rt, ctx, exc.message))
+    except (ToolError, TimeoutError, Exception) as exc:
+        reason = exc.reason if isinstance(exc, ToolError) else (
+            Reason.TIMEOUT if isinstance(exc, TimeoutError) else Reason.TOOL_ERROR)
+        return st.stop(EventType.CALL_FAILED, reason,
+                       "preview failed: " + _redacted(rt, ctx, str(exc) or type(exc).__name__),
+                       status=CallStatus.FAILED)
+
+
+async def preview_for_approver(rt: Runtime, st: CallState) -> PreviewResult | None:
+    """The preview shown with a new approval or confirmation: best effort, a tool without
+    one or one that fails gives none (the approver still sees the exact call)."""
+    try:
+        return await _preview_in(rt, st, make_context(rt, st))
+    except Exception:  # the call waits for a human either way; nothing is executed
+        return None
 
 
 def _redacted(rt: Runtime, ctx: ToolContext, text: str) -> str:

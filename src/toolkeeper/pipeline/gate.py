@@ -73,10 +73,10 @@ async def gate(rt: Runtime, st: CallState) -> CallResult | None:
         return None
     if g is Gate.PREVIEW:
         return await _preview_gate(rt, st)
-    return _approval_gate(rt, st, g)
+    return await _approval_gate(rt, st, g)
 
 
-def _approval_gate(rt: Runtime, st: CallState, g: Gate) -> CallResult | None:
+async def _approval_gate(rt: Runtime, st: CallState, g: Gate) -> CallResult | None:
     req = st.request
     if req.approval_id is not None or req.preview_token is not None:
         ident = req.approval_id or req.preview_token
@@ -100,7 +100,11 @@ def _approval_gate(rt: Runtime, st: CallState, g: Gate) -> CallResult | None:
         return st.stop(EventType.GATE_REQUIRED, reason,
                        f"{g.value} pending: approval {existing.id}", status=status,
                        approval_id=existing.id)
-    rec = _new_approval(rt, st, g.value)
+    from toolkeeper.pipeline.execute import preview_for_approver
+
+    shown = await preview_for_approver(rt, st)  # what the approver sees of the effect
+    rec = _new_approval(rt, st, g.value, preview=shown.data if shown else None,
+                        summary=shown.summary if shown else None)
     st.emit(EventType.GATE_REQUIRED, reason=reason.value, approval_id=rec.id)
     st.emit(EventType.APPROVAL_CREATED, approval_id=rec.id, kind=rec.kind)
     rt.store.approvals.create(rec, st.take_drafts())
@@ -129,7 +133,7 @@ async def _preview_gate(rt: Runtime, st: CallState) -> CallResult | None:
         return preview
     if preview is None:  # the provider declined after all: escalate to confirm
         st.gate = Gate.CONFIRM
-        return _approval_gate(rt, st, Gate.CONFIRM)
+        return await _approval_gate(rt, st, Gate.CONFIRM)
     rec = _new_approval(rt, st, "preview", preview=preview.data, summary=preview.summary,
                         status=ApprovalStatus.APPROVED, ident="pv_" + secrets.token_urlsafe(24))
     st.emit(EventType.GATE_REQUIRED, reason=Reason.PREVIEW_REQUIRED.value)

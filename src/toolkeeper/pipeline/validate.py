@@ -43,17 +43,10 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
                        f"arguments are {len(st.args_bytes)} bytes; the cap is {cap}",
                        details={"size": len(st.args_bytes), "limit": cap})
     st.args_digest = "sha256:" + hashlib.sha256(st.args_bytes).hexdigest()
-    validator = tool.validator(st.action)
-    if not validator.is_valid(args):
-        errors = []
-        for err in validator.iter_errors(args):
-            pointer = "".join(f"/{escape_pointer(str(p))}" for p in err.instance_path)
-            errors.append({"pointer": pointer, "message": err.message})
-            if len(errors) >= MAX_ERRORS:
-                break
+    errors = schema_errors(tool.validator(st.action), args)
+    if errors:
         return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
-                       "; ".join(f"{e['pointer'] or '/'}: {e['message']}" for e in errors[:3]),
-                       details={"errors": errors})
+                       errors_text(errors), details={"errors": errors})
     if not isinstance(args, dict):
         return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
                        "arguments must be a JSON object",
@@ -62,6 +55,21 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
     if rt.settings.audit_arguments:
         st.audit_arguments = rt.redactor.redact(args)
     return None
+
+
+def schema_errors(validator: Any, args: Any) -> list[dict[str, str]]:
+    """``args``' violations of an action's schema (at most ``MAX_ERRORS``), by pointer."""
+    errors: list[dict[str, str]] = []
+    for err in validator.iter_errors(args):
+        pointer = "".join(f"/{escape_pointer(str(p))}" for p in err.instance_path)
+        errors.append({"pointer": pointer, "message": err.message})
+        if len(errors) >= MAX_ERRORS:
+            break
+    return errors
+
+
+def errors_text(errors: list[dict[str, str]]) -> str:
+    return "; ".join(f"{e['pointer'] or '/'}: {e['message']}" for e in errors[:3])
 
 
 _TEXT_FIELDS = ("tool", "action", "idempotency_key", "turn_group_id", "task_id", "step_id",

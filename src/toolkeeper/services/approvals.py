@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from toolkeeper.canonical import NotCanonicalizable, digest
@@ -11,6 +12,9 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import ApprovalStatus, Role
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.pipeline.coercions import coerce
+from toolkeeper.pipeline.validate import errors_text, schema_errors
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.events import system_event
 from toolkeeper.store import Store
@@ -19,34 +23,40 @@ from toolkeeper.store.records import ApprovalRecord
 
 
 class ApprovalService:
-    """Approvals in ``store``; edited arguments are stored redacted (``redactor``: the
-    gateway's current one)."""
+    """Approvals in ``store``; edited arguments are checked against the action's schema
+    (``catalog``: the gateway's current one) and stored redacted (``redactor``: likewise)."""
 
-    def __init__(self, store: Store, *, redactor: Callable[[], Redactor]) -> None:
+    def __init__(self, store: Store, *, redactor: Callable[[], Redactor],
+                 catalog: Callable[[], Catalog]) -> None:
         self._store = store
         self._redactor = redactor
+        self._catalog = catalog
+
+    def _check_edit(self, rec: ApprovalRecord, edited: Any) -> None:
+        """Edited arguments must fit the action's schema (of the version the call asked
+        for), as the resubmitted call will be validated: refused now, not at run time."""
+        tool = self._catalog().runnable(rec.tenant_id, rec.tool, rec.tool_version)
+        if tool is None:  # gone since: the resubmitted call is refused when resolved
+            return
+        args = coerce(edited, tool.coercions(rec.action))
+        errors = schema_errors(tool.validator(rec.action), args)
+        if errors:
+            raise OperationRefused(Reason.INVALID_ARGUMENTS,
+                                   "edited arguments: " + errors_text(errors))
 
     def list(self, tenant_id: str, *, status: str | None = "pending",
              limit: int = 100) -> list[ApprovalRecord]:
-        """Approvals waiting for a human (preview tokens are not listed)."""
-        recs = self._store.approvals.list(tenant_id, status=status, limit=limit)
+        """Approvals for a human (preview tokens are not listed), as of now: a pending
+        one past its expiry reads (and filters as) ``expired``."""
         now = utcnow()
-        out = []
-        for rec in recs:
-            if rec.kind == "preview":
-                continue
-            if rec.status is ApprovalStatus.PENDING and rec.expires_at <= now:
-                rec.status = ApprovalStatus.EXPIRED
-                if status == "pending":
-                    continue
-            out.append(rec)
-        return out
+        recs = self._store.approvals.list(tenant_id, status=status, limit=limit, now=now)
+        return [_as_of(rec, now) for rec in recs if rec.kind != "preview"]
 
     def get(self, approval_id: str, tenant_id: str) -> ApprovalRecord:
         rec = self._store.approvals.get(approval_id)
         if rec is None or rec.tenant_id != tenant_id or rec.kind == "preview":
             raise OperationRefused(Reason.NOT_FOUND, f"no approval {approval_id!r}")
-        return rec
+        return _as_of(rec, utcnow())
 
     def approve(self, approval_id: str, by: Principal, *, edited_arguments: Any = None,
                 note: str | None = None) -> ApprovalRecord:
@@ -54,6 +64,7 @@ class ApprovalService:
         rec = self._decidable(approval_id, by)
         edited_digest = None
         if edited_arguments is not None:
+            self._check_edit(rec, edited_arguments)
             try:
                 edited_digest = digest(edited_arguments)
             except NotCanonicalizable as exc:
@@ -95,11 +106,19 @@ class ApprovalService:
         if rec.kind == "confirm" and not (is_approver or own_call):
             raise OperationRefused(Reason.APPROVER_NOT_ALLOWED,
                                    "only the requesting agent's user or an approver may confirm")
+        if rec.status is ApprovalStatus.EXPIRED:
+            raise OperationRefused(Reason.APPROVAL_EXPIRED, "the approval expired")
         if rec.status is not ApprovalStatus.PENDING:
             raise OperationRefused(Reason.INVALID_STATE, f"the approval is {rec.status.value}")
-        if rec.expires_at <= utcnow():
-            raise OperationRefused(Reason.APPROVAL_EXPIRED, "the approval expired")
         return rec
+
+
+def _as_of(rec: ApprovalRecord, now: datetime) -> ApprovalRecord:
+    """The one home of lazy expiry: a pending approval past ``expires_at`` is ``expired``
+    (marked on read, not stored; the store's decide/consume refuse it by time as well)."""
+    if rec.status is ApprovalStatus.PENDING and rec.expires_at <= now:
+        rec.status = ApprovalStatus.EXPIRED
+    return rec
 
 
 def approval_json(rec: ApprovalRecord) -> dict[str, Any]:
@@ -110,7 +129,14 @@ def approval_json(rec: ApprovalRecord) -> dict[str, Any]:
             "arguments": rec.arguments, "args_digest": rec.args_digest, "risk": rec.risk,
             "gate": rec.gate, "summary": rec.summary, "call_id": rec.call_id,
             "created_at": rec.created_at.isoformat(), "expires_at": rec.expires_at.isoformat(),
-            "decided_by": rec.decided_by,
+            "preview": _preview(rec), "decided_by": rec.decided_by,
             "decided_at": rec.decided_at.isoformat() if rec.decided_at else None,
             "note": rec.note, "edited_arguments": rec.edited_arguments,
             "consumed_by": rec.consumed_by}
+
+
+def _preview(rec: ApprovalRecord) -> dict[str, Any] | None:
+    """The tool's preview of the effect (SPEC §3), when the gate ran one."""
+    if rec.preview is None:
+        return None
+    return {"summary": rec.summary, "data": rec.preview}

@@ -43,10 +43,18 @@ class ApprovalRepo:
         return _approval(row._mapping) if row else None
 
     def list(self, tenant_id: str, *, status: str | None = None, kind: str | None = None,
-             limit: int = 100) -> builtins.list[ApprovalRecord]:
-        q = select(approvals).where(approvals.c.tenant_id == tenant_id)
-        if status:
-            q = q.where(approvals.c.status == status)
+             limit: int = 100, now: datetime | None = None) -> builtins.list[ApprovalRecord]:
+        """Newest first; with ``now``, a pending approval past its expiry counts as
+        ``expired`` for the ``status`` filter (its stored status stays pending)."""
+        a = approvals.c
+        q = select(approvals).where(a.tenant_id == tenant_id)
+        pending = ApprovalStatus.PENDING.value
+        if status and now is not None and status == pending:
+            q = q.where(a.status == pending, a.expires_at > now)
+        elif status and now is not None and status == ApprovalStatus.EXPIRED.value:
+            q = q.where((a.status == status) | ((a.status == pending) & (a.expires_at <= now)))
+        elif status:
+            q = q.where(a.status == status)
         if kind:
             q = q.where(approvals.c.kind == kind)
         with self._db.read() as conn:

@@ -75,42 +75,139 @@ function denyForm(card, a) {
   note.focus();
 }
 
-function editForm(card, a) {
+async function actionSchema(a) {
+  // the action's input schema, from the tools list (the approval names the tool, not its id)
+  const tools = await api("GET", "/tools?limit=500");
+  const mine = tools.filter((t) => t.name === a.tool);
+  const t = mine.find((x) => x.tenant_id) || mine[0];
+  if (!t) return null;
+  const acts = t.actions || {};
+  const act = acts[a.action] || (Object.keys(acts).length === 1 ? Object.values(acts)[0] : null);
+  return (act && act.input_schema) || t.input_schema || null;
+}
+
+function schemaInput(name, prop, value) {
+  // one control per property: enum → select, boolean → checkbox, number → number,
+  // string → text, anything else (objects, arrays) → a JSON textarea
+  const type = Array.isArray(prop.type) ? prop.type.find((x) => x !== "null") : prop.type;
+  if (Array.isArray(prop.enum)) {
+    const sel = el("select");
+    sel.appendChild(el("option", "(none)")).value = "";
+    for (const v of prop.enum) {
+      const o = el("option", typeof v === "string" ? v : JSON.stringify(v));
+      o.value = JSON.stringify(v);
+      sel.appendChild(o);
+    }
+    sel.value = value === undefined ? "" : JSON.stringify(value);
+    return { input: sel, read: () => (sel.value === "" ? undefined : JSON.parse(sel.value)) };
+  }
+  if (type === "boolean") {
+    const box = el("input");
+    box.type = "checkbox";
+    box.checked = value === true;
+    return { input: box, read: () => box.checked };
+  }
+  if (type === "integer" || type === "number") {
+    const num = el("input");
+    num.type = "number";
+    num.step = type === "integer" ? "1" : "any";
+    num.value = value === undefined ? "" : String(value);
+    return { input: num, read: () => {
+      if (num.value.trim() === "") return undefined;
+      const n = Number(num.value);
+      if (!Number.isFinite(n)) throw new Error(name + ": not a number");
+      return n;
+    } };
+  }
+  if (type === "string") {
+    const text = el("input");
+    text.type = "text";
+    text.value = value === undefined ? "" : String(value);
+    return { input: text, read: () => (text.value === "" ? undefined : text.value) };
+  }
+  const area = el("textarea");
+  area.rows = 3;
+  area.value = value === undefined ? "" : JSON.stringify(value, null, 2);
+  return { input: area, read: () => {
+    if (area.value.trim() === "") return undefined;
+    try { return JSON.parse(area.value); } catch (e) { throw new Error(name + ": not JSON"); }
+  } };
+}
+
+function schemaFields(form, schema, args) {
+  // the controls of the form; arguments the schema does not name are kept in a JSON field
+  const props = (schema && schema.properties) || {};
+  const required = new Set((schema && schema.required) || []);
+  const readers = {};
+  for (const [name, prop] of Object.entries(props)) {
+    const f = schemaInput(name, prop || {}, args[name]);
+    const label = el("label", name + (required.has(name) ? " (required) " : " "));
+    if (required.has(name)) f.input.required = true;
+    f.input.name = name;
+    label.appendChild(f.input);
+    if (prop && prop.description) label.appendChild(el("span", prop.description, "hint"));
+    form.appendChild(label);
+    readers[name] = f;
+  }
+  const rest = Object.keys(args).filter((k) => !(k in props));
+  if (!Object.keys(props).length || rest.length) {
+    const extra = {};
+    for (const k of rest) extra[k] = args[k];
+    const f = schemaInput("arguments", {}, Object.keys(props).length ? extra : args);
+    const label = el("label", Object.keys(props).length ? "other arguments (JSON) " : "arguments (JSON) ");
+    label.appendChild(f.input);
+    form.appendChild(label);
+    readers["\u0000rest"] = f;
+  }
+  return readers;
+}
+
+function readArgs(readers) {
+  // the edited arguments, or throws Error with what is wrong
+  const out = {};
+  for (const [name, f] of Object.entries(readers)) {
+    const v = f.read();
+    if (name === "\u0000rest") {
+      if (v === undefined) continue;
+      if (v === null || typeof v !== "object" || Array.isArray(v)) throw new Error("arguments must be a JSON object");
+      Object.assign(out, v);
+    } else if (v !== undefined) out[name] = v;
+  }
+  return out;
+}
+
+async function editForm(card, a) {
   const form = el("form", null, "decide");
-  const label = el("label", "arguments (JSON) ");
-  const text = el("textarea");
-  text.rows = 6;
-  text.value = JSON.stringify(a.arguments, null, 2);
-  label.appendChild(text);
+  form.noValidate = true;  // required is marked; the API's check (and reason) decides
+  const schema = await actionSchema(a).catch(() => null);
+  const readers = schemaFields(form, schema, a.arguments || {});
   const diff = el("pre", "", "diff");
   diff.setAttribute("aria-live", "polite");
   const send = el("button", "Approve edited arguments", "approve");
   send.type = "submit";
-  const parse = () => {
-    let v;
-    try { v = JSON.parse(text.value); } catch (e) { return "not JSON: " + e.message; }
-    if (v === null || typeof v !== "object" || Array.isArray(v)) return "arguments must be a JSON object";
-    return v;
-  };
   const check = () => {
-    const v = parse();
-    if (typeof v === "string") { diff.textContent = v; diff.className = "diff error"; send.disabled = true; return; }
+    let v;
+    try { v = readArgs(readers); } catch (e) {
+      diff.textContent = e.message; diff.className = "diff error"; send.disabled = true; return null;
+    }
     const c = changes(a.arguments, v);
     diff.className = "diff";
     diff.textContent = c.length ? "changed:\n" + c.join("\n") : "no change";
     send.disabled = false;
+    return v;
   };
-  text.addEventListener("input", check);
-  form.append(label, diff, send);
+  form.addEventListener("input", check);
+  form.addEventListener("change", check);
+  form.append(diff, send);
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
-    const v = parse();
-    if (typeof v === "string") return;
-    post(a, "approve", { arguments: v }).catch(failed);
+    const v = check();
+    if (v !== null) post(a, "approve", { arguments: v }).catch(failed);
   });
   card.appendChild(form);
   check();
-  text.focus();
+  const first = form.querySelector("input, select, textarea");
+  if (first) first.focus();
 }
 
 function approvalCard(a) {
@@ -125,15 +222,18 @@ function approvalCard(a) {
   field(dl, "risk", a.risk);
   field(dl, "gate", a.gate + (a.kind !== "approve" ? " (" + a.kind + ")" : ""));
   field(dl, "arguments", JSON.stringify(a.arguments, null, 2), true);
-  if (a.summary) field(dl, "preview", a.summary, true);
+  if (a.preview) {
+    field(dl, "preview", a.preview.summary || "", true);
+    if (a.preview.data != null) field(dl, "preview data", JSON.stringify(a.preview.data, null, 2), true);
+  } else if (a.summary) field(dl, "summary", a.summary, true);
   field(dl, "requested", a.created_at);
-  field(dl, "expires", a.expires_at);
+  field(dl, "expires", new Date(a.expires_at).toLocaleString() + " (" + a.expires_at + ")");
   field(dl, "call id", a.call_id || "—");
   card.appendChild(dl);
   const actions = el("div", null, "actions");
   const open = (make) => () => {
     for (const f of card.querySelectorAll("form.decide")) f.remove();
-    make(card, a);
+    Promise.resolve(make(card, a)).catch(failed);
   };
   button(actions, "Approve", "approve", () => post(a, "approve", {}).catch(failed));
   button(actions, "Approve with edits…", "", open(editForm));
