@@ -20,7 +20,7 @@ def test_readme_library_example_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
     exec(compile(example, "README.md", "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
     assert "confirmation_required" in out and "ap_" in out
-    assert os.path.exists(tmp_path / "toolkeeper.db")
+    assert os.path.exists(tmp_path / "quickstart.db")
 
 
 def test_readme_servers_example_is_valid_config() -> None:

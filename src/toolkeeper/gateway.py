@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -136,8 +137,9 @@ class Gateway:
         rt.upstreams = self.upstreams = self._upstream.pool
         self.identities = IdentityService(
             registry=store.registry, tokens=store.tokens, credentials=self.credentials,
-            catalog=catalog, put_profile=self.registry.put_profile,
-            put_agent=self.registry.put_agent, definitions_changed=self.definitions_changed,
+            catalog=catalog, put_profile=partial(self.registry.put_profile, replace=True),
+            put_agent=partial(self.registry.put_agent, replace=True),
+            definitions_changed=self.definitions_changed,
             secrets_changed=self.refresh_secrets, policy_model=self.factory.policy_model,
             bounds=self.settings.tenant_bounds)
         self.webhooks = WebhookNotifier(

@@ -29,4 +29,4 @@ def build_gateway(url: str, *, tools: list[Any], autonomy: int = 2, scopes: tupl
 def update_profile(gw: Gateway, **changes: Any) -> None:
     """Replace fields of profile ``p`` (validated, as a config change would be)."""
     current = gw.catalog.profiles[("default", "p")].profile.model_dump()
-    gw.registry.put_profile(Profile.model_validate({**current, **changes}))
+    gw.registry.put_profile(Profile.model_validate({**current, **changes}), replace=True)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -216,9 +217,9 @@ def _apply_tool(gw: ConfigTarget, config: ConfigFile, plan: _ToolPlan) -> None:
         elif isinstance(rt.entry, NativeEntry):
             overrides = {**rt.entry.overrides, "policy": d.policy}
             gw.registry.register(rt.native, tenant_id=d.tenant_id, publish=publish,
-                                 **overrides)
+                                 replace=True, **overrides)
         else:
-            gw.registry.register(d, tenant_id=None, publish=publish)
+            gw.registry.register(d, tenant_id=None, publish=publish, replace=True)
     except OperationRefused as exc:
         pos = config.position(rt.path)
         raise ConfigError(f"{render_path(rt.path)}: {d.name}: {exc.message} ({exc.reason})",
@@ -246,10 +247,11 @@ def _sync_tenant(gw: ConfigTarget, report: ApplyReport, tenant: str,
 def _sync_profiles(gw: ConfigTarget, config: ConfigFile, report: ApplyReport) -> None:
     wanted = [p.model_copy(update={"origin": "config"}) for p in config.profiles]
     _sync_named(report, "profile", wanted, gw.store.registry.profiles(),
-                gw.registry.put_profile)
+                partial(gw.registry.put_profile, replace=True))
     agents = [a if a.endpoint is None else a.model_copy(update={
         "endpoint": a.endpoint.model_copy(update={"origin": "config"})}) for a in config.agents]
-    _sync_named(report, "agent", agents, gw.store.registry.agents(), gw.registry.put_agent)
+    _sync_named(report, "agent", agents, gw.store.registry.agents(),
+                partial(gw.registry.put_agent, replace=True))
 
 
 def _sync_named(report: ApplyReport, kind: str, wanted: Sequence[R], stored: Iterable[R],

@@ -4,7 +4,7 @@ profiles, agents and tenant policy. Every change reloads the gateway's snapshot.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from toolkeeper.builtins.agent_call import refuse_endpoint
@@ -92,6 +92,29 @@ def owned_by(tool: ToolDefinition | None, tenant_id: str | None, what: str) -> T
     return tool
 
 
+def _comparable(tool: ToolDefinition) -> str:
+    """``tool``'s content without what publishing adds (status, hashes, the pinned
+    artifact hash)."""
+    impl = {k: v for k, v in tool.implementation.items() if k != "artifact_hash"}
+    return content_hash(tool.model_copy(update={"implementation": impl}))
+
+
+def refuse_existing(kind: str, name: str, tenant_id: str | None) -> None:
+    where = f" in tenant {tenant_id!r}" if tenant_id else ""
+    raise OperationRefused(Reason.ALREADY_EXISTS,
+                           f"a different {kind} {name!r} already exists{where}; pass "
+                           "replace=True to replace it", kind=kind, name=name)
+
+
+def same_or_refuse(kind: str, record: Profile | Agent,
+                   stored: Iterable[Profile | Agent]) -> None:
+    """Refuse ``record`` if a stored one of its tenant and name has other content."""
+    for old in stored:
+        if (old.tenant_id, old.name) == (record.tenant_id, record.name) and \
+                old.model_dump(mode="json") != record.model_dump(mode="json"):
+            refuse_existing(kind, record.name, record.tenant_id)
+
+
 class RegistryService:
     """Writes definitions to ``store``; ``changed`` is called after each write (the
     gateway reloads its snapshot, ``catalog``, and tells the other processes)."""
@@ -107,8 +130,10 @@ class RegistryService:
         self._changed = changed
 
     def register(self, obj: Any, *, tenant_id: str | None = None, publish: bool = True,
-                 **overrides: Any) -> ToolDefinition:
-        """Register a BaseTool (class/instance), a ``@tool`` function or a definition."""
+                 replace: bool = False, **overrides: Any) -> ToolDefinition:
+        """Register a BaseTool (class/instance), a ``@tool`` function or a definition. A
+        tool of that name with other content is refused (``already_exists``) unless
+        ``replace``; registering the identical definition again changes nothing."""
         if isinstance(obj, ToolDefinition):
             definition = obj.model_copy(update={"tenant_id": tenant_id, **overrides})
         else:
@@ -117,11 +142,21 @@ class RegistryService:
                 raise OperationRefused(Reason.INVALID_ARGUMENTS,
                                        f"a {type(obj).__name__} is not a tool")
             definition = cls.definition(tenant_id=tenant_id, **overrides)
+        if not replace:
+            self._refuse_other_tool(definition)
+        if not isinstance(obj, ToolDefinition):
             self._factory.natives[definition.implementation["entry_point"]] = obj
         self.save(definition)
         if publish:
             definition = self.publish(definition.name, tenant_id)
         return definition
+
+    def _refuse_other_tool(self, tool: ToolDefinition) -> None:
+        rec = self._store.registry.tool(tool.name, tool.tenant_id)
+        if rec is None or rec[1].tenant_id != tool.tenant_id:
+            return
+        if _comparable(rec[1]) != _comparable(self.check_retrieval(tool)):
+            refuse_existing("tool", tool.name, tool.tenant_id)
 
     def save(self, tool: ToolDefinition) -> ToolDefinition:
         """Create or update the working copy. Publishing is only via :meth:`publish`."""
@@ -315,9 +350,12 @@ class RegistryService:
         assert rec is not None
         return rec
 
-    def put_profile(self, profile: Profile) -> None:
+    def put_profile(self, profile: Profile, *, replace: bool = False) -> None:
         """Store a profile after compiling it (gates, adjusters), so a bad one is refused
-        here rather than breaking every later reload."""
+        here rather than breaking every later reload. Another profile of that name is
+        refused (``already_exists``) unless ``replace``; the identical one is a no-op."""
+        if not replace:
+            same_or_refuse("profile", profile, self._store.registry.profiles())
         try:
             CompiledProfile(profile, self._catalog().tenants.get(profile.tenant_id,
                                                                   TenantPolicy()))
@@ -327,9 +365,12 @@ class RegistryService:
         self._store.registry.upsert_profile(profile)
         self._changed()
 
-    def put_agent(self, agent: Agent) -> None:
+    def put_agent(self, agent: Agent, *, replace: bool = False) -> None:
         """Store an agent; an endpoint with a literal credential in a header, a non-http(s)
-        URL or a bad network is refused (``refuse_endpoint``)."""
+        URL or a bad network is refused (``refuse_endpoint``). Another agent of that name
+        is refused (``already_exists``) unless ``replace``; the identical one is a no-op."""
+        if not replace:
+            same_or_refuse("agent", agent, self._store.registry.agents())
         if agent.endpoint is not None:
             refuse_endpoint(agent.endpoint)
         self._store.registry.ensure_tenant(agent.tenant_id)
