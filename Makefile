@@ -48,7 +48,8 @@ bench: venv
 	$(BIN)/python -m toolkeeper.bench
 
 # The server with the demo config on the embedded SQLite default (./toolkeeper.db);
-# first start prints the admin, approver and agent tokens once. The scripted walk-through
+# first start prints four tokens once (admin, system admin, demo approver, demo agent;
+# README "First ten minutes"). The scripted walk-through
 # stays available as `toolkeeper demo`.
 run: venv
 	$(BIN)/toolkeeper serve --demo

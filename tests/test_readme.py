@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
+
+from tests.support.processes import child_env
+from tests.support.waiting import wait_until
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -20,6 +30,7 @@ def test_readme_library_example_runs(tmp_path: Path, capsys: pytest.CaptureFixtu
     exec(compile(example, "README.md", "exec"), {"__name__": "readme_example"})
     out = capsys.readouterr().out
     assert "confirmation_required" in out and "ap_" in out
+    assert "succeeded {'paid': 'inv-7', 'amount': 120}" in out
     assert os.path.exists(tmp_path / "quickstart.db")
 
 
@@ -70,3 +81,129 @@ def test_readme_builtins_config_sets_valid_policies_for_every_builtin() -> None:
     assert sorted(t["builtin"] for t in yaml.safe_load(block)["tools"]) == sorted(BUILTINS)
     found = check(load_text("version: 1\n" + block), base_dir=README.parent)
     assert [(v.rule, v.path, v.message) for v in found] == []
+
+
+# --- "First ten minutes": every snippet of the path, against a real `serve --demo` ----------
+
+REPO = README.parent
+_FENCE = re.compile(r"```(\w+)\n(.*?)```", re.S)
+
+
+def _first_ten_minutes() -> list[tuple[str, str]]:
+    text = README.read_text()
+    start = text.index("## First ten minutes")
+    return _FENCE.findall(text[start:text.index("\n## ", start + 1)])
+
+
+def _fragments_hold(comment: str, actual: str) -> None:
+    """Every piece of a ``# {…}`` comment between the ellipses is in ``actual``."""
+    for piece in comment.lstrip("# ").split("…"):
+        piece = piece.strip(" ,{}")
+        assert piece in actual, f"README says {piece!r}; got {actual}"
+
+
+def _json_docs(out: str) -> list[dict[str, Any]]:
+    docs, pos, dec = [], 0, json.JSONDecoder()
+    while pos < len(out.rstrip()):
+        doc, pos = dec.raw_decode(out, pos)
+        docs.append(doc)
+        while pos < len(out) and out[pos].isspace():
+            pos += 1
+    return docs
+
+
+def _curls(block: str, env: dict[str, str]) -> list[dict[str, Any]]:
+    """Run a bash block of curl calls; check each answer against the comment after it."""
+    run = subprocess.run(["bash", "-euc", block], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    docs = _json_docs(run.stdout)
+    comments = [line for line in block.splitlines() if line.startswith("# {")]
+    assert len(docs) == len(comments) == block.count("curl -s")
+    for doc, comment in zip(docs, comments, strict=True):
+        _fragments_hold(comment, json.dumps(doc, separators=(",", ":"), ensure_ascii=False))
+    return docs
+
+
+def _announced(log: Path, expected: str, port: int) -> dict[str, str]:
+    """The start-up text is the README's, line for line; the tokens by title."""
+    pattern = "\n".join(re.escape(line.replace("8700", str(port))).replace("tk_…", r"(tk_\S+)")
+                        for line in expected.strip().splitlines())
+    found = wait_until(lambda: re.search(pattern, log.read_text()), timeout=60,
+                       what="serve --demo announces what the README shows")
+    titles = re.findall(r"^  (.*): tk_…$", expected, re.M)
+    return dict(zip(titles, found.groups(), strict=True))
+
+
+@contextmanager
+def _make_run(work: Path) -> Iterator[tuple[int, dict[str, str]]]:
+    """What ``make run`` starts (``serve --demo`` over ``./toolkeeper.db``), on a free port."""
+    from tests.support.serve import free_port
+
+    expected = next(body for lang, body in _first_ten_minutes() if lang == "text")
+    port, log = free_port(), work / "serve.log"
+    env = child_env()
+    for name in ("TOOLKEEPER_DATABASE_URL", "TOOLKEEPER_CONFIG", "TOOLKEEPER_SECRETS_BACKEND"):
+        env.pop(name, None)
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "toolkeeper.cli", "serve", "--demo",
+                                 "--port", str(port)], env=env, cwd=work, stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        tokens = _announced(log, expected, port)
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                   .status_code == 200, timeout=30, what="healthz",
+                   ignoring=(httpx.HTTPError,))
+        yield port, tokens
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
+def test_readme_first_ten_minutes_runs_as_written(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    blocks = _first_ten_minutes()
+    assert [lang for lang, _ in blocks] == ["text", "bash", "bash", "python", "bash"], \
+        "a snippet added to the first ten minutes needs its run here"
+    (_, _), (_, calls), (_, approve), (_, mcp_snippet), (_, cli) = blocks
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    with _make_run(tmp_path) as (port, tokens):
+        def here(text: str) -> str:
+            return text.replace("127.0.0.1:8700", f"127.0.0.1:{port}")
+
+        agent, approver = tokens["demo agent token (billing-bot)"], tokens["demo approver token"]
+        env = child_env()
+        calls = here(calls).replace("AGENT_TOKEN=tk_…", f"AGENT_TOKEN={agent}") \
+            .replace("APPROVER_TOKEN=tk_…", f"APPROVER_TOKEN={approver}")
+        _, paying = _curls(calls, env)
+        _curls(here(approve), {**env, "AGENT_TOKEN": agent, "APPROVER_TOKEN": approver,
+                               "APPROVAL_ID": paying["approval_id"]})
+
+        (tmp_path / "mcp_first.py").write_text(here(mcp_snippet))
+        run = subprocess.run([".venv/bin/python", "mcp_first.py"], cwd=tmp_path,
+                             env={**env, "AGENT_TOKEN": agent}, capture_output=True, text=True,
+                             timeout=60)
+        assert run.returncode == 0, run.stderr
+        said = re.findall(r"^\s*(?:print\(.*?\)\s*)?# (.*)$", mcp_snippet, re.M)
+        names, record = run.stdout.splitlines()
+        assert names == said[0]
+        _fragments_hold(said[1], record)
+
+        lines = [line for line in cli.splitlines() if line and not line.startswith("#")]
+        ok = subprocess.run(["bash", "-euc", lines[0]], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)
+        assert ok.returncode == 0 and "succeeded" in ok.stdout and "Globex" in ok.stdout, ok
+        status, reason, code = re.search(r"# status (\w+), reason (\w+) .*exit status (\d)",
+                                         cli).groups()
+        refused = subprocess.run(["bash", "-euc", lines[1]], cwd=tmp_path, env=env,
+                                 capture_output=True, text=True, timeout=60)
+        assert refused.returncode == int(code), refused
+        assert status in refused.stdout and reason in refused.stdout
+
+        # the library example, in the checkout where the demo runs: its own store
+        test_readme_library_example_runs(tmp_path, capsys, monkeypatch)
