@@ -207,3 +207,49 @@ def test_readme_first_ten_minutes_runs_as_written(tmp_path: Path,
 
         # the library example, in the checkout where the demo runs: its own store
         test_readme_library_example_runs(tmp_path, capsys, monkeypatch)
+
+
+def _approve_in_the_ui(url: str, token: str, approval_id: str) -> None:
+    """The README's clicks: paste the token, **Use token**, **Approvals**, **Approve**."""
+    import shutil
+
+    from playwright.sync_api import expect, sync_playwright
+
+    text = README.read_text()
+    for words in ("**Use token**", "**Approvals**", "**Approve**"):
+        assert words in text
+    path = shutil.which("chromium") or shutil.which("chromium-browser")
+    if path is None:
+        message = "NO CHROMIUM: the README's UI approval needs Debian's `chromium`"
+        if os.environ.get("CI") in ("true", "1"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(10_000)
+            page.goto(url + "/ui/")
+            page.get_by_label("token").fill(token)
+            page.get_by_role("button", name="Use token").click()
+            page.locator("#tabs").get_by_role("button", name="Approvals").click()
+            card = page.locator(f'article.approval[data-id="{approval_id}"]')
+            expect(card).to_contain_text("pay_invoice")
+            card.get_by_role("button", name="Approve", exact=True).click()
+            expect(card.get_by_role("button", name="Approve", exact=True)).to_have_count(0)
+        finally:
+            browser.close()
+
+
+def test_readme_first_ten_minutes_approval_in_the_ui(tmp_path: Path) -> None:
+    _, (_, calls), (_, approve), _, _ = _first_ten_minutes()
+    resubmit = approve[approve.index("\ncurl -s http") + 1:]
+    with _make_run(tmp_path) as (port, tokens):
+        agent, approver = tokens["demo agent token (billing-bot)"], tokens["demo approver token"]
+        env = {**child_env(), "AGENT_TOKEN": agent}
+        calls = calls.replace("127.0.0.1:8700", f"127.0.0.1:{port}") \
+            .replace("AGENT_TOKEN=tk_…", f"AGENT_TOKEN={agent}")
+        _, paying = _curls(calls, env)
+        _approve_in_the_ui(f"http://127.0.0.1:{port}", approver, paying["approval_id"])
+        paid, = _curls(resubmit.replace("127.0.0.1:8700", f"127.0.0.1:{port}"), env)
+        assert paid["output"]["invoice_status"] == "paid"
