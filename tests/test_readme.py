@@ -129,8 +129,8 @@ def _announced(log: Path, expected: str, port: int) -> dict[str, str]:
     """The start-up text is the README's, line for line; the tokens by title."""
     pattern = "\n".join(re.escape(line.replace("8700", str(port))).replace("tk_…", r"(tk_\S+)")
                         for line in expected.strip().splitlines())
-    found = wait_until(lambda: re.search(pattern, log.read_text()), timeout=60,
-                       what="serve --demo announces what the README shows")
+    found = re.search(pattern, log.read_text())  # printed before the server listens
+    assert found, f"the README's start-up text is not what serve printed:\n{log.read_text()}"
     titles = re.findall(r"^  (.*): tk_…$", expected, re.M)
     return dict(zip(titles, found.groups(), strict=True))
 
@@ -150,11 +150,10 @@ def _make_run(work: Path) -> Iterator[tuple[int, dict[str, str]]]:
                                  "--port", str(port)], env=env, cwd=work, stdout=out,
                                 stderr=subprocess.STDOUT)
     try:
-        tokens = _announced(log, expected, port)
         wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                   .status_code == 200, timeout=30, what="healthz",
+                   .status_code == 200, timeout=60, what="serve --demo answers /healthz",
                    ignoring=(httpx.HTTPError,))
-        yield port, tokens
+        yield port, _announced(log, expected, port)
     finally:
         proc.terminate()
         try:
