@@ -252,3 +252,25 @@ def test_readme_first_ten_minutes_approval_in_the_ui(tmp_path: Path) -> None:
         _approve_in_the_ui(f"http://127.0.0.1:{port}", approver, paying["approval_id"])
         paid, = _curls(resubmit.replace("127.0.0.1:8700", f"127.0.0.1:{port}"), env)
         assert paid["output"]["invoice_status"] == "paid"
+
+
+def test_readme_demo_data_is_the_demos(tmp_path: Path) -> None:
+    """The demo-data table's example arguments pass each tool's schema and meet the gate it
+    names; the invoices named are the demo's own."""
+    from toolkeeper import Gateway
+    from toolkeeper.demo.runner import DEMO_CONFIG
+    from toolkeeper.demo.tools import DemoWorld
+
+    text = README.read_text()
+    section = text[text.index("**The demo data**"):text.index("In a second terminal")]
+    rows = re.findall(r"^\| `(\w+)` \| `(\{.*?\})`.*? \| `(\w+)`[^|]*?(?:\((\S+)\))? \|$",
+                      section, re.M)
+    assert len(rows) == 5
+    with Gateway.open(f"sqlite:///{tmp_path}/demo.db", config=str(DEMO_CONFIG)) as gw:
+        for tool, arguments, gate, agent in rows:
+            r = gw.call_sync(tool, arguments=json.loads(arguments),
+                             agent=agent or "billing-bot", turn_group_id=f"readme-{tool}")
+            assert r.gate == gate, (tool, r.to_dict())
+    invoices = re.findall(r"`(INV-\d+)`\s+\((\w[\w ]*), (\d+)\)", section)
+    assert {(i, c, float(a)) for i, c, a in invoices} == {
+        (inv.id, inv.customer, inv.amount) for inv in DemoWorld.sample().invoices.values()}
