@@ -163,6 +163,7 @@ def _make_run(work: Path) -> Iterator[tuple[int, dict[str, str]]]:
             proc.wait(timeout=5)
 
 
+@pytest.mark.slow  # a real server and five child processes: 5 to 34 s on a shared machine
 def test_readme_first_ten_minutes_runs_as_written(tmp_path: Path,
                                                   capsys: pytest.CaptureFixture[str],
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
