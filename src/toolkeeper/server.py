@@ -196,10 +196,10 @@ def demo_tokens(gw: Gateway, settings: ServerSettings,
                 created: list[Announcement]) -> list[Announcement]:
     """Apply the packaged demo config; the first time, create approver and agent tokens
     (and an admin of the demo's tenant, unless the bootstrap just made one)."""
-    from toolkeeper.config import apply_file
-    from toolkeeper.demo.runner import BOT, DEMO_CONFIG
+    from toolkeeper.demo.runner import BOT, apply_demo
+    from toolkeeper.demo.tools import DemoWorld
 
-    apply_file(gw, str(DEMO_CONFIG))
+    apply_demo(gw, DemoWorld.sample())
     reg, tenant = gw.store.registry, "default"
     if reg.get_setting(DEMO_MARKER):
         return []

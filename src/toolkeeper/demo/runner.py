@@ -229,14 +229,21 @@ def step_audit(run: DemoRun) -> None:
               + ("intact" if ok else "; ".join(problems)))
 
 
-def _setup(gw: Gateway, world: DemoWorld) -> Principal:
-    """Apply demo.yaml, run the tools on ``world``, create the approver."""
+def apply_demo(gw: Gateway, world: DemoWorld) -> None:
+    """Apply demo.yaml with every demo tool acting on ``world``: one ledger, so a payment
+    shows in the next look-up and can be refunded (``toolkeeper demo`` and ``serve
+    --demo`` alike)."""
     from toolkeeper.config import apply_file
 
     apply_file(gw, str(DEMO_CONFIG))
     # config loading registers the classes; the demo runs instances sharing one world
     gw.factory.natives.update(natives(world))
     gw.reload()
+
+
+def _setup(gw: Gateway, world: DemoWorld) -> Principal:
+    """Apply demo.yaml, run the tools on ``world``, create the approver."""
+    apply_demo(gw, world)
     _rec, token = gw.store.tokens.create(tenant_id="default", role=Role.APPROVER.value,
                                          label="alice (approver)")
     approver = gw.authenticate(token)
