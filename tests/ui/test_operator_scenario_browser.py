@@ -172,6 +172,8 @@ def _create_tool(page: Page, upstream: Upstream, shots: Shots) -> None:
     page.get_by_role("button", name="Save draft").click()
     result = page.locator("#tooledit-result")
     expect(result).to_have_text("Saved place_order 1.0.0 (draft)")
+    # the form is refilled from the API's answer: the networks were stored
+    expect(dialog.get_by_label("Private networks")).to_have_value("127.0.0.0/8")
     page.get_by_role("button", name="Publish").click()
     expect(result).to_have_text("Published place_order 1.0.0")
     page.keyboard.press("Escape")
@@ -267,4 +269,6 @@ def test_every_screenshot_is_in_the_readme_and_every_readme_image_exists() -> No
     assert all((root / r).is_file() for r in referenced), referenced
     on_disk = {f"docs/screenshots/{p.name}" for p in SHOTS.glob("*.png")}
     assert on_disk == referenced
+    for path in SHOTS.glob("*.png"):
+        assert png_size(path.read_bytes()) == (WIDTH, HEIGHT), path
 
