@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all lint bench run clean
+.PHONY: venv peers test test-all lint bench run clean screenshots
 
 venv: $(STAMP)
 
@@ -43,6 +43,10 @@ lint: venv
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+
+# Renders the console's screenshots of README.md again into docs/screenshots (real Chromium).
+screenshots: venv peers
+	TOOLKEEPER_UPDATE_SCREENSHOTS=1 $(BIN)/pytest -q tests/ui/test_operator_scenario_browser.py
 
 bench: venv
 	$(BIN)/python -m toolkeeper.bench

@@ -42,6 +42,7 @@ window.ToolEdit = (() => {
       $("#te-http-url").value = impl.url || "";
       $("#te-http-headers").value = Object.entries(impl.headers || {})
         .map(([k, v]) => k + ": " + v).join("\n");
+      $("#te-http-networks").value = (impl.allowed_networks || []).join(", ");
       if (impl.function_name) $("#te-function").value = impl.function_name;
       if (impl.pipeline_id) $("#te-pipeline").value = impl.pipeline_id;
       $("#te-agent").value = impl.target_agent_slug || impl.target_agent_id || "";
@@ -192,7 +193,9 @@ window.ToolEdit = (() => {
     const impl = {
       http: () => ({ method: $("#te-http-method").value,
                      url: need($("#te-http-url").value.trim(), "a URL"),
-                     headers: headers($("#te-http-headers").value) }),
+                     headers: headers($("#te-http-headers").value),
+                     allowed_networks: $("#te-http-networks").value.split(",")
+                       .map((n) => n.trim()).filter((n) => n) }),
       function: () => ({ function_name: need($("#te-function").value, "a registered function") }),
       mcp: () => ({ server: need($("#te-mcp-server").value, "a server"),
                     tool: need($("#te-mcp-tool").value, "an upstream tool") }),
