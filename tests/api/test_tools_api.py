@@ -317,6 +317,17 @@ def test_health_reports_each_visible_tool(api: RestClient) -> None:
     assert g_health["calculate"]["consecutive_errors"] == 0
 
 
+
+def test_health_records_the_last_success_of_a_tool_that_never_failed(
+        api: RestClient) -> None:
+    before = {h["name"]: h for h in api.get("operator", "/tools/health").json()}
+    assert before["calculate"]["last_success_at"] is None
+    done = api.execute("bot", "calculate", {"expression": "1 + 2"}).json()
+    assert done["status"] == "succeeded", done
+    after = {h["name"]: h for h in api.get("operator", "/tools/health").json()}
+    assert after["calculate"]["health"] == "healthy"
+    assert isinstance(after["calculate"]["last_success_at"], float)
+
 # redaction -------------------------------------------------------------------------------
 
 _LITERALS = {"url": "https://crm.example", "headers": {

@@ -52,6 +52,10 @@ class HealthBoard:
     def success(self, tool: str) -> None:
         h = self._tools.get(tool)
         if h is None:
+            with self._lock:
+                h = self._tools.setdefault(tool, ToolHealth())
+        if h.status is Health.HEALTHY and not h.consecutive_errors and not h.probing:
+            h.last_success_at = time.time()  # the common case: one store, no lock
             return
         with self._lock:
             old = h.status
