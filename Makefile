@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all lint bench run clean screenshots
+.PHONY: venv peers test test-all attacks lint bench run clean screenshots
 
 venv: $(STAMP)
 
@@ -37,6 +37,11 @@ test: venv peers
 
 test-all: venv peers
 	$(BIN)/pytest -q $(PYTEST_ARGS)
+
+# The attack suites (docs/guarantees.md), each printing its table of probes tried and held;
+# they also run in `make test` (the real-server one is marked slow).
+attacks: venv
+	$(BIN)/pytest -q -s -rA tests/attacks $(PYTEST_ARGS)
 
 # lint-imports: the layering contracts of pyproject.toml (docs/architecture.md)
 lint: venv
