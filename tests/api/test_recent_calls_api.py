@@ -163,3 +163,18 @@ def test_migration_0007_adds_the_log_and_downgrades_cleanly(db_url: str) -> None
         assert (row.call_id, row.reason, row.ts.tzinfo) == ("c1", "tool_not_found", UTC)
     finally:
         store.close()
+
+
+def test_the_config_file_sets_the_bound(tmp_path: Path) -> None:
+    config = tmp_path / "toolkeeper.yaml"
+    config.write_text("version: 1\nsettings: {recent_calls_max: 2}\ntools:\n"
+                      "  - native: tests.api.exec_fixtures:add\nprofiles:\n"
+                      "  - {name: p, autonomy: 3, activations: [{tool: add}]}\n"
+                      "agents:\n  - {name: bot, profile: p}\n", encoding="utf-8")
+    with Gateway.open(f"sqlite:///{tmp_path}/tk.db", config=config) as gw:
+        ids = [gw.call_sync("add", arguments={"a": i, "b": 0}, agent="bot").call_id
+               for i in range(4)]
+        token = gw.store.tokens.create(tenant_id="default", role="operator")[1]
+        with TestClient(create_app(gw)) as client:
+            resp = client.get("/calls/recent", headers={"Authorization": f"Bearer {token}"})
+    assert [r["call_id"] for r in resp.json()] == ids[:1:-1]
