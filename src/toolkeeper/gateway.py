@@ -32,6 +32,7 @@ from toolkeeper.pipeline.catalog import Catalog, snapshot
 from toolkeeper.pipeline.health import HealthBoard
 from toolkeeper.pipeline.ids import new_call_id
 from toolkeeper.pipeline.limiters import ConcurrencyGroups, RateLimiter, TurnCounter
+from toolkeeper.pipeline.recent_calls import RecentCallsLog
 from toolkeeper.pipeline.runtime import Runtime, Settings
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.providers.artifacts import ArtifactLibrary
@@ -75,6 +76,8 @@ class Gateway:
         self._tracer = tracer if tracer is not None else tracer_from_global()
         self._next_recovery = time.monotonic() + self.settings.recovery_every_s
         sink = AuditSink(store.audit)
+        self.recent_calls = RecentCallsLog(store.recent_calls, self.settings.recent_calls_max,
+                                           self.metrics)
         shared: Any = store.rates if shared_rate_limits else None
         caps: Any = store.caps if shared_rate_limits else None
         self._notifier: Any = None
@@ -212,6 +215,7 @@ class Gateway:
         if st.events:
             rt.sink.submit_later(st)  # drafts are built by the writer thread
         observe_call(self.metrics, res, st.tenant_id, st.agent)
+        self.recent_calls.record(res, st.tenant_id, st.agent, st.request.trace_id)
         return res
 
     async def call_or_raise(self, *args: Any, **kwargs: Any) -> CallResult:
@@ -363,8 +367,9 @@ class Gateway:
         self._upstream.tick()
 
     def flush(self) -> None:
-        """Write queued audit events now."""
+        """Write queued audit events (and recent calls) now."""
         self._rt.sink.flush()
+        self.recent_calls.flush()
 
     def sync_servers(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """List the configured upstream MCP servers (or ``names``): import new tools,
@@ -388,6 +393,7 @@ class Gateway:
         if callable(closer):
             closer()
         self._rt.sink.close()
+        self.recent_calls.close()
         try:  # the heads as this gateway leaves them
             self.store.audit.checkpoint(force=True)
         except Exception:  # a full disk must not keep the store open

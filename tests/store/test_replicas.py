@@ -38,7 +38,7 @@ def test_a_profile_change_reaches_the_other_gateway(db_url: str) -> None:
 
 def test_migrations_include_the_change_counter(db_url: str) -> None:
     Store.open(db_url).close()
-    assert current(db_url) == "0006"
+    assert current(db_url) == "0007"
     store = Store.open(db_url)
     try:
         before = store.registry.definitions_version()

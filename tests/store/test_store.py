@@ -25,7 +25,7 @@ def store(db_url: str) -> Iterator[Store]:
 def test_migrations_reach_head_and_are_idempotent(db_url: str) -> None:
     Store.open(db_url).close()
     Store.open(db_url).close()
-    assert current(db_url) == "0006"
+    assert current(db_url) == "0007"
 
 
 def test_tokens_are_hashed_revocable_and_random(store: Store) -> None:

@@ -59,6 +59,24 @@ class OutcomeOut(Out):
     expires_at: Timestamp
 
 
+class RecentCallOut(Out):
+    """A call of the recent-calls log (``/calls/recent``): whatever became of it."""
+
+    id: int
+    """Grows with each call; pass the last one seen as ``before`` for older calls."""
+    tenant_id: str
+    call_id: str
+    ts: Timestamp
+    agent: str | None
+    tool: str
+    action: str | None
+    tool_version: str | None
+    status: str
+    reason: str | None
+    duration_ms: float
+    trace_id: str | None
+
+
 class ApprovalPreviewOut(Out):
     """A tool's preview of a call's effect: a one-line summary and its data."""
 

@@ -85,6 +85,8 @@ class SettingsConfig(_Section):
     audit_arguments: bool | None = None
     audit_durability: Literal["transactional", "batched"] | None = None
     """Store (redacted) arguments in audit events, not only their digest."""
+    recent_calls_max: int | None = Field(default=None, ge=0)
+    """Calls kept per tenant in the recent-calls log (default 1000; 0 keeps none)."""
     tenant_bounds: TenantBounds | None = None
     """The ceiling for host paths, networks and commands a tenant sets through the REST
     API; by default a tenant may widen none of them."""

@@ -41,6 +41,7 @@ class Metrics(Collector):
         self._effects: dict[tuple[str, str], int] = {}
         self._gates: dict[tuple[str, str], int] = {}
         self._denials: dict[tuple[str, str], int] = {}
+        self._recent_dropped: dict[tuple[str], int] = {}
         self._pending: Callable[[str | None], Mapping[str, int]] | None = None
         self.registry.register(self)
 
@@ -71,6 +72,11 @@ class Metrics(Collector):
     def cache_hit(self, tenant: str, tool: str) -> None:
         self._bump(self._hits, (tenant, tool))
 
+    def recent_dropped(self, tenant: str) -> None:
+        """One call the recent-calls log could not keep (its queue full, a failed write)."""
+        with self._lock:
+            self._recent_dropped[(tenant,)] = self._recent_dropped.get((tenant,), 0) + 1
+
     def pending_from(self, fn: Callable[[str | None], Mapping[str, int]]) -> None:
         """``fn(tenant)``: pending approvals by tenant (every tenant's for ``None``)."""
         self._pending = fn
@@ -84,6 +90,7 @@ class Metrics(Collector):
             calls = {k: list(v) for k, v in _of(tenant, self._calls).items()}
             hits, effects = _of(tenant, self._hits), _of(tenant, self._effects)
             gates, denials = _of(tenant, self._gates), _of(tenant, self._denials)
+            dropped = _of(tenant, self._recent_dropped)
         labels = ["tenant", "tool", "status"]
         hist = HistogramMetricFamily("tool_execution_duration_seconds", "Tool call duration",
                                      labels=labels)
@@ -105,6 +112,8 @@ class Metrics(Collector):
         yield _counter("tool_gate_decisions_total", "Gate decisions", ["tenant", "gate"], gates)
         yield _counter("tool_denials_total", "Stopped calls by reason", ["tenant", "reason"],
                        denials)
+        yield _counter("tool_recent_calls_dropped_total", "Calls the recent-calls log could "
+                       "not keep", ["tenant"], dropped)
         pending = GaugeMetricFamily("approvals_pending", "Approvals waiting for a human",
                                     labels=["tenant"])
         counts = dict(self._pending(tenant)) if self._pending else {}
@@ -145,7 +154,7 @@ def _bound(bound: float) -> str:
 
 
 def _counter(name: str, doc: str, labels: list[str],
-             values: dict[tuple[str, str], int]) -> CounterMetricFamily:
+             values: Mapping[_K, int]) -> CounterMetricFamily:
     fam = CounterMetricFamily(name, doc, labels=labels)
     for key, n in sorted(values.items()):
         fam.add_metric(list(key), n)

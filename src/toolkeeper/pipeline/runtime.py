@@ -62,6 +62,9 @@ class Settings:
     """The longest document one ingest accepts (characters)."""
     retrieval_max_batch_documents: int = 100
     """The most documents one ingest accepts."""
+    recent_calls_max: int = 1000
+    """Calls kept per tenant in the recent-calls log (``GET /calls/recent``; oldest
+    dropped); ``0`` keeps none."""
 
     def __post_init__(self) -> None:
         self.mode = Mode(self.mode)
@@ -71,6 +74,8 @@ class Settings:
             raise ValueError("audit_level must be 'decisions' or 'steps'")
         if self.audit_durability not in ("transactional", "batched"):
             raise ValueError("audit_durability must be 'transactional' or 'batched'")
+        if self.recent_calls_max < 0:
+            raise ValueError("recent_calls_max must be 0 or more")
 
 
 @dataclass(slots=True, kw_only=True)

@@ -12,6 +12,7 @@ from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
 from toolkeeper.store.outcomes import OutcomeRepo
 from toolkeeper.store.rates import RateRepo
+from toolkeeper.store.recent_calls import RecentCallRepo
 from toolkeeper.store.registry import RegistryRepo
 from toolkeeper.store.retrieval import RetrievalRepo
 from toolkeeper.store.tokens import TokenRepo
@@ -35,6 +36,7 @@ class Store:
         self.rates = RateRepo(db)
         self.caps = CapRepo(db)
         self.retrieval = RetrievalRepo(db)
+        self.recent_calls = RecentCallRepo(db)
 
     @classmethod
     def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,

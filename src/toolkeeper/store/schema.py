@@ -319,3 +319,23 @@ retrieval_chunks = Table(
 """A document's chunks. The full-text index is the backend's own, created by migration 0006
 beside this table: on SQLite the FTS5 table ``retrieval_fts`` (kept in step by triggers), on
 PostgreSQL the generated ``tsv`` column with a GIN index."""
+
+recent_calls = Table(
+    "recent_calls", metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant_id", String(ID), nullable=False),
+    Column("call_id", String(ID), nullable=False),
+    Column("ts", DateTime(timezone=True), nullable=False),
+    Column("agent", String(NAME)),
+    Column("tool", String(NAME), nullable=False),
+    Column("action", String(NAME)),
+    Column("tool_version", String(64)),
+    Column("status", String(32), nullable=False),
+    Column("reason", String(NAME)),
+    Column("duration_ms", Float, nullable=False),
+    Column("trace_id", String(NAME)),
+    Index("ix_recent_calls_tenant_id", "tenant_id", "id"),
+)
+"""The last ``recent_calls_max`` calls of each tenant, whatever became of them (denied,
+gated, pure, recorded): what agents tried, for the console. No arguments or outputs; the
+oldest rows are dropped as new ones are written (``toolkeeper.store.recent_calls``)."""

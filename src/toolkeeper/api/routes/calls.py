@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 import anyio
@@ -9,7 +10,7 @@ from fastapi import APIRouter, Query
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
-from toolkeeper.api.responses import OutcomeOut
+from toolkeeper.api.responses import OutcomeOut, RecentCallOut
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ResolveBody
 from toolkeeper.model.call import Principal
@@ -33,6 +34,28 @@ def outcome_out(rec: OutcomeRecord) -> dict[str, Any]:
 
 def _visible(caller: Principal, rec: OutcomeRecord) -> bool:
     return caller.has_role(Role.OPERATOR, Role.APPROVER) or caller.agent == rec.agent
+
+
+@router.get("/calls/recent", response_model=list[RecentCallOut], responses=ERRORS,
+            summary="The last calls, whatever became of them, newest first")
+async def recent_calls(gw: GatewayDep, caller: Caller, status: str | None = None,
+                       agent: str | None = None, tool: str | None = None,
+                       before: int | None = Query(None, ge=1),
+                       limit: int = Query(100, ge=1, le=1000)) -> list[dict[str, Any]]:
+    """Denied, gated, pure and recorded calls alike (the last ``recent_calls_max`` per
+    tenant); never their arguments or outputs. An agent sees only its own calls."""
+    status, agent, tool = status or None, agent or None, tool or None  # "" filters nothing
+    if not caller.has_role(Role.OPERATOR, Role.APPROVER):
+        agent = caller.agent or ""  # a caller that is no agent has no calls of its own
+    log = gw.recent_calls
+
+    def read() -> list[dict[str, Any]]:
+        log.flush()  # what this process has queued so far is listed too
+        rows = log.repo.list(caller.tenant_id, status=status, agent=agent, tool=tool,
+                             before=before, limit=limit)
+        return [{**asdict(r), "ts": r.ts.isoformat()} for r in rows]
+
+    return await anyio.to_thread.run_sync(read)
 
 
 @router.get("/calls/{call_id}", response_model=OutcomeOut,

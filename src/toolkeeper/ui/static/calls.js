@@ -1,4 +1,5 @@
-// toolkeeper admin UI: recorded calls (unknown outcomes first, Resolve, Compensate) and the
+// toolkeeper admin UI: every recent call (denied, gated, pure, recorded: GET /calls/recent),
+// recorded calls (unknown outcomes first, Resolve, Compensate) and the
 // audit trail (search, cursor paging, chain verification, tools' health). Loaded after
 // app.js (uses api, say, $, cell, button, el at call time). DOM via createElement/textContent.
 "use strict";
@@ -30,7 +31,7 @@ window.CallsAudit = (() => {
     render() {
       const pages = Math.max(1, Math.ceil(this.all.length / PAGE_SIZE));
       this.page = Math.min(this.page, pages - 1);
-      const body = $("#calls tbody");
+      const body = $("#call-table tbody");
       body.replaceChildren();
       for (const c of this.all.slice(this.page * PAGE_SIZE, (this.page + 1) * PAGE_SIZE)) {
         const tr = body.insertRow();
@@ -100,6 +101,44 @@ window.CallsAudit = (() => {
         });
         box.appendChild(p);
       }
+    },
+  };
+
+  // every call of the recent-calls log (GET /calls/recent), paged by its ``before`` cursor
+  const Recent = {
+    cursors: [null],  // the cursor of each page shown so far: Newer pops
+    older: null,
+
+    async search() {
+      this.cursors = [null];
+      return this.show();
+    },
+
+    async show() {
+      const q = new URLSearchParams({ limit: String(PAGE_SIZE + 1) });
+      const status = $("#recent-status").value;
+      if (status) q.set("status", status);
+      const before = this.cursors[this.cursors.length - 1];
+      if (before != null) q.set("before", String(before));
+      const rows = await api("GET", "/calls/recent?" + q.toString());
+      const shown = rows.slice(0, PAGE_SIZE);
+      this.older = rows.length > PAGE_SIZE ? shown[shown.length - 1].id : null;
+      const body = $("#recent-table tbody");
+      body.replaceChildren();
+      for (const c of shown) {
+        const tr = body.insertRow();
+        tr.dataset.callId = c.call_id;
+        cell(tr, c.ts);
+        cell(tr, c.agent || "—");
+        cell(tr, c.tool + (c.action ? " / " + c.action : ""));
+        cell(tr, c.status + (c.reason ? " · " + c.reason : ""));
+        cell(tr, String(c.duration_ms));
+        cell(tr, c.call_id);
+      }
+      $("#recent-page").textContent = "page " + this.cursors.length + " · " + shown.length + " calls";
+      $("#recent-newer").disabled = this.cursors.length === 1;
+      $("#recent-older").disabled = this.older == null;
+      return shown.length + " recent calls";
     },
   };
 
@@ -181,6 +220,12 @@ window.CallsAudit = (() => {
 
   document.addEventListener("DOMContentLoaded", () => {
     $("#call-status").addEventListener("change", guard("#call-result", () => Calls.load()));
+    $("#recent-status").addEventListener("change", guard("#recent-result", () => Recent.search()));
+    $("#recent-newer").addEventListener("click", guard("#recent-result", () => { Recent.cursors.pop(); return Recent.show(); }));
+    $("#recent-older").addEventListener("click", guard("#recent-result", () => {
+      Recent.cursors.push(Recent.older);
+      return Recent.show();
+    }));
     $("#call-prev").addEventListener("click", () => { Calls.page--; say(Calls.render()); });
     $("#call-next").addEventListener("click", () => { Calls.page++; say(Calls.render()); });
     $("#audit-filter").addEventListener("submit", (ev) => {
@@ -195,7 +240,11 @@ window.CallsAudit = (() => {
     $("#verify").addEventListener("click", guard("#verify-result", () => Audit.verify()));
   });
 
-  views.calls = () => Calls.load();
+  views.calls = async () => {
+    report("#recent-result", "");
+    await Recent.search().catch((e) => report("#recent-result", e.message, true));
+    return Calls.load();
+  };
   views.audit = () => Audit.search();
-  return { Calls, Audit };
+  return { Calls, Recent, Audit };
 })();
