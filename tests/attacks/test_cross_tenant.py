@@ -81,6 +81,7 @@ BODY_PROBES: dict[tuple[str, str], Any] = {
     ("POST", "/retrieval/pipelines"): {"name": "planted", "tenant_id": "other"},
 }
 LISTINGS = ("/tools", "/tools/health", "/tools/builtins/templates", "/tools/sources", "/calls",
+            "/calls/recent",
             "/approvals", "/audit", "/audit/verify", "/discovery/catalog",
             "/discovery/available", "/me", "/tokens", "/credentials", "/tenants",
             "/settings/webhook", "/agents", "/profiles", "/activations", "/healthz",
