@@ -95,9 +95,10 @@ def _simple(value: Any, depth: int) -> bool:
         return 1e-4 <= a < 1e16 and not value.is_integer()
     if t is dict:
         # orjson sorts by UTF-8 bytes, JCS by UTF-16 code units: equal for BMP-only keys.
-        return all(
-            type(k) is str and k.isascii() and _simple(v, depth + 1) for k, v in value.items()
-        )
+        for k, v in value.items():
+            if type(k) is not str or not k.isascii() or not _simple(v, depth + 1):
+                return False
+        return True
     if t is list:
         return all(_simple(v, depth + 1) for v in value)
     return False

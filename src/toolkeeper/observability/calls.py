@@ -24,8 +24,8 @@ def observe_call(metrics: Metrics, res: CallResult, tenant: str | None,
             "gate": None if res.gate is None else res.gate.value,
             "deduped": res.deduped, "duration_ms": round(res.duration_ms, 3)})
     tenant = tenant or ""
-    metrics.call(tenant, res.tool, res.status.value, res.duration_ms / 1000.0)
-    if res.gate is not None:
-        metrics.gate(tenant, res.gate.value)
+    gate = res.gate
+    metrics.call(tenant, res.tool, res.status._value_, res.duration_ms / 1000.0,
+                 None if gate is None else gate._value_)
     if res.reason is not None and res.status is not CallStatus.SUCCEEDED:
         metrics.denial(tenant, str(res.reason))

@@ -45,16 +45,22 @@ class Metrics(Collector):
         self._pending: Callable[[str | None], Mapping[str, int]] | None = None
         self.registry.register(self)
 
-    def call(self, tenant: str, tool: str, status: str, seconds: float) -> None:
-        """One finished call: counts, duration sum and histogram bucket."""
+    def call(self, tenant: str, tool: str, status: str, seconds: float,
+             gate: str | None = None) -> None:
+        """One finished call: counts, duration sum and histogram bucket, and the gate it
+        passed (counted under the same lock: one acquisition per call)."""
         key = (tenant, tool, status)
+        bucket = 2 + bisect_left(BUCKETS, seconds)
         with self._lock:
             row = self._calls.get(key)
             if row is None:
                 row = self._calls[key] = [0.0] * (len(BUCKETS) + 3)  # count, sum, buckets, +Inf
             row[0] += 1
             row[1] += seconds
-            row[2 + bisect_left(BUCKETS, seconds)] += 1
+            row[bucket] += 1
+            if gate is not None:
+                gates = self._gates
+                gates[tenant, gate] = gates.get((tenant, gate), 0) + 1
 
     def _bump(self, table: dict[tuple[str, str], int], key: tuple[str, str]) -> None:
         with self._lock:

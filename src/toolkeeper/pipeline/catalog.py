@@ -90,7 +90,8 @@ class TenantPolicy:
 class CompiledTool:
     """One runnable version of a tool: definition, provider, validators."""
 
-    __slots__ = ("_coercions", "_validators", "definition", "provider", "record_id", "status")
+    __slots__ = ("_coercions", "_scopes", "_validators", "definition", "provider", "record_id",
+                 "status")
 
     def __init__(self, record_id: str, definition: ToolDefinition, status: ToolStatus,
                  provider: Provider) -> None:
@@ -100,6 +101,14 @@ class CompiledTool:
         self.provider = provider
         self._validators: dict[str, Any] = {}
         self._coercions: dict[str, Any] = {}
+        self._scopes: dict[str, frozenset[str]] = {}
+
+    def scopes(self, action: str) -> frozenset[str]:
+        """The scopes ``action`` requires (the tool's and the action's own)."""
+        found = self._scopes.get(action)
+        if found is None:
+            found = self._scopes[action] = self.definition.action_scopes(action)
+        return found
 
     def coercions(self, action: str) -> Any:
         """The documented coercions this action's schema allows (see ``validate``)."""
@@ -121,13 +130,15 @@ class CompiledProfile:
     """A profile with its gate matrix, activations and adjusters ready to evaluate."""
 
     __slots__ = ("_policies", "_version", "activations", "adjusters", "limits", "matrix",
-                 "profile")
+                 "profile", "scopes")
 
     def __init__(self, profile: Profile, tenant: TenantPolicy, *, stored: bool = False) -> None:
         """``stored``: compile a profile read back from the store, where a ``gates`` cell
         looser than the tenant's (the tenant tightened it later) is a no-op; a profile
         being written with one is refused (``ConfigError``), since it could not apply."""
         self.profile = profile
+        self.scopes = frozenset(profile.scopes)
+        """The scopes the profile grants."""
         self.matrix = GateMatrix(tenant.gates, profile.gates)
         looser = loosening(self.matrix, profile.gates)
         if looser and not stored:

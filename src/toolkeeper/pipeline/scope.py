@@ -5,25 +5,25 @@ from __future__ import annotations
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
-from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.pipeline.catalog import CompiledTool
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 
 
-def missing_scopes(definition: ToolDefinition, action: str,
+def missing_scopes(tool: CompiledTool, action: str,
                    granted: frozenset[str]) -> frozenset[str]:
     """The scopes ``action`` needs beyond ``granted`` (the rule listings apply too)."""
-    return definition.action_scopes(action) - granted
+    return tool.scopes(action) - granted
 
 
 def scope(rt: Runtime, st: CallState) -> CallResult | None:
     assert st.profile is not None and st.tool is not None and st.action is not None
-    granted = frozenset(st.profile.profile.scopes)
+    granted = st.profile.scopes
     asked = st.request.scopes
     if asked is not None:
         granted = granted & frozenset(s for s in asked if isinstance(s, str))
     st.granted_scopes = granted
-    missing = missing_scopes(st.tool.definition, st.action, granted)
+    missing = missing_scopes(st.tool, st.action, granted)
     if missing:
         return st.stop(EventType.SCOPE_DENIED, Reason.SCOPE_MISSING,
                        f"missing scopes: {', '.join(sorted(missing))}",

@@ -89,7 +89,7 @@ class CallState:
         Only a tuple is made here; the draft is built where it is written (for most calls
         in the background writer), keeping the call's own latency low.
         """
-        self.events.append((type_.value, time.time(), reason, duration_ms, data, self.action,
+        self.events.append((type_._value_, time.time(), reason, duration_ms, data, self.action,
                             self.risk, self.gate, self.tool_name, self.tool_version,
                             self.tenant_id, self.agent))
 

@@ -60,6 +60,8 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
 def schema_errors(validator: Any, args: Any) -> list[dict[str, str]]:
     """``args``' violations of an action's schema (at most ``MAX_ERRORS``), by pointer."""
     errors: list[dict[str, str]] = []
+    if validator.is_valid(args):  # the common case: no error objects to build
+        return errors
     for err in validator.iter_errors(args):
         pointer = "".join(f"/{escape_pointer(str(p))}" for p in err.instance_path)
         errors.append({"pointer": pointer, "message": err.message})

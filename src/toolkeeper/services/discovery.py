@@ -210,8 +210,8 @@ def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
     if not allowed:
         return _unavailable(tool, Refusal(Reason.ACTION_NOT_ALLOWED,
                                           f"no action of {tool.name} is allowed for this agent"))
-    granted = frozenset(profile.profile.scopes)
-    missing = {a: missing_scopes(runs, a, granted) for a in allowed}
+    granted = profile.scopes
+    missing = {a: missing_scopes(compiled, a, granted) for a in allowed}
     callable_ = [a for a in allowed if not missing[a]]
     if not callable_:
         lacking = tuple(sorted(frozenset().union(*missing.values())))
