@@ -33,7 +33,8 @@ def api(db_url: str) -> Iterator[RestClient]:
         gw.registry.register(acme_ledger, tenant_id="acme")
         gw.registry.put_profile(Profile(name="acme", tenant_id="acme", autonomy=3,
                                         scopes=("bank",),
-                                        activations=(Activation(tool="acme_ledger"),)))
+                                        activations=(Activation(tool="acme_ledger"),)),
+                                replace=True)
         for who, tenant, role in (("sys_admin", "system", "admin"),
                                   ("sys_operator", "system", "operator")):
             a.tokens[who] = gw.store.tokens.create(tenant_id=tenant, role=role)[1]

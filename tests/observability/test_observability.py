@@ -85,7 +85,8 @@ def test_metrics_count_what_happened(tmp_path: Path) -> None:
         for t in (ship, wire):
             gw.registry.register(t)
         gw.registry.put_profile(Profile(name="p", autonomy=Autonomy(2), activations=(
-            Activation(tool="echo"), Activation(tool="ship"), Activation(tool="wire"))))
+            Activation(tool="echo"), Activation(tool="ship"), Activation(tool="wire"))),
+            replace=True)
         for text in ("a", "b"):
             assert gw.call_sync("echo", arguments={"text": text}, agent="bot").ok
         for _ in range(2):  # the second is a dedupe: one side effect, one cache hit

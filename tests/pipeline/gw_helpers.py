@@ -16,13 +16,14 @@ def build_gateway(url: str, *, tools: list[Any], autonomy: int = 2, scopes: tupl
     """A gateway with ``tools`` registered and published, one profile ``p``, agent ``bot``."""
     gw = Gateway(Store.open(url), settings=Settings(**settings), factory=ProviderFactory())
     for t in tools:
-        gw.registry.register(t)
+        gw.registry.register(t, replace=True)  # set-up is declarative, like config
     acts = activations if activations is not None else tuple(
         Activation(tool=t.tool_name) for t in tools)
     gw.registry.put_profile(Profile(name="p", autonomy=Autonomy(autonomy), scopes=scopes,
-                                    activations=acts, limits=limits or Limits()))
-    gw.registry.put_agent(Agent(name="bot", profile="p"))
-    gw.registry.put_agent(Agent(name="other-bot", profile="p"))
+                                    activations=acts, limits=limits or Limits()),
+                             replace=True)
+    gw.registry.put_agent(Agent(name="bot", profile="p"), replace=True)
+    gw.registry.put_agent(Agent(name="other-bot", profile="p"), replace=True)
     return gw
 
 

@@ -148,7 +148,8 @@ def test_gate_reasons_by_autonomy(make_gateway: Any) -> None:
 def test_critical_at_manual_autonomy_is_denied(make_gateway: Any) -> None:
     gw = make_gateway(tools=[Payments], autonomy=0, scopes=("payments",))
     profile = gw.catalog.profiles[("default", "p")].profile.model_dump()
-    gw.registry.put_profile(Profile.model_validate({**profile, "gates": {"high": {0: "deny"}}}))
+    gw.registry.put_profile(Profile.model_validate({**profile, "gates": {"high": {0: "deny"}}}),
+                            replace=True)
     res = gw.call_sync("payments", "pay", {"invoice": "i1", "amount": 5}, agent="bot")
     assert res.reason == Reason.GATE_DENIED
     assert gw.store.approvals.list("default") == []

@@ -28,7 +28,7 @@ def test_a_profile_change_reaches_the_other_gateway(db_url: str) -> None:
         assert b.call_sync("ping", arguments={"n": 1}, agent="bot").reason == \
             Reason.TOOL_NOT_ENABLED
         a.registry.put_profile(Profile(name="p", autonomy=Autonomy(2),
-                                       activations=(Activation(tool="ping"),)))
+                                       activations=(Activation(tool="ping"),)), replace=True)
         wait_until(lambda: b.call_sync("ping", arguments={"n": 2}, agent="bot").ok,
                    what="the activation reaches the other gateway")
     finally:
