@@ -113,3 +113,23 @@ def test_public_names_are_exported() -> None:
     assert sorted(bench.__all__) == sorted(
         ["BENCHMARKS", "BenchError", "BenchResult", "Row", "Sizes", "Target", "run"])
     assert set(bench.BENCHMARKS) >= {"pure", "irreversible"}
+
+
+def test_cli_writes_json_under_dot_bench_by_default_and_profiles_with_one_flag(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--quick", "--only", "pure", "--profile"]) == 0
+    text = capsys.readouterr().err
+    [written] = (tmp_path / ".bench").glob("bench-*.json")
+    assert f"results: {written.relative_to(tmp_path)}" in text
+    assert [b["name"] for b in json.loads(written.read_text())["benchmarks"]] == ["pure"]
+    [profiles] = (tmp_path / ".bench").glob("profile-*")
+    assert (profiles / "pure.pstats").stat().st_size > 0
+    assert "bench_pure" in (profiles / "pure.txt").read_text()
+
+
+def test_cli_no_json_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--quick", "--only", "pure", "--no-json"]) == 0
+    assert not (tmp_path / ".bench").exists()
