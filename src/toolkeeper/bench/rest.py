@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper.bench.model import BenchError, BenchResult, Row, Sizes, Target, percentile
+from toolkeeper.bench.procs import listening
 from toolkeeper.bench.tools import AGENT, open_gateway, sqlite_url
 
 NAME = "rest"
@@ -51,7 +52,9 @@ def bench_rest(sizes: Sizes) -> BenchResult:
         finally:
             server.terminate()
             server.wait(timeout=15)
+    ceiling = _ceiling(seconds)
     result.rows += [
+        Row(metric="rest_loadgen_ceiling_rps", value=ceiling, unit="req/s", decimals=0),
         Row(metric="rest_execute_rps", value=rps, unit="req/s", target=RPS, decimals=0),
         Row(metric="rest_execute_p50_at_half_rate", value=p50, unit="ms"),
         Row(metric="rest_execute_p99_at_half_rate", value=p99, unit="ms", target=P99_MS),
@@ -88,6 +91,16 @@ def _wait_ready(port: int, started: float, timeout_s: float = 30.0) -> float:
         except OSError:
             time.sleep(0.01)
     raise BenchError(f"the server did not answer /healthz within {timeout_s:g}s")
+
+
+def _ceiling(seconds: int) -> float:
+    """The load generator's own ceiling: its closed-loop rate against the smallest ASGI app
+    in the same uvicorn setup (one worker); the REST figures mean something well below it."""
+    cmd = [sys.executable, "-m", "uvicorn", "toolkeeper.bench.loadgen:trivial", "--port",
+           "{port}", "--loop", "uvloop", "--http", "httptools", "--no-access-log",
+           "--log-level", "warning"]
+    with listening(cmd) as base:
+        return float(_load(f"{base}/", "-", seconds)["rate"])
 
 
 def _load(url: str, token: str, seconds: int, rate: float | None = None) -> dict[str, Any]:
