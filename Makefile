@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all attacks lint bench run clean screenshots
+.PHONY: venv peers test test-all attacks lint bench bench-peers run clean screenshots
 
 venv: $(STAMP)
 
@@ -53,8 +53,24 @@ lint: venv
 screenshots: venv peers
 	TOOLKEEPER_UPDATE_SCREENSHOTS=1 $(BIN)/pytest -q tests/ui/test_operator_scenario_browser.py
 
-bench: venv
-	$(BIN)/python -m toolkeeper.bench
+# The peers the benchmarks compare with, in their own venv (their pins need not fit ours):
+# FastMCP, run as a proxy by the MCP benchmark. Installed here, so the registry is needed
+# only on the first run (like `make venv`); `make bench BENCH_ARGS="--quick --profile"`.
+BENCH_PEERS := .venv-bench-peers
+BENCH_PEERS_STAMP := $(BENCH_PEERS)/.installed
+FASTMCP := fastmcp==4.0.11
+BENCH_ARGS ?=
+
+bench-peers: $(BENCH_PEERS_STAMP)
+
+$(BENCH_PEERS_STAMP): Makefile
+	test -x $(BENCH_PEERS)/bin/python || $(PYTHON) -m venv $(BENCH_PEERS)
+	$(BENCH_PEERS)/bin/python -m pip install --quiet "$(FASTMCP)"
+	touch $(BENCH_PEERS_STAMP)
+
+bench: venv $(BENCH_PEERS_STAMP)
+	TOOLKEEPER_BENCH_PEERS_PYTHON=$(abspath $(BENCH_PEERS))/bin/python \
+		$(BIN)/python -m toolkeeper.bench $(BENCH_ARGS)
 
 # The server with the demo config on the embedded SQLite default (./toolkeeper.db);
 # first start prints four tokens once (admin, system admin, demo approver, demo agent;

@@ -65,8 +65,17 @@ def test_mcp_bench_compares_direct_and_governed_calls_of_one_upstream_tool() -> 
     rows = _metrics(result)
     assert rows["mcp_added_p50"].target == Target(op="<=", bound=1.5)
     assert rows["mcp_throughput_ratio"].target == Target(op=">=", bound=0.5)
-    for side in ("direct", "governed"):  # both sides measured, same client, same run
+    sides = ["direct", "governed"]
+    if any("FastMCP NOT MEASURED" in note for note in result.notes):
+        assert "mcp_lead_over_fastmcp_throughput" not in rows
+    else:  # the bench peers venv is there: FastMCP beside them, with toolkeeper's lead
+        sides.append("fastmcp")
+        assert rows["mcp_fastmcp_throughput_ratio"].target is None
+        for lead in ("added_p50", "throughput"):
+            assert rows[f"mcp_lead_over_fastmcp_{lead}"].target == Target(op=">=", bound=10)
+    for side in sides:  # every side measured, same client, same run
         assert rows[f"mcp_{side}_p50"].value > 0 and rows[f"mcp_{side}_calls_per_s_16"].value > 0
+        assert rows[f"mcp_{side}_cpu_per_call"].unit == "ms"
     _assert_summary_parses([result])
 
 
@@ -113,3 +122,23 @@ def test_public_names_are_exported() -> None:
     assert sorted(bench.__all__) == sorted(
         ["BENCHMARKS", "BenchError", "BenchResult", "Row", "Sizes", "Target", "run"])
     assert set(bench.BENCHMARKS) >= {"pure", "irreversible"}
+
+
+def test_cli_writes_json_under_dot_bench_by_default_and_profiles_with_one_flag(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--quick", "--only", "pure", "--profile"]) == 0
+    text = capsys.readouterr().err
+    [written] = (tmp_path / ".bench").glob("bench-*.json")
+    assert f"results: {written.relative_to(tmp_path)}" in text
+    assert [b["name"] for b in json.loads(written.read_text())["benchmarks"]] == ["pure"]
+    [profiles] = (tmp_path / ".bench").glob("profile-*")
+    assert (profiles / "pure.pstats").stat().st_size > 0
+    assert "bench_pure" in (profiles / "pure.txt").read_text()
+
+
+def test_cli_no_json_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["--quick", "--only", "pure", "--no-json"]) == 0
+    assert not (tmp_path / ".bench").exists()

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from toolkeeper.bench.model import Sizes
 from toolkeeper.bench.report import print_results, write_json
@@ -21,7 +23,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--only", action="append", choices=sorted(BENCHMARKS), default=[],
                    metavar="NAME", help=f"run only this benchmark ({', '.join(BENCHMARKS)}); "
                                         "repeatable")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    p.add_argument("--json", metavar="PATH",
+                   help="write the results as JSON to PATH (default: .bench/bench-<UTC time>."
+                        "json, for comparing runs)")
+    p.add_argument("--no-json", action="store_true", help="write no JSON file")
+    p.add_argument("--profile", action="store_true",
+                   help="also profile each benchmark (cProfile, in the bench process): "
+                        ".bench/profile-<UTC time>/<name>.pstats and <name>.txt")
     p.add_argument("--strict", action="store_true", help="exit 1 when any target is missed")
     return p.parse_args(argv)
 
@@ -29,10 +37,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     sizes = Sizes.quick() if args.quick else Sizes()
-    results = run(args.only, sizes)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    profile_dir = Path(".bench") / f"profile-{stamp}" if args.profile else None
+    results = run(args.only, sizes, profile_dir=profile_dir)
     print_results(results)
-    if args.json:
-        write_json(args.json, results, sizes)
+    if not args.no_json:
+        path = Path(args.json or Path(".bench") / f"bench-{stamp}.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(str(path), results, sizes)
+        print(f"results: {path}", file=sys.stderr)  # stdout ends with the summary
+    if profile_dir is not None:
+        print(f"profiles: {profile_dir}/<name>.pstats (python -m pstats) and <name>.txt",
+              file=sys.stderr)
     missed = any(row.passed is False for r in results for row in r.rows)
     return 1 if args.strict and missed else 0
 

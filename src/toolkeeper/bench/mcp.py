@@ -1,15 +1,20 @@
-"""SPEC §10 MCP item: one upstream tool called directly vs through toolkeeper over
-streamable HTTP, by the same client (the official SDK's), in the same run.
+"""SPEC §10 MCP item: one upstream tool called directly, through toolkeeper and through a
+FastMCP proxy over streamable HTTP, by the same client (the official SDK's), in the same run.
 
-The upstream (:mod:`toolkeeper.bench.mcp_upstream`) and ``toolkeeper serve`` (its config
-imports the upstream's tool) run as separate processes on loopback. Latency: alternating
-blocks of sequential calls on each side; added = governed - direct. Throughput: 16 calls in
-flight on one connection for ``duration_s`` per side. Every wait bounded.
+The upstream (:mod:`toolkeeper.bench.mcp_upstream`), ``toolkeeper serve`` (its config
+imports the upstream's tool) and the FastMCP proxy (:mod:`toolkeeper.bench.fastmcp_proxy`,
+default settings, run from the bench peers' venv that ``make bench`` creates) are separate
+processes on loopback. Latency: blocks of sequential calls on each side, the order of the
+sides rotating per block; added = side - direct. Throughput: 16 calls in flight on one
+connection for ``duration_s`` per side; CPU per call: the side's own process CPU time
+(workers included) over that window / its calls. Every wait bounded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
 import tempfile
 import time
@@ -17,12 +22,15 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper.bench.model import BenchError, BenchResult, Row, Sizes, Target, percentile
-from toolkeeper.bench.procs import listening
+from toolkeeper.bench.procs import Served, cpu_seconds, serving
 
 NAME = "mcp"
 ADDED_P50_MS = Target(op="<=", bound=1.5)
 RATIO = Target(op=">=", bound=0.5)
+LEAD = Target(op=">=", bound=10)
 IN_FLIGHT = 16
+PEERS_PYTHON = "TOOLKEEPER_BENCH_PEERS_PYTHON"
+TOOLS = {"direct": "echo", "governed": "up_echo", "fastmcp": "echo"}
 CONFIG = """version: 1
 servers:
   - {{name: up, url: "{url}", side_effect: pure, risk: low}}
@@ -35,42 +43,95 @@ agents:
 
 def bench_mcp(sizes: Sizes) -> BenchResult:
     result = BenchResult(name=NAME, title="MCP: upstream tool direct vs through toolkeeper "
-                                          "(SPEC 10.3)")
+                                          "and a FastMCP proxy (SPEC 10.3)")
+    peers = _peers_python()
     with tempfile.TemporaryDirectory(prefix="toolkeeper-mcp-") as tmp, \
-            listening([sys.executable, "-m", "toolkeeper.bench.mcp_upstream", "{port}"]) as up:
-        direct_url = f"{up}/mcp"
+            contextlib.ExitStack() as stack:
+        up = stack.enter_context(
+            serving([sys.executable, "-m", "toolkeeper.bench.mcp_upstream", "{port}"]))
+        direct_url = f"{up.base}/mcp"
         cfg = Path(tmp) / "toolkeeper.yaml"
         cfg.write_text(CONFIG.format(url=direct_url))
         db = f"sqlite:///{tmp}/bench.db"
         token = _agent_token(db, cfg)
         serve = [sys.executable, "-m", "toolkeeper.cli", "--db", db, "serve", "--port",
                  "{port}", "--config", str(cfg), "--log-level", "warning", "--workers", "2"]
-        with listening(serve) as gw_base:
-            figures = asyncio.run(_measure(direct_url, f"{gw_base}/mcp", token, sizes))
-    d, g = sorted(figures["direct"]), sorted(figures["governed"])
-    d50, g50, d99, g99 = (percentile(d, 50), percentile(g, 50), percentile(d, 99),
-                          percentile(g, 99))
-    d_rate, g_rate = figures["direct_rate"][0], figures["governed_rate"][0]
-    result.rows += [
-        Row(metric="mcp_direct_p50", value=d50, unit="ms", decimals=2),
-        Row(metric="mcp_direct_p99", value=d99, unit="ms", decimals=2),
-        Row(metric="mcp_governed_p50", value=g50, unit="ms", decimals=2),
-        Row(metric="mcp_governed_p99", value=g99, unit="ms", decimals=2),
-        Row(metric="mcp_added_p50", value=g50 - d50, unit="ms", target=ADDED_P50_MS,
-            decimals=2),
-        Row(metric="mcp_added_p99", value=g99 - d99, unit="ms", decimals=2),
-        Row(metric=f"mcp_direct_calls_per_s_{IN_FLIGHT}", value=d_rate, unit="calls/s",
-            decimals=0),
-        Row(metric=f"mcp_governed_calls_per_s_{IN_FLIGHT}", value=g_rate, unit="calls/s",
-            decimals=0),
-        Row(metric="mcp_throughput_ratio", value=g_rate / d_rate if d_rate else 0.0,
-            unit="x", target=RATIO, decimals=2),
-    ]
-    result.notes.append(f"{len(d)} calls per side in alternating blocks, sequential; "
-                        f"throughput: {IN_FLIGHT} in flight on one connection for "
-                        f"{sizes.duration_s:g} s per side; the SDK client in mode auto "
-                        "(2026-07-28 on both sides)")
+        sides = {"direct": up, "governed": stack.enter_context(serving(serve))}
+        if peers:
+            sides["fastmcp"] = stack.enter_context(_fastmcp(peers, direct_url))
+        figures = asyncio.run(_measure(sides, token, sizes))
+    for side in sides:
+        result.rows += _side_rows(side, figures)
+    if "fastmcp" in sides:
+        result.rows += _lead_rows(figures)
+    else:
+        result.notes.append(f"FastMCP NOT MEASURED: no bench peers venv (make bench creates "
+                            f".venv-bench-peers; or set {PEERS_PYTHON})")
+    result.notes.append(f"{len(figures['direct'])} calls per side in blocks, order rotating, "
+                        f"sequential; throughput: {IN_FLIGHT} in flight on one connection for "
+                        f"{sizes.duration_s:g} s per side; the SDK client in mode auto; "
+                        "CPU per call: the side's own process(es), the upstream's excluded")
     return result
+
+
+def _peers_python() -> str | None:
+    """The bench peers venv's python (FastMCP), when there is one."""
+    given = os.environ.get(PEERS_PYTHON)
+    if given:
+        return given
+    local = Path(".venv-bench-peers/bin/python")
+    return str(local.absolute()) if local.exists() else None
+
+
+def _fastmcp(python: str, upstream: str) -> contextlib.AbstractContextManager[Served]:
+    """The FastMCP proxy in front of ``upstream``, run by the peers venv's ``python`` (-P: the
+    script's folder, which has an ``mcp.py``, stays off its path)."""
+    from toolkeeper.bench import fastmcp_proxy
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return serving([python, "-P", str(fastmcp_proxy.__file__), upstream, "{port}"], env)
+
+
+def _side_rows(side: str, figures: dict[str, list[float]]) -> list[Row]:
+    lat, base = sorted(figures[side]), sorted(figures["direct"])
+    p50, p99 = percentile(lat, 50), percentile(lat, 99)
+    rate, d_rate = figures[f"{side}_rate"][0], figures["direct_rate"][0]
+    rows = [Row(metric=f"mcp_{side}_p50", value=p50, unit="ms", decimals=2),
+            Row(metric=f"mcp_{side}_p99", value=p99, unit="ms", decimals=2),
+            Row(metric=f"mcp_{side}_calls_per_s_{IN_FLIGHT}", value=rate, unit="calls/s",
+                decimals=0),
+            Row(metric=f"mcp_{side}_cpu_per_call", value=figures[f"{side}_cpu"][0],
+                unit="ms", decimals=2)]
+    if side == "direct":
+        return rows
+    # toolkeeper's rows keep their names (comparable with the JSON of earlier runs)
+    governed = side == "governed"
+    prefix = "mcp" if governed else f"mcp_{side}"
+    rows += [
+        Row(metric=f"{prefix}_added_p50", value=p50 - percentile(base, 50), unit="ms",
+            target=ADDED_P50_MS if governed else None, decimals=2),
+        Row(metric=f"{prefix}_added_p99", value=p99 - percentile(base, 99), unit="ms",
+            decimals=2),
+        Row(metric=f"{prefix}_throughput_ratio", value=rate / d_rate if d_rate else 0.0,
+            unit="x", target=RATIO if governed else None, decimals=2),
+    ]
+    return rows
+
+
+def _lead_rows(figures: dict[str, list[float]]) -> list[Row]:
+    """toolkeeper's lead over FastMCP: added p50 (theirs / ours) and throughput (ours /
+    theirs)."""
+    base = percentile(sorted(figures["direct"]), 50)
+    ours = max(percentile(sorted(figures["governed"]), 50) - base, 1e-3)
+    theirs = percentile(sorted(figures["fastmcp"]), 50) - base
+    rate = figures["fastmcp_rate"][0]
+    return [
+        Row(metric="mcp_lead_over_fastmcp_added_p50", value=theirs / ours, unit="x",
+            target=LEAD, decimals=1),
+        Row(metric="mcp_lead_over_fastmcp_throughput",
+            value=figures["governed_rate"][0] / rate if rate else 0.0, unit="x", target=LEAD,
+            decimals=1),
+    ]
 
 
 def _agent_token(db: str, cfg: Path) -> str:
@@ -83,49 +144,49 @@ def _agent_token(db: str, cfg: Path) -> str:
                                       agent="bench-agent")[1]
 
 
-async def _measure(direct: str, governed: str, token: str,
+async def _measure(sides: dict[str, Served], token: str,
                    sizes: Sizes) -> dict[str, list[float]]:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
     from mcp import Client
 
-    out: dict[str, list[float]] = {"direct": [], "governed": []}
-    headers = {"direct": {}, "governed": {"Authorization": f"Bearer {token}"}}
-    urls = {"direct": direct, "governed": governed}
-    clients: dict[str, Any] = {}
-    async with httpx2.AsyncClient(headers=headers["direct"]) as h1, \
-            httpx2.AsyncClient(headers=headers["governed"]) as h2, \
-            Client(streamable_http_client(urls["direct"], http_client=h1), mode="auto",
-                   cache=None) as c1, \
-            Client(streamable_http_client(urls["governed"], http_client=h2), mode="auto",
-                   cache=None) as c2:
-        clients = {"direct": c1, "governed": c2}
-        for side, c in clients.items():  # warm up, and check both answer the same
+    out: dict[str, list[float]] = {side: [] for side in sides}
+    async with contextlib.AsyncExitStack() as stack:
+        clients: dict[str, Any] = {}
+        for side, served in sides.items():
+            auth = {"Authorization": f"Bearer {token}"} if side == "governed" else {}
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=auth))
+            clients[side] = await stack.enter_async_context(Client(
+                streamable_http_client(f"{served.base}/mcp", http_client=http), mode="auto",
+                cache=None))
+        for side, c in clients.items():  # warm up, and check every side answers
             for _ in range(max(20, sizes.warmup // 20)):
-                r = await c.call_tool(_tool(side), {"text": "hi"})
+                r = await c.call_tool(TOOLS[side], {"text": "hi"})
                 if r.is_error:
                     raise BenchError(f"{side} call failed: {r.content}")
+        order = list(clients)
         deadline = time.monotonic() + sizes.budget_s
         per_block = max(10, sizes.block_calls // 5)
-        for _ in range(sizes.blocks):
-            for side, c in clients.items():
+        for block in range(sizes.blocks):
+            shift = block % len(order)
+            for side in order[shift:] + order[:shift]:
                 for _ in range(per_block):
                     t0 = time.perf_counter_ns()
-                    await c.call_tool(_tool(side), {"text": "hi"})
+                    await clients[side].call_tool(TOOLS[side], {"text": "hi"})
                     out[side].append((time.perf_counter_ns() - t0) / 1e6)
             if time.monotonic() > deadline:
                 break
         for side, c in clients.items():
-            out[f"{side}_rate"] = [await _rate(c, _tool(side), sizes.duration_s)]
+            cpu0 = cpu_seconds(sides[side].pid)
+            rate, calls = await _rate(c, TOOLS[side], sizes.duration_s)
+            out[f"{side}_rate"] = [rate]
+            out[f"{side}_cpu"] = [(cpu_seconds(sides[side].pid) - cpu0) * 1000 / max(calls, 1)]
     return out
 
 
-def _tool(side: str) -> str:
-    return "echo" if side == "direct" else "up_echo"
-
-
-async def _rate(client: Any, tool: str, seconds: float) -> float:
+async def _rate(client: Any, tool: str, seconds: float) -> tuple[float, int]:
+    """Calls per second with ``IN_FLIGHT`` in flight for ``seconds``, and the calls done."""
     done = 0
     stop = time.monotonic() + seconds
 
@@ -140,4 +201,4 @@ async def _rate(client: Any, tool: str, seconds: float) -> float:
     started = time.monotonic()
     await asyncio.wait_for(asyncio.gather(*(worker() for _ in range(IN_FLIGHT))),
                            seconds + 60)
-    return done / (time.monotonic() - started)
+    return done / (time.monotonic() - started), done

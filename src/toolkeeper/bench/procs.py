@@ -9,6 +9,8 @@ import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
 
 from toolkeeper.bench.model import BenchError
 
@@ -20,12 +22,28 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Served:
+    """A started process: its base URL and its pid (for CPU accounting)."""
+
+    base: str
+    pid: int
+
+
 @contextmanager
 def listening(cmd: list[str], env: dict[str, str] | None = None, *,
               timeout_s: float = 60.0, port: int | None = None) -> Iterator[str]:
     """``cmd`` (``{port}`` in it filled with a free loopback port) running until the block
     ends; yields ``http://127.0.0.1:<port>`` once the port accepts connections (bounded
     start; stop: SIGTERM, then SIGKILL after 15 s)."""
+    with serving(cmd, env, timeout_s=timeout_s, port=port) as served:
+        yield served.base
+
+
+@contextmanager
+def serving(cmd: list[str], env: dict[str, str] | None = None, *,
+            timeout_s: float = 60.0, port: int | None = None) -> Iterator[Served]:
+    """:func:`listening`, yielding the process's pid beside its base URL."""
     port = port or free_port()
     argv = [a.replace("{port}", str(port)) for a in cmd]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -43,7 +61,7 @@ def listening(cmd: list[str], env: dict[str, str] | None = None, *,
             if time.monotonic() > deadline:
                 raise BenchError(f"{_name(argv)} did not listen within {timeout_s:g} s")
             time.sleep(0.05)
-        yield base
+        yield Served(base=base, pid=proc.pid)
     finally:
         proc.terminate()
         try:
@@ -51,6 +69,22 @@ def listening(cmd: list[str], env: dict[str, str] | None = None, *,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process and its live descendants (workers), from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            for task in Path(f"/proc/{current}/task").iterdir():
+                todo.extend(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # exited meanwhile
+    return total
 
 
 def _name(argv: list[str]) -> str:

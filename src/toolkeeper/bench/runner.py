@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import cProfile
+import pstats
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from toolkeeper.bench.adapters import bench_adapters
 from toolkeeper.bench.catalog import bench_catalog
@@ -31,9 +34,23 @@ BENCHMARKS: dict[str, BenchFn] = {
 }
 
 
-def run(names: Sequence[str], sizes: Sizes) -> list[BenchResult]:
-    """Run the named benchmarks in order (all of them when ``names`` is empty)."""
+def run(names: Sequence[str], sizes: Sizes, *,
+        profile_dir: Path | None = None) -> list[BenchResult]:
+    """Run the named benchmarks in order (all of them when ``names`` is empty); with
+    ``profile_dir``, each under cProfile, its stats written there as ``<name>.pstats`` and
+    the top functions by cumulative time as ``<name>.txt``."""
     unknown = [n for n in names if n not in BENCHMARKS]
     if unknown:
         raise KeyError(f"unknown benchmark(s) {unknown}; known: {sorted(BENCHMARKS)}")
-    return [BENCHMARKS[name](sizes) for name in (names or list(BENCHMARKS))]
+    results = []
+    for name in names or list(BENCHMARKS):
+        if profile_dir is None:
+            results.append(BENCHMARKS[name](sizes))
+            continue
+        profile_dir.mkdir(parents=True, exist_ok=True)
+        with cProfile.Profile() as prof:
+            results.append(BENCHMARKS[name](sizes))
+        prof.dump_stats(profile_dir / f"{name}.pstats")
+        with (profile_dir / f"{name}.txt").open("w", encoding="utf-8") as out:
+            pstats.Stats(prof, stream=out).sort_stats("cumulative").print_stats(60)
+    return results
