@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import charset_normalizer
 import lxml.etree
 import lxml.html
-import trafilatura
 
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"),
          (codecs.BOM_UTF16_BE, "utf-16-be"))
@@ -95,6 +94,8 @@ def read_html(text: str, url: str, *, max_links: int) -> Page:
         return Page(title=None, text="", links=())
     title = _title(tree)
     links = _links(tree, max_links)
+    import trafilatura  # ~0.15 s of imports, paid on the first page read, not at start-up
+
     main = trafilatura.extract(tree, url=url, include_comments=False)
     return Page(title=title, text=main or _visible_text(tree), links=links)
 

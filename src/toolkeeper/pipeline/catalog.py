@@ -26,11 +26,24 @@ from toolkeeper.model.profile import Activation, Adjuster, Agent, Condition, Lim
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.coercions import Coercions
 from toolkeeper.providers.base import Provider, ToolPolicy
-from toolkeeper.store.registry import RegistryRepo
+from toolkeeper.store.registry import RegistryRepo, StoredTool
 from toolkeeper.upstream.link import SERVERS_SETTING, servers_from
 
 ProviderFactory = Callable[[ToolDefinition], Provider]
 SnapshotLoader = Callable[[str], list[ToolDefinition]]
+
+
+_Record = tuple[str, ToolDefinition, Sequence[ToolDefinition]]
+"""A tool's record id, its working definition and its published snapshots."""
+
+
+class _Unparsed:
+    """A stored tool not looked up yet (10,000 definitions need not be parsed to start)."""
+
+    __slots__ = ("snaps", "stored")
+
+    def __init__(self, stored: StoredTool, snaps: Sequence[ToolDefinition]) -> None:
+        self.stored, self.snaps = stored, snaps
 
 
 class LazySnapshots(Sequence[ToolDefinition]):
@@ -280,8 +293,7 @@ class Catalog:
     def __init__(self, *, mode: Mode, provider_factory: ProviderFactory) -> None:
         self.mode = mode
         self._factory = provider_factory
-        self._records: dict[tuple[str, str],
-                            tuple[str, ToolDefinition, Sequence[ToolDefinition]]] = {}
+        self._records: dict[tuple[str, str], _Record | _Unparsed] = {}
         self._runnable: dict[tuple[str, str, str | None], CompiledTool | None] = {}
         self.profiles: dict[tuple[str, str], CompiledProfile] = {}
         self.agents: dict[tuple[str, str], Agent] = {}
@@ -293,18 +305,23 @@ class Catalog:
         """The operator's ceiling on host-touching policy (``Settings.tenant_bounds``), so
         discovery lists as callable only what the resolve step lets run."""
 
-    def load(self, tools: Iterable[tuple[str, ToolDefinition]],
+    def load(self, tools: Iterable[tuple[str, ToolDefinition] | StoredTool],
              versions: dict[str, list[ToolDefinition]] | SnapshotLoader,
              profiles: Iterable[Profile], agents: Iterable[Agent],
              tenants: dict[str, TenantPolicy]) -> None:
-        """``versions``: every tool's snapshots, or a loader called once per tool on use."""
+        """``versions``: every tool's snapshots, or a loader called once per tool on use.
+        A ``StoredTool``'s JSON is parsed when the tool is first looked up or listed."""
         self.tenants = tenants
-        for record_id, tool in tools:
-            key = (tool.tenant_id or "*", tool.name)
+        for item in tools:
+            record_id = item.record_id if isinstance(item, StoredTool) else item[0]
             snaps: Sequence[ToolDefinition] = (
                 versions.get(record_id, []) if isinstance(versions, dict)
                 else LazySnapshots(record_id, versions))
-            self._records[key] = (record_id, tool, snaps)
+            if isinstance(item, StoredTool):
+                self._records[(item.tenant_key, item.name)] = _Unparsed(item, snaps)
+            else:
+                tool = item[1]
+                self._records[(tool.tenant_id or "*", tool.name)] = (record_id, tool, snaps)
         for p in profiles:
             try:
                 self.profiles[(p.tenant_id, p.name)] = CompiledProfile(
@@ -318,7 +335,21 @@ class Catalog:
     def record(self, tenant_id: str, name: str) -> tuple[str, ToolDefinition,
                                                          Sequence[ToolDefinition]] | None:
         """The tenant's own tool of that name, else the global one."""
-        return self._records.get((tenant_id, name)) or self._records.get(("*", name))
+        key = (tenant_id, name) if (tenant_id, name) in self._records else ("*", name)
+        rec = self._records.get(key)
+        return rec if rec is None or isinstance(rec, tuple) else self._parse(key, rec)
+
+    def _parse(self, key: tuple[str, str], pending: _Unparsed) -> _Record:
+        # concurrent first lookups may both parse: equal results, the last one stays
+        stored = pending.stored
+        rec = (stored.record_id, ToolDefinition.model_validate_json(stored.definition_json),
+               pending.snaps)
+        self._records[key] = rec
+        return rec
+
+    def _tool(self, key: tuple[str, str]) -> ToolDefinition:
+        rec = self._records[key]
+        return (rec if isinstance(rec, tuple) else self._parse(key, rec))[1]
 
     def visible(self, tenant_id: str) -> list[ToolDefinition]:
         """The tenant's tools and global ones (its own win a name clash), by name.
@@ -328,15 +359,22 @@ class Catalog:
         cached = self._visible.get(tenant_id)
         if cached is not None:
             return cached
-        out: dict[str, ToolDefinition] = {}
-        for (key, name), (_rid, tool, _v) in self._records.items():
-            if key == tenant_id or (key == "*" and name not in out):
-                out[name] = tool
-        listed = self._visible[tenant_id] = [out[n] for n in sorted(out)]
+        out: dict[str, tuple[str, str]] = {}
+        for key in list(self._records):
+            if key[0] == tenant_id or (key[0] == "*" and key[1] not in out):
+                out[key[1]] = key
+        listed = self._visible[tenant_id] = [self._tool(out[n]) for n in sorted(out)]
         return listed
 
     def all_tools(self) -> list[ToolDefinition]:
-        return [rec[1] for rec in self._records.values()]
+        return [self._tool(key) for key in list(self._records)]
+
+    def artifact_tools(self) -> list[ToolDefinition]:
+        """The tools implemented by an artifact; stored JSON without the word ``"artifact"``
+        cannot be one, so it is skipped unparsed."""
+        return [tool for key, rec in list(self._records.items())
+                if isinstance(rec, tuple) or '"artifact"' in rec.stored.definition_json
+                if (tool := self._tool(key)).implementation_type == "artifact"]
 
     def runnable(self, tenant_id: str, name: str, pin: str | None) -> CompiledTool | None:
         """The version that runs for this tenant in this mode (``None``: no such version)."""
@@ -379,6 +417,6 @@ def snapshot(reg: RegistryRepo, *, mode: Mode, factory: ProviderFactory,
     catalog = Catalog(mode=mode, provider_factory=factory)
     catalog.tenant_bounds = bounds
     catalog.mcp_servers = servers_from(reg.get_setting(SERVERS_SETTING))
-    catalog.load(reg.tools(all_tenants=True), reg.versions, reg.profiles(), reg.agents(),
+    catalog.load(reg.stored_tools(), reg.versions, reg.profiles(), reg.agents(),
                  tenants)
     return catalog

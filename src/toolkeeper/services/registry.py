@@ -257,9 +257,9 @@ class RegistryService:
         published (at start-up; calls check it again). Returns the quarantined names. An
         artifact no longer installed is left to the call (``artifact_not_installed``)."""
         drifted = []
-        for tool in self._catalog().all_tools():
+        for tool in self._catalog().artifact_tools():
             pinned = tool.implementation.get("artifact_hash")
-            if tool.implementation_type != "artifact" or pinned is None or \
+            if pinned is None or \
                     tool.status not in (ToolStatus.PUBLISHED, ToolStatus.DEPRECATED):
                 continue
             try:

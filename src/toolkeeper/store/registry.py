@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection, Text, cast, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
@@ -33,6 +33,15 @@ HASHED_FIELDS = ("name", "description", "actions", "input_schema", "output_schem
 def definition_hash(tool: ToolDefinition) -> str:
     """What pinning protects: name, description, schemas (SPEC §7 MCP, §8)."""
     return digest(tool.model_dump(mode="json", include=set(HASHED_FIELDS)))
+
+
+class StoredTool(NamedTuple):
+    """One tool row as stored: ``tenant_key`` is the tenant or ``GLOBAL_TENANT``."""
+
+    record_id: str
+    tenant_key: str
+    name: str
+    definition_json: str
 
 
 class RegistryRepo:
@@ -83,6 +92,13 @@ class RegistryRepo:
         with self._db.read() as conn:
             rows = conn.execute(q.order_by(tools.c.name)).all()
         return [(r[0], ToolDefinition.model_validate_json(r[1])) for r in rows]
+
+    def stored_tools(self) -> list[StoredTool]:
+        """Every tenant's tools with their definitions as stored JSON text, unparsed: the
+        catalog parses each on first use (they were validated when written)."""
+        q = select(tools.c.id, tools.c.tenant_key, tools.c.name, cast(tools.c.definition, Text))
+        with self._db.read() as conn:
+            return [StoredTool(*r) for r in conn.execute(q.order_by(tools.c.name)).all()]
 
     def tool(self, name: str, tenant_id: str | None) -> tuple[str, ToolDefinition] | None:
         with self._db.read() as conn:

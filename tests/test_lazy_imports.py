@@ -1,0 +1,50 @@
+"""Start-up imports only what serving needs: the page reader's libraries (trafilatura and
+its helpers), the MCP SDK and the OpenTelemetry SDK load when first used (SPEC §10 start-up)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.processes import child_env
+
+LAZY = ("trafilatura", "courlan", "htmldate", "justext", "mcp", "opentelemetry.sdk")
+
+_STARTUP = """
+import json, sys
+from toolkeeper.api import create_app
+from toolkeeper.gateway import Gateway
+gw = Gateway.open(sys.argv[1])
+app = create_app(gw)
+loaded = {m: m in sys.modules for m in json.loads(sys.argv[2])}
+if sys.argv[3] == "read-page":
+    from toolkeeper.builtins._web_page import read_html
+    page = read_html("<html><title>T</title><body><p>Hello there.</p></body></html>",
+                     "https://example.test/", max_links=5)
+    assert page.title == "T", page
+    loaded["after_read:trafilatura"] = "trafilatura" in sys.modules
+gw.close()
+print(json.dumps(loaded))
+"""
+
+
+def _run(tmp_path: Path, then: str) -> dict[str, bool]:
+    url = f"sqlite:///{tmp_path / 'lazy.db'}"
+    out = subprocess.run([sys.executable, "-c", _STARTUP, url, json.dumps(LAZY), then],
+                         env=child_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result: dict[str, bool] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def test_serving_app_does_not_import_unused_libraries(tmp_path: Path) -> None:
+    loaded = _run(tmp_path, "nothing")
+    assert [m for m in LAZY if loaded[m]] == []
+
+
+def test_page_reader_imports_trafilatura_on_first_use(tmp_path: Path) -> None:
+    loaded = _run(tmp_path, "read-page")
+    assert loaded["trafilatura"] is False
+    assert loaded["after_read:trafilatura"] is True
