@@ -35,9 +35,9 @@ def api(db_url: str) -> Iterator[RestClient]:
         gw = client.gw
         gw.registry.register(definition("agent_call"))
         gw.registry.put_profile(Profile(name="callers", autonomy=3,
-                                        activations=(Activation(tool="agent_call"),)))
+                                        activations=(Activation(tool="agent_call"),)), replace=True)
         for name in ("alice", "bob"):
-            gw.registry.put_agent(Agent(name=name, profile="callers"))
+            gw.registry.put_agent(Agent(name=name, profile="callers"), replace=True)
             client.tokens[name] = gw.store.tokens.create(
                 tenant_id="default", role="agent", agent=name, label=name)[1]
         yield client
@@ -155,7 +155,7 @@ def test_an_agent_call_tool_created_over_rest_runs(api: RestClient) -> None:
     published = api.post("admin", f"/tools/{created.json()['id']}/publish")
     assert published.status_code == 200, published.text
     api.gw.registry.put_profile(Profile(name="callers", autonomy=3,
-                                        activations=(Activation(tool="ask_bob"),)))
+                                        activations=(Activation(tool="ask_bob"),)), replace=True)
     with serving(Bob) as url:
         assert api.put("admin", "/agents/bob/endpoint",
                        _endpoint(url + "/run")).status_code == 200

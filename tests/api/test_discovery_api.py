@@ -97,7 +97,7 @@ def test_an_action_filter_that_allows_nothing_disables_the_tool(api: RestClient)
     profile = api.gw.catalog.profiles[("acme", "main")].profile
     acts = tuple(a for a in profile.activations if a.tool != "lookup")
     api.gw.registry.put_profile(profile.model_copy(update={
-        "activations": (*acts, Activation(tool="lookup", actions=("other",)))}))
+        "activations": (*acts, Activation(tool="lookup", actions=("other",)))}), replace=True)
     listed = tools_of(api.get("bot", "/discovery/agents/bot/unavailable"))
     assert listed["lookup"]["why_unavailable"] == "disabled_for_agent"
 

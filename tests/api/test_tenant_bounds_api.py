@@ -102,8 +102,8 @@ def bounded(db_url: str, host: Host, **tenant_bounds: list[str]) -> Iterator[Bou
     try:
         gw.registry.register(definition("git", policy={"repo_root": str(host.repo)}))
         gw.registry.register(definition("http_request", risk_default="low"))
-        gw.registry.put_profile(Profile(name="main", tenant_id="acme", autonomy=3))
-        gw.registry.put_agent(Agent(name="bot", profile="main", tenant_id="acme"))
+        gw.registry.put_profile(Profile(name="main", tenant_id="acme", autonomy=3), replace=True)
+        gw.registry.put_agent(Agent(name="bot", profile="main", tenant_id="acme"), replace=True)
         tokens = {"admin": gw.store.tokens.create(tenant_id="acme", role="admin")[1],
                   "bot": gw.store.tokens.create(tenant_id="acme", role="agent",
                                                 agent="bot")[1]}
@@ -220,7 +220,8 @@ def test_an_operator_profile_is_not_bounded(db_url: str, host: Host) -> None:
     with bounded(db_url, host) as api:
         api.gw.registry.put_profile(Profile(
             name="main", tenant_id="acme", autonomy=3,
-            activations=(Activation(tool="git", policy={"repo_root": str(host.secret)}),)))
+            activations=(Activation(tool="git", policy={"repo_root": str(host.secret)}),)),
+                                    replace=True)
         result = api.execute("git", {}, "log")
         assert result["status"] == "succeeded", result
         assert "add SECRET.txt" in str(result["output"])
@@ -268,7 +269,7 @@ def test_a_stored_api_http_tool_cannot_reach_the_gateways_loopback(
         tool_id = api.gw.store.registry.upsert_tool(tool)
         api.gw.store.registry.add_version(tool_id, tool)
         api.gw.registry.put_profile(Profile(name="main", tenant_id="acme", autonomy=3,
-                                            activations=(Activation(tool="probe"),)))
+                                            activations=(Activation(tool="probe"),)), replace=True)
         denied_bounds(api, api.execute("probe", {}))
     assert Hits.count == []
 

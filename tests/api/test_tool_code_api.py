@@ -79,8 +79,9 @@ def _create(api: RestClient, **fields: Any) -> Any:
 def _agent(api: RestClient, tool_name: str, autonomy: int = 3) -> str:
     """An agent token of ``acme`` whose profile enables ``tool_name``."""
     api.gw.registry.put_profile(Profile(name="probe", tenant_id="acme", autonomy=autonomy,
-                                        activations=(Activation(tool=tool_name),)))
-    api.gw.registry.put_agent(Agent(name="probe-bot", profile="probe", tenant_id="acme"))
+                                        activations=(Activation(tool=tool_name),)), replace=True)
+    api.gw.registry.put_agent(Agent(name="probe-bot", profile="probe", tenant_id="acme"),
+                              replace=True)
     return api.gw.store.tokens.create(tenant_id="acme", role="agent", agent="probe-bot")[1]
 
 

@@ -48,7 +48,7 @@ def gw(db_url: str, callee: tuple[str, Got]) -> Iterator[Gateway]:
     for tenant in ("default", "other"):
         gateway.registry.put_profile(Profile(
             name="callers", tenant_id=tenant, autonomy=3,
-            activations=(Activation(tool="agent_call", policy={"max_depth": 3}),)))
+            activations=(Activation(tool="agent_call", policy={"max_depth": 3}),)), replace=True)
     agents = [Agent(name="caller", profile="callers"),
               Agent(name="helper", profile="callers", endpoint=_endpoint(url + "/echo")),
               Agent(name="drafty", profile="callers",
@@ -57,13 +57,13 @@ def gw(db_url: str, callee: tuple[str, Got]) -> Iterator[Gateway]:
               Agent(name="stranger", profile="callers", tenant_id="other",
                     endpoint=_endpoint(url + "/echo"))]
     for agent in agents:
-        gateway.registry.put_agent(agent)
+        gateway.registry.put_agent(agent, replace=True)
     yield gateway
     gateway.close()
 
 
 def _set_endpoint(gw: Gateway, name: str, endpoint: AgentEndpoint) -> None:
-    gw.registry.put_agent(Agent(name=name, profile="callers", endpoint=endpoint))
+    gw.registry.put_agent(Agent(name=name, profile="callers", endpoint=endpoint), replace=True)
 
 
 async def _call(gw: Gateway, arguments: dict[str, Any], agent: str = "caller",
@@ -182,18 +182,18 @@ async def test_limits_timeout_and_reply_size(gw: Gateway, callee: tuple[str, Got
     assert slow.reason == "timeout"
     _set_endpoint(gw, "helper", _endpoint(url + "/big"))
     gw.registry.put_profile(Profile(name="callers", autonomy=3, activations=(
-        Activation(tool="agent_call", policy={"max_response_bytes": 1000}),)))
+        Activation(tool="agent_call", policy={"max_response_bytes": 1000}),)), replace=True)
     big = await _call(gw, {"target_agent_slug": "helper", "input": "x"})
     assert big.reason == "output_too_large"
 
 
 async def test_policy_allow_list_and_ssrf_guard(gw: Gateway, callee: tuple[str, Got]) -> None:
     gw.registry.put_profile(Profile(name="callers", autonomy=3, activations=(
-        Activation(tool="agent_call", policy={"allowed_agents": ["someone-else"]}),)))
+        Activation(tool="agent_call", policy={"allowed_agents": ["someone-else"]}),)), replace=True)
     res = await _call(gw, {"target_agent_slug": "helper", "input": "x"})
     assert res.reason == "agent_not_allowed"
     gw.registry.put_profile(Profile(name="callers", autonomy=3, activations=(
-        Activation(tool="agent_call"),)))
+        Activation(tool="agent_call"),)), replace=True)
     _set_endpoint(gw, "helper", _endpoint(callee[0] + "/echo", allowed_networks=()))
     guarded = await _call(gw, {"target_agent_slug": "helper", "input": "x"})
     assert guarded.reason == "address_not_allowed"
@@ -216,7 +216,7 @@ async def test_agent_call_tool_with_a_fixed_target(gw: Gateway, callee: tuple[st
         implementation_type="agent_call",
         implementation={"target_agent_slug": "helper", "timeout_s": 5}), tenant_id="default")
     gw.registry.put_profile(Profile(name="callers", autonomy=3, activations=(
-        Activation(tool="ask_helper"),)))
+        Activation(tool="ask_helper"),)), replace=True)
     res = await gw.call("ask_helper", arguments={"input": "fixed"}, agent="caller")
     assert res.status is CallStatus.SUCCEEDED, res.message
     assert res.output["target_agent_slug"] == "helper"
@@ -238,7 +238,7 @@ async def test_a_tenant_endpoint_beyond_todays_ceiling_is_denied_at_call_time(
 async def test_a_supervised_agent_gets_a_preview_and_nothing_is_sent(
         gw: Gateway, callee: tuple[str, Got]) -> None:
     gw.registry.put_profile(Profile(name="callers", autonomy=1, activations=(
-        Activation(tool="agent_call"),)))
+        Activation(tool="agent_call"),)), replace=True)
     res = await _call(gw, {"target_agent_slug": "helper", "input": "x"})
     assert res.status is CallStatus.PREVIEW_REQUIRED, res
     assert res.preview["data"]["target_agent_slug"] == "helper"
@@ -248,7 +248,7 @@ async def test_a_supervised_agent_gets_a_preview_and_nothing_is_sent(
 
 async def test_a2a_reply_size_cap_and_dead_endpoint(gw: Gateway) -> None:
     gw.registry.put_profile(Profile(name="callers", autonomy=3, activations=(
-        Activation(tool="agent_call", policy={"max_response_bytes": 20}),)))
+        Activation(tool="agent_call", policy={"max_response_bytes": 20}),)), replace=True)
     with a2a_agent() as (url, got):
         _set_endpoint(gw, "helper", _endpoint(url, "a2a"))
         big = await _call(gw, {"target_agent_slug": "helper", "input": "x" * 100})

@@ -147,14 +147,16 @@ def server() -> Iterator[str]:
 def gw(db_url: str) -> Iterator[Gateway]:
     with Gateway.open(db_url) as gateway:
         gateway.registry.register(definition("web_fetch"))
-        gateway.registry.put_agent(Agent(name="bot", profile="reader", tenant_id="default"))
+        gateway.registry.put_agent(Agent(name="bot", profile="reader", tenant_id="default"),
+                                   replace=True)
         yield gateway
 
 
 def fetch(gw: Gateway, url: str | dict[str, Any], **policy: Any) -> CallResult:
     """Call ``web_fetch`` as agent ``bot``, whose profile activates it with ``policy``."""
     gw.registry.put_profile(Profile(name="reader", tenant_id="default", autonomy=3,
-                                    activations=[Activation(tool="web_fetch", policy=policy)]))
+                                    activations=[Activation(tool="web_fetch", policy=policy)]),
+                            replace=True)
     return gw.call_sync("web_fetch", arguments={"url": url} if isinstance(url, str) else url,
                         agent="bot")
 
@@ -242,7 +244,8 @@ def test_every_resolved_address_is_checked(db_url: str) -> None:
 
     with Gateway.open(db_url) as gw:
         gw.registry.register(WebFetchTool(resolver=resolve))
-        gw.registry.put_agent(Agent(name="bot", profile="reader", tenant_id="default"))
+        gw.registry.put_agent(Agent(name="bot", profile="reader", tenant_id="default"),
+                              replace=True)
         refused(fetch(gw, "http://public.example/"), "address_not_allowed")
 
 
@@ -353,8 +356,8 @@ def test_tenant_over_rest_may_list_networks_only_within_the_operators_ceiling(
         db_url: str, server: str) -> None:
     with Gateway.open(db_url, tenant_bounds={"networks": ["127.0.0.0/8"]}) as gw:
         gw.registry.register(definition("web_fetch"))
-        gw.registry.put_profile(Profile(name="team", tenant_id="default", autonomy=3))
-        gw.registry.put_agent(Agent(name="bot", profile="team", tenant_id="default"))
+        gw.registry.put_profile(Profile(name="team", tenant_id="default", autonomy=3), replace=True)
+        gw.registry.put_agent(Agent(name="bot", profile="team", tenant_id="default"), replace=True)
         admin = gw.store.tokens.create(tenant_id="default", role="admin")[1]
         with TestClient(create_app(gw)) as client:
             def activate(policy: dict[str, Any]) -> httpx.Response:

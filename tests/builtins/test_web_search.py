@@ -111,8 +111,8 @@ def _gateway(db_url: str, tools: dict[str, dict[str, Any]],
         gw.registry.register(definition("web_search", name=name, policy=own,
                                         implementation={"builtin_key": "web_search", **extra}))
     gw.registry.put_profile(Profile(name="p", autonomy=Autonomy(3), activations=tuple(
-        Activation(tool=name) for name in tools)))
-    gw.registry.put_agent(Agent(name="bot", profile="p"))
+        Activation(tool=name) for name in tools)), replace=True)
+    gw.registry.put_agent(Agent(name="bot", profile="p"), replace=True)
     return gw
 
 
@@ -385,7 +385,7 @@ def test_a_tenant_searches_with_its_own_credential_over_rest(
         published = api.call("POST", f"/tools/{created.json()['id']}/publish")
         assert published.status_code == 200, published.text
         api.gw.registry.put_profile(Profile(name="reader", autonomy=Autonomy(3),
-                                            activations=(Activation(tool="search"),)))
+                                            activations=(Activation(tool="search"),)), replace=True)
         res = api.call("POST", "/tools/execute", who="agent",
                        json={"tool": "search", "arguments": {"query": "rest", "num": 2}})
         assert res.status_code == 200, res.text

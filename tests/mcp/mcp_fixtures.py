@@ -88,15 +88,16 @@ def build_gateway(url: str) -> tuple[Gateway, dict[str, str]]:
         gw.registry.register(t)
     everything = tuple(Activation(tool=n) for n in ("add", "pay", "bank"))
     for name, autonomy in (("auto", 3), ("supervised", 1), ("manual", 0)):
-        gw.registry.put_profile(Profile(name=name, autonomy=autonomy, activations=everything))
+        gw.registry.put_profile(Profile(name=name, autonomy=autonomy, activations=everything),
+                                replace=True)
     gw.registry.put_profile(Profile(name="reading", autonomy=3,
-                                    activations=(Activation(tool="add"),)))
+                                    activations=(Activation(tool="add"),)), replace=True)
     gw.registry.put_profile(Profile(name="acme", tenant_id="acme", autonomy=3,
-                                    activations=everything))
+                                    activations=everything), replace=True)
     agents = {"bot": "auto", "sup": "supervised", "intern": "manual", "reader": "reading"}
     for agent, profile in agents.items():
-        gw.registry.put_agent(Agent(name=agent, profile=profile))
-    gw.registry.put_agent(Agent(name="acme-bot", profile="acme", tenant_id="acme"))
+        gw.registry.put_agent(Agent(name=agent, profile=profile), replace=True)
+    gw.registry.put_agent(Agent(name="acme-bot", profile="acme", tenant_id="acme"), replace=True)
     tokens = {a: gw.store.tokens.create(tenant_id="default", role="agent", agent=a)[1]
               for a in agents}
     tokens["acme-bot"] = gw.store.tokens.create(tenant_id="acme", role="agent",
@@ -135,7 +136,7 @@ def serving(url: str, *, max_body_bytes: int = 200_000, extra: tuple[Any, ...] =
     if extra:
         names = ("add", "pay", "bank", *(t.tool_name for t in extra))
         gw.registry.put_profile(Profile(name="auto", autonomy=3, activations=tuple(
-            Activation(tool=n) for n in names)))
+            Activation(tool=n) for n in names)), replace=True)
     port = _free_port()
     app: Any = create_app(gw, ApiSettings(max_body_bytes=max_body_bytes,
                                           mcp_allowed_hosts=mcp_hosts("127.0.0.1")))

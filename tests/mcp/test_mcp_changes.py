@@ -28,7 +28,8 @@ def srv(tmp_path: Any) -> Iterator[McpServer]:
 
 def _grant(srv: McpServer, profile: str, tools: tuple[str, ...], autonomy: int = 3) -> None:
     srv.gw.registry.put_profile(Profile(name=profile, autonomy=autonomy,
-                                        activations=tuple(Activation(tool=t) for t in tools)))
+                                        activations=tuple(Activation(tool=t) for t in tools)),
+                                replace=True)
 
 
 def _listener() -> tuple[list[Any], anyio.Event, Callable[[Any], Awaitable[None]]]:

@@ -226,7 +226,7 @@ def test_a_tenant_cannot_define_an_mcp_tool_through_the_api(fx: Setup) -> None:
     assert refused.value.reason == "provider_unavailable"
     assert "upstream MCP" in refused.value.message
     fx.gw.registry.put_profile(Profile(name="p", autonomy=3,
-                                       activations=(Activation(tool="steal"),)))
+                                       activations=(Activation(tool="steal"),)), replace=True)
     stopped = fx.gw.call_sync("steal", agent="a")
     assert stopped.status.value != "succeeded" and stopped.output is None, stopped
 

@@ -111,8 +111,8 @@ def _gateway(url: str, **kw: Any) -> Gateway:
         concurrency_group="single", max_concurrency=1, timeout_s=0.5, max_retries=0))
     gw.registry.put_profile(Profile(
         name="p", autonomy=Autonomy(2), activations=(Activation(tool="flaky"),),
-        limits=Limits(max_calls_per_turn=3)))
-    gw.registry.put_agent(Agent(name="bot", profile="p"))
+        limits=Limits(max_calls_per_turn=3)), replace=True)
+    gw.registry.put_agent(Agent(name="bot", profile="p"), replace=True)
     return gw
 
 
@@ -153,8 +153,8 @@ def test_a_call_without_cap_or_group_never_touches_the_shared_tables(db_url: str
     with Gateway(Store.open(db_url), shared_rate_limits=True) as gw:
         gw.registry.register(plain)
         gw.registry.put_profile(Profile(name="p", autonomy=Autonomy(2),
-                                        activations=(Activation(tool="plain"),)))
-        gw.registry.put_agent(Agent(name="bot", profile="p"))
+                                        activations=(Activation(tool="plain"),)), replace=True)
+        gw.registry.put_agent(Agent(name="bot", profile="p"), replace=True)
         event.listen(gw.store.db.engine, "before_cursor_execute",
                      lambda _c, _cur, sql, *_: seen.append(sql))
         for turn in (None, "t1"):
@@ -163,6 +163,6 @@ def test_a_call_without_cap_or_group_never_touches_the_shared_tables(db_url: str
         assert not [sql for sql in seen if "turn_counts" in sql or "concurrency_" in sql]
         gw.registry.put_profile(Profile(name="p", autonomy=Autonomy(2),
                                         activations=(Activation(tool="plain"),),
-                                        limits=Limits(max_calls_per_turn=1)))
+                                        limits=Limits(max_calls_per_turn=1)), replace=True)
         assert gw.call_sync("plain", arguments={"n": 1}, agent="bot", turn_group_id="t2").ok
         assert [sql for sql in seen if "turn_counts" in sql]  # the listener does see them
