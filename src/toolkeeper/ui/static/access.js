@@ -132,34 +132,45 @@
 
   // discovery tiers ----------------------------------------------------------------------
 
+  const tierPages = { enabled: { page: 0 }, unavailable: { page: 0 } };  // paged() in app.js
+
+  function enabledRow(t) {
+    const tr = document.createElement("tr");
+    cell(tr, t.name);
+    cell(tr, t.version);
+    cell(tr, t.actions.join(", "));
+    cell(tr, Object.values(t.names).join(", "));
+    return tr;
+  }
+
+  function unavailableRow(t) {
+    const tr = document.createElement("tr");
+    cell(tr, t.name);
+    cell(tr, t.why_unavailable).className = "reason";
+    cell(tr, t.message);
+    cell(tr, t.missing_scopes.join(", "));
+    return tr;
+  }
+
+  function tierTable(which, items, row) {  // client-side paging: the API returns a tier whole
+    const { rows, nav } = paged(items, tierPages[which], which + " tools", () => tierTable(which, items, row));
+    $("#" + which + "-table tbody").replaceChildren(...rows.map(row));
+    $("#" + which + "-pages").replaceChildren(nav);
+  }
+
   async function tiers() {
     const agent = $("#tier-agent").value;
-    const enabled = $("#enabled-table tbody");
-    const unavailable = $("#unavailable-table tbody");
-    enabled.replaceChildren();
-    unavailable.replaceChildren();
+    tierPages.enabled.page = tierPages.unavailable.page = 0;
+    tierTable("enabled", [], enabledRow);
+    tierTable("unavailable", [], unavailableRow);
     $("#tier-result").textContent = "";
     if (!agent) return;
     const path = "/discovery/agents/" + encodeURIComponent(agent);
     try {
       const [on, off] = await Promise.all([api("GET", path + "/enabled"),
         api("GET", path + "/unavailable")]);
-      for (const t of on.tools) {
-        const tr = document.createElement("tr");
-        cell(tr, t.name);
-        cell(tr, t.version);
-        cell(tr, t.actions.join(", "));
-        cell(tr, Object.values(t.names).join(", "));
-        enabled.appendChild(tr);
-      }
-      for (const t of off.tools) {
-        const tr = document.createElement("tr");
-        cell(tr, t.name);
-        cell(tr, t.why_unavailable).className = "reason";
-        cell(tr, t.message);
-        cell(tr, t.missing_scopes.join(", "));
-        unavailable.appendChild(tr);
-      }
+      tierTable("enabled", on.tools, enabledRow);
+      tierTable("unavailable", off.tools, unavailableRow);
       $("#tier-result").textContent = agent + " (profile " + on.profile + "): "
         + on.tools.length + " enabled, " + off.tools.length + " unavailable";
     } catch (e) {

@@ -10,6 +10,7 @@ window.Agents = (() => {
 
   const A = {
     agents: [], profiles: [], tools: [], templates: {}, page: 0, isAdmin: false,
+    profilePage: { page: 0 }, groupPages: {},  // paged(): the profiles' page, each picker group's
     editing: null,  // the profile being edited (as read from the API)
     picked: new Map(),  // tool name -> its activation (kept whole: policy, gates, limits …)
 
@@ -48,7 +49,9 @@ window.Agents = (() => {
     renderProfiles() {
       const tb = $("#profile-table tbody");
       tb.replaceChildren();
-      for (const p of this.profiles) {
+      const { rows, nav } = paged(this.profiles, this.profilePage, "profiles", () => this.renderProfiles());
+      $("#profile-pages").replaceChildren(nav);
+      for (const p of rows) {
         const tr = tb.insertRow();
         tr.dataset.profile = p.name;
         for (const v of [p.name, String(p.autonomy), p.scopes.join(", "),
@@ -80,6 +83,7 @@ window.Agents = (() => {
       $("#pick-subtype").replaceChildren(el("option", "any"), ...options(subtypes, ""));
       $("#pick-subtype").firstChild.value = "";
       $("#profile-editor").hidden = false;
+      this.groupPages = {};
       this.renderPicker();
       $("#editor-title").scrollIntoView();
     },
@@ -108,7 +112,10 @@ window.Agents = (() => {
         const fs = el("fieldset", null, "pick-group");
         fs.dataset.bucket = b;
         fs.appendChild(el("legend", b + " (" + group.length + ")"));
-        for (const t of group) fs.appendChild(this.pickRow(t));
+        const at = this.groupPages[b] = this.groupPages[b] || { page: 0 };
+        const { rows, nav } = paged(group, at, b + " tools", () => this.renderPicker());
+        for (const t of rows) fs.appendChild(this.pickRow(t));
+        fs.appendChild(nav);
         box.appendChild(fs);
       }
       if (!box.childElementCount) box.appendChild(el("p", "No tool matches.", "hint"));
@@ -282,8 +289,9 @@ window.Agents = (() => {
     });
     $("#agent-prev").addEventListener("click", () => { A.page--; say(A.renderAgents()); });
     $("#agent-next").addEventListener("click", () => { A.page++; say(A.renderAgents()); });
-    for (const id of ["#pick-bucket", "#pick-subtype"]) $(id).addEventListener("change", () => A.renderPicker());
-    $("#pick-search").addEventListener("input", () => A.renderPicker());
+    const refilter = () => { A.groupPages = {}; A.renderPicker(); };  // a new filter starts at page 1
+    for (const id of ["#pick-bucket", "#pick-subtype"]) $(id).addEventListener("change", refilter);
+    $("#pick-search").addEventListener("input", refilter);
     $("#pick-clear").addEventListener("click", () => { A.picked.clear(); A.renderPicker(); });
     $("#profile-save").addEventListener("click", () => A.save()
       .then(done => A.load().then(() => { A.renderPicker(); result(done); }))

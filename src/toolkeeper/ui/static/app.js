@@ -57,6 +57,36 @@ function button(td, label, cls, onClick) {
   td.appendChild(b);
 }
 
+// client-side paging of a list the API returns whole: the rows of the caller's page (at.page)
+// and a Previous / Next nav for it, shown only when there is more than one page of LIST_PAGE
+const LIST_PAGE = 20;
+
+function paged(items, at, what, redraw) {
+  const pages = Math.max(1, Math.ceil(items.length / LIST_PAGE));
+  at.page = Math.min(Math.max(at.page || 0, 0), pages - 1);
+  const nav = el("div", null, "pager");
+  nav.dataset.pager = what;
+  if (pages > 1) {
+    const turn = (step, label) => {
+      const b = el("button", label);
+      b.type = "button";
+      b.dataset.step = String(step);
+      b.setAttribute("aria-label", label + " page of " + what);
+      b.disabled = step < 0 ? at.page === 0 : at.page >= pages - 1;
+      b.addEventListener("click", () => {
+        at.page += step;
+        redraw();  // the nav is rebuilt: keep the keyboard on the same button
+        const again = document.querySelector(
+          '[data-pager="' + CSS.escape(what) + '"] button[data-step="' + step + '"]');
+        if (again) (again.disabled ? again.parentElement.querySelector("button:not([disabled])") || again : again).focus();
+      });
+      return b;
+    };
+    nav.append(turn(-1, "Previous"), el("span", "page " + (at.page + 1) + " of " + pages), turn(1, "Next"));
+  }
+  return { rows: items.slice(at.page * LIST_PAGE, (at.page + 1) * LIST_PAGE), nav };
+}
+
 // who the token is (GET /me), for every script: Console.roles holds its role names
 const Console = { me: null, roles: new Set() };
 

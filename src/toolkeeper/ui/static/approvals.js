@@ -6,6 +6,7 @@ const POLL_MS = 3000;
 const POLL_FOR_MS = 10 * 60 * 1000;  // stop polling after 10 minutes; showing the tab resumes
 let pollTimer = null;
 let pollUntil = 0;
+const inboxPage = { page: 0 };  // the inbox's page (paged() in app.js), kept across polls
 
 function field(dl, label, value, pre) {
   const dt = document.createElement("dt");
@@ -242,11 +243,16 @@ function approvalCard(a) {
   return card;
 }
 
+function showInbox(items) {  // client-side paging: GET /approvals returns every pending one
+  const list = $("#approval-list");
+  const { rows, nav } = paged(items, inboxPage, "pending approvals", () => showInbox(items));
+  list.replaceChildren(...rows.map(approvalCard), nav);
+  if (!items.length) list.appendChild(el("p", "Nothing is waiting for a decision.", "hint"));
+}
+
 async function refreshApprovals() {
   const items = await api("GET", "/approvals?status=pending");
-  const list = $("#approval-list");
-  list.replaceChildren(...items.map(approvalCard));
-  if (!items.length) list.appendChild(el("p", "Nothing is waiting for a decision.", "hint"));
+  showInbox(items);
   return items.length + " pending";
 }
 
