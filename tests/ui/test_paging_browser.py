@@ -1,8 +1,8 @@
 """Every list of the console pages (issue 11 item 6), in a real Chromium against a real
 ``toolkeeper serve``: with more than 20 entries the profiles list, a Tool Picker group, the
-approvals inbox and an agent's unavailable tools show 20 at a time with Previous / Next
-(client-side: their API returns the list whole), and a box checked on one page of the picker
-stays checked after turning pages."""
+approvals inbox, an agent's unavailable tools and a tool's versions show 20 at a time with
+Previous / Next (client-side: their API returns the list whole), and a box checked on one
+page of the picker stays checked after turning pages."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
                     "implementation_config": {"url": "https://example.com/x", "method": "GET"}}
             made = _rest(srv, "admin", "POST", "/tools", json=body)
             _rest(srv, "admin", "POST", f"/tools/{made['id']}/publish")
+            if i == 0:  # probe00 gets MANY more versions
+                for v in range(MANY):
+                    _rest(srv, "admin", "POST", f"/tools/{made['id']}/version?new_version=9.0.{v}")
             paid = _rest(srv, "agent", "POST", "/tools/execute", json={
                 "tool": "bank", "action": "pay", "arguments": {"invoice": f"inv-{i}", "amount": i}})
             assert paid["status"] == "approval_required", paid
@@ -116,3 +119,17 @@ def test_the_unavailable_tier_pages(console_page: ConsolePage, many: Server) -> 
     _turn(page, "unavailable tools", "Next")
     expect(rows).to_have_count(MANY - 20)
     expect(page.locator('[data-pager="unavailable tools"]')).to_contain_text("page 2 of 2")
+
+
+def test_a_tools_versions_page_in_the_drawer(console_page: ConsolePage, many: Server) -> None:
+    page = console_page.page
+    _login(page, many)
+    page.get_by_role("button", name="Tools", exact=True).click()
+    page.fill("#tool-search", "probe00")
+    page.locator("#tools tbody tr[data-tool=probe00] button.link").click()
+    rows = page.locator("#tool-drawer table.versions tbody tr")
+    expect(rows).to_have_count(20)
+    versions = MANY + 1  # the first publish and the bumps
+    _turn(page, "versions", "Next")
+    expect(rows).to_have_count(versions - 20)
+    expect(page.locator('#tool-drawer [data-pager="versions"]')).to_contain_text("page 2 of 2")

@@ -259,22 +259,30 @@ window.Registry = (() => {
     return table;
   }
 
-  function versionsTable(versions) {
+  function versionsTable(versions) {  // client-side paging: GET /tools/{id}/versions returns all
     if (!versions.length) return el("p", "hint", "Never published.");
     const table = el("table", "versions", "");
     const head = table.createTHead().insertRow();
     for (const h of ["version", "snapshot at", "definition hash", "snapshot"]) head.appendChild(el("th", "", h));
     const tb = table.createTBody();
-    for (const v of versions) {
-      const tr = tb.insertRow();
-      tr.insertCell().textContent = v.version;
-      tr.insertCell().textContent = v.snapshot_at;
-      tr.insertCell().textContent = v.definition_hash || "";
-      const d = el("details", "", "");
-      d.append(el("summary", "", "show"), json(v.tool));
-      tr.insertCell().appendChild(d);
-    }
-    return table;
+    const box = el("div", "", "");
+    const at = { page: 0 };
+    const draw = () => {
+      const { rows, nav } = paged(versions, at, "versions", draw);
+      tb.replaceChildren();
+      for (const v of rows) {
+        const tr = tb.insertRow();
+        tr.insertCell().textContent = v.version;
+        tr.insertCell().textContent = v.snapshot_at;
+        tr.insertCell().textContent = v.definition_hash || "";
+        const d = el("details", "", "");
+        d.append(el("summary", "", "show"), json(v.tool));
+        tr.insertCell().appendChild(d);
+      }
+      box.replaceChildren(table, nav);
+    };
+    draw();
+    return box;
   }
 
   document.addEventListener("DOMContentLoaded", () => {
