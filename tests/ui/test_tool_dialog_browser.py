@@ -158,3 +158,24 @@ def test_an_approver_sees_no_new_or_edit(console_page: ConsolePage,
     page.locator("#tools tbody tr[data-tool=calculate] button.link").click()
     expect(page.locator("#drawer-body table.versions, #drawer-body p.hint").last).to_be_visible()
     expect(page.locator("#tool-drawer").get_by_role("button", name="Edit")).to_have_count(0)
+
+
+def test_the_dialog_by_keyboard_alone(console_page: ConsolePage, dialog_server: Server) -> None:
+    """Enter in a field saves the draft (implicit submission), Escape closes the dialog and the
+    keyboard is back on New tool (issue 11 item 6)."""
+    page = console_page.page
+    _tools(page, dialog_server, "admin")
+    page.get_by_role("button", name="New tool").focus()
+    page.keyboard.press("Enter")
+    name = form(page).get_by_label("Name", exact=True)
+    expect(name).to_be_focused()
+    page.keyboard.type("bykeys")
+    page.keyboard.press("Tab")
+    expect(form(page).get_by_label("Description")).to_be_focused()
+    form(page).get_by_label("URL").fill("https://keys.example/api")
+    name.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#tooledit-result")).to_have_text("Saved bykeys 1.0.0 (draft)")
+    page.keyboard.press("Escape")
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    expect(page.get_by_role("button", name="New tool")).to_be_focused()

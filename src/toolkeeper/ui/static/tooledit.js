@@ -248,7 +248,8 @@ window.ToolEdit = (() => {
       return status;
     };
     $("#tool-new").addEventListener("click", (ev) => ToolEdit.open(null, ev.currentTarget));
-    $("#tooledit").addEventListener("submit", (ev) => ev.preventDefault());
+    // Save draft is the form's submit button: Enter in a field saves too (never closes it)
+    $("#tooledit").addEventListener("submit", (ev) => { ev.preventDefault(); ToolEdit.save(); });
     $("#tooledit-close").addEventListener("click", () => ToolEdit.close());
     $("#tool-dialog").addEventListener("close", () => ToolEdit.restore());
     $("#te-type").addEventListener("change", () => ToolEdit.kind());
@@ -258,7 +259,6 @@ window.ToolEdit = (() => {
     }
     $("#te-mcp-server").addEventListener("change", serverTools);
     $("#te-artifact").addEventListener("change", artifactVersions);
-    $("#te-save").addEventListener("click", () => ToolEdit.save());
     $("#te-publish").addEventListener("click", () => ToolEdit.publish());
     $("#te-bump").addEventListener("click", () => ToolEdit.bump());
   });
