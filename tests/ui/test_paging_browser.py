@@ -133,3 +133,26 @@ def test_a_tools_versions_page_in_the_drawer(console_page: ConsolePage, many: Se
     _turn(page, "versions", "Next")
     expect(rows).to_have_count(versions - 20)
     expect(page.locator('#tool-drawer [data-pager="versions"]')).to_contain_text("page 2 of 2")
+
+
+def test_the_tool_picker_by_keyboard(console_page: ConsolePage, many: Server) -> None:
+    """Space toggles a picker checkbox, Tab moves on to its Details, Enter turns the group's
+    page and the keyboard stays on the pager (issue 11 item 6: keyboard usable)."""
+    page = console_page.page
+    _login(page, many)
+    page.get_by_role("button", name="Agents", exact=True).click()
+    page.locator('#profile-table tr[data-profile="p03"]').get_by_role("button", name="Edit").click()
+    group = page.locator('#picker-groups fieldset[data-bucket="custom"]')
+    probe = group.get_by_role("checkbox", name=re.compile("^ ?probe01 "))
+    probe.focus()
+    page.keyboard.press("Space")
+    expect(probe).to_be_checked()
+    expect(page.locator('#picker-policies details[data-tool="probe01"]')).to_have_count(1)
+    page.keyboard.press("Space")
+    expect(probe).not_to_be_checked()
+    page.keyboard.press("Tab")
+    expect(page.locator(":focus")).to_have_text("Details")
+    group.get_by_role("button", name="Next page of custom tools").focus()
+    page.keyboard.press("Enter")
+    expect(group.locator('[data-pager="custom tools"]')).to_contain_text("page 2 of 2")
+    expect(group.get_by_role("button", name="Previous page of custom tools")).to_be_focused()
