@@ -65,6 +65,11 @@ class Reason(StrEnum):
     UNAVAILABLE = "unavailable"
     """The REST client (``toolkeeper.client``) got no answer from the server within its
     bounded wait: the server is down, unreachable or kept answering 503."""
+    STORE_UNAVAILABLE = "store_unavailable"
+    """The database did not answer or could not write (down, restarting, unreachable, pool
+    exhausted, SQLite file read-only or full): nothing was committed by this request; REST
+    answers 503 with ``Retry-After``. A call that may have executed before the store failed
+    is resolved by recovery (``unknown``), as after a crash."""
     CONFIG_INVALID = "config_invalid"
     POLICY_EXCEEDS_BOUNDS = "policy_exceeds_bounds"
     """A tenant-written host path, network or command beyond the operator's ceiling."""
