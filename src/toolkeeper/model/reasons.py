@@ -28,6 +28,9 @@ class Reason(StrEnum):
     JSON_TOO_DEEP = "json_too_deep"
     """A REST body nests deeper than ``toolkeeper.api.limits.MAX_JSON_DEPTH`` (400)."""
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    HEADER_TOO_LARGE = "header_too_large"
+    """The request line and headers exceed ``toolkeeper serve``'s ``max_header_bytes``
+    (HTTP 431; the connection is closed)."""
     # scope
     SCOPE_MISSING = "scope_missing"
     # limits
