@@ -90,7 +90,9 @@ class Gateway:
         self._rt = Runtime(
             store=store, catalog=Catalog(mode=self.settings.mode, provider_factory=self.factory),
             sink=sink, secrets=secrets, redactor=self._build_redactor(), metrics=self.metrics,
-            health=health, rates=RateLimiter(shared), credentials=self.credentials,
+            health=health, credentials=self.credentials,
+            rates=RateLimiter(shared, fallback=store.rates if redis_url and shared_rate_limits
+                              else None, on_fallback=self.metrics.redis_fallback),
             turns=TurnCounter(caps), concurrency=ConcurrencyGroups(caps),
             settings=self.settings,
         )

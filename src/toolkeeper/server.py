@@ -44,6 +44,9 @@ ENV = {
     "secrets_key_file": "TOOLKEEPER_SECRETS_KEY_FILE",
     "audit_key_file": "TOOLKEEPER_AUDIT_KEY_FILE",
     "audit_checkpoints": "TOOLKEEPER_AUDIT_CHECKPOINTS",
+    "max_header_bytes": "TOOLKEEPER_MAX_HEADER_BYTES",
+    "header_timeout_s": "TOOLKEEPER_HEADER_TIMEOUT_S",
+    "max_connections": "TOOLKEEPER_MAX_CONNECTIONS",
 }
 WORKER_SETTINGS = "TOOLKEEPER_WORKER_SETTINGS"
 """How the parent hands its validated settings to uvicorn's worker processes."""
@@ -65,6 +68,14 @@ class ServerSettings(BaseModel):
     """A ``toolkeeper.yaml`` synced to the store at start."""
     mode: Mode | None = None
     max_body_bytes: int = Field(default=2_000_000, ge=1024, le=1_000_000_000)
+    max_header_bytes: int = Field(default=65_536, ge=4096, le=16_777_216)
+    """Request line + headers; a larger head is answered 431 ``header_too_large``."""
+    header_timeout_s: int = Field(default=5, ge=1, le=3600)
+    """A connection that has not sent a complete request head this long after opening (or
+    after its previous response) is closed: idle and slowloris clients are dropped."""
+    max_connections: int = Field(default=1000, ge=1, le=1_000_000)
+    """Open connections (and running requests) per process; beyond it uvicorn answers
+    503 to new requests."""
     cors_origins: tuple[str, ...] = ()
     """Closed by default; each an origin ``scheme://host[:port]``."""
     system_tenant: str = Field(default="system", pattern=NAME_PATTERN)
@@ -336,6 +347,15 @@ def worker_app() -> FastAPI:
     return server.app
 
 
+def connection_limits(settings: ServerSettings) -> dict[str, Any]:
+    """uvicorn's arguments for the bounds on connections (api/connection_limits.py)."""
+    from toolkeeper.api.connection_limits import BoundedHttpToolsProtocol
+
+    return {"http": BoundedHttpToolsProtocol, "timeout_keep_alive": settings.header_timeout_s,
+            "h11_max_incomplete_event_size": settings.max_header_bytes,
+            "limit_concurrency": settings.max_connections}
+
+
 def _run_workers(settings: ServerSettings, out: TextIO) -> None:
     import uvicorn
 
@@ -349,10 +369,10 @@ def _run_workers(settings: ServerSettings, out: TextIO) -> None:
         "demo": False, "secrets_backend": backend, "secrets_key_file": key_file,
     }).model_dump_json()
     uvicorn.run("toolkeeper.server:worker_app", factory=True, host=settings.host,
-                port=settings.port, workers=settings.workers, loop="uvloop", http="httptools",
+                port=settings.port, workers=settings.workers, loop="uvloop",
                 log_level=settings.log_level, server_header=False,
                 log_config=log_config(settings),
-                timeout_graceful_shutdown=5)
+                timeout_graceful_shutdown=5, **connection_limits(settings))
 
 
 def run(settings: ServerSettings, out: TextIO | None = None) -> None:
@@ -373,7 +393,7 @@ def run(settings: ServerSettings, out: TextIO | None = None) -> None:
         try:
             announce(server, out or sys.stdout)
             config = uvicorn.Config(server.app, host=settings.host, port=settings.port,
-                                    loop="uvloop", http="httptools", lifespan="on",
+                                    loop="uvloop", lifespan="on", **connection_limits(settings),
                                     log_level=settings.log_level, server_header=False,
                                     log_config=log_config(settings),
                                     timeout_graceful_shutdown=5)

@@ -5,15 +5,20 @@ Stable reason codes map to HTTP statuses here and nowhere else.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.reasons import Reason
+from toolkeeper.store.faults import RETRY_AFTER_S, is_store_unavailable, unavailable_message
+
+log = logging.getLogger(__name__)
 
 STATUS_OF_REASON: dict[str, int] = {
     Reason.UNAUTHENTICATED: 401,
@@ -37,7 +42,9 @@ STATUS_OF_REASON: dict[str, int] = {
     Reason.COMPENSATION_NOT_DEFINED: 422,
     Reason.RATE_LIMITED: 429,
     Reason.PAYLOAD_TOO_LARGE: 413,
+    Reason.STORE_UNAVAILABLE: 503,
 }
+
 
 
 class ApiError(Exception):
@@ -99,7 +106,23 @@ async def _http(_request: Request, exc: Exception) -> JSONResponse:
                           headers=getattr(exc, "headers", None))
 
 
+async def _store_error(request: Request, exc: Exception) -> JSONResponse:
+    """A database error outside the pipeline (auth, management routes): ``store_unavailable``
+    when the database is down or cannot write, else re-raised as the bug it is (500)."""
+    if not is_store_unavailable(exc):
+        raise exc
+    log.warning("store unavailable on %s %s: %s", request.method, request.url.path,
+                type(exc).__name__)
+    return await _api_error(request, store_unavailable(unavailable_message(exc)))
+
+
+def store_unavailable(message: str, details: dict[str, Any] | None = None) -> ApiError:
+    return ApiError(503, Reason.STORE_UNAVAILABLE, message, details,
+                    {"Retry-After": str(RETRY_AFTER_S)})
+
+
 HANDLERS = {
+    SQLAlchemyError: _store_error,
     ApiError: _api_error,
     OperationRefused: _operation_refused,
     ConfigError: _config_error,

@@ -28,6 +28,9 @@ class Reason(StrEnum):
     JSON_TOO_DEEP = "json_too_deep"
     """A REST body nests deeper than ``toolkeeper.api.limits.MAX_JSON_DEPTH`` (400)."""
     PAYLOAD_TOO_LARGE = "payload_too_large"
+    HEADER_TOO_LARGE = "header_too_large"
+    """The request line and headers exceed ``toolkeeper serve``'s ``max_header_bytes``
+    (HTTP 431; the connection is closed)."""
     # scope
     SCOPE_MISSING = "scope_missing"
     # limits
@@ -65,6 +68,11 @@ class Reason(StrEnum):
     UNAVAILABLE = "unavailable"
     """The REST client (``toolkeeper.client``) got no answer from the server within its
     bounded wait: the server is down, unreachable or kept answering 503."""
+    STORE_UNAVAILABLE = "store_unavailable"
+    """The database did not answer or could not write (down, restarting, unreachable, pool
+    exhausted, SQLite file read-only or full): nothing was committed by this request; REST
+    answers 503 with ``Retry-After``. A call that may have executed before the store failed
+    is resolved by recovery (``unknown``), as after a crash."""
     CONFIG_INVALID = "config_invalid"
     POLICY_EXCEEDS_BOUNDS = "policy_exceeds_bounds"
     """A tenant-written host path, network or command beyond the operator's ceiling."""

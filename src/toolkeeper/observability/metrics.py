@@ -42,6 +42,7 @@ class Metrics(Collector):
         self._gates: dict[tuple[str, str], int] = {}
         self._denials: dict[tuple[str, str], int] = {}
         self._recent_dropped: dict[tuple[str], int] = {}
+        self._redis_fallbacks: dict[tuple[()], int] = {}
         self._pending: Callable[[str | None], Mapping[str, int]] | None = None
         self.registry.register(self)
 
@@ -83,6 +84,11 @@ class Metrics(Collector):
         with self._lock:
             self._recent_dropped[(tenant,)] = self._recent_dropped.get((tenant,), 0) + 1
 
+    def redis_fallback(self) -> None:
+        """One count made without Redis (unreachable): in the database or in process."""
+        with self._lock:
+            self._redis_fallbacks[()] = self._redis_fallbacks.get((), 0) + 1
+
     def pending_from(self, fn: Callable[[str | None], Mapping[str, int]]) -> None:
         """``fn(tenant)``: pending approvals by tenant (every tenant's for ``None``)."""
         self._pending = fn
@@ -120,6 +126,9 @@ class Metrics(Collector):
                        denials)
         yield _counter("tool_recent_calls_dropped_total", "Calls the recent-calls log could "
                        "not keep", ["tenant"], dropped)
+        if tenant is None:  # the process's, not a tenant's
+            yield _counter("toolkeeper_redis_fallbacks_total", "Limit counts made without "
+                           "Redis (unreachable)", [], dict(self._redis_fallbacks))
         pending = GaugeMetricFamily("approvals_pending", "Approvals waiting for a human",
                                     labels=["tenant"])
         counts = dict(self._pending(tenant)) if self._pending else {}

@@ -47,7 +47,12 @@ class RateLimiter:
     replica shares them.
     """
 
-    def __init__(self, shared: SharedCounters | None = None, max_keys: int = 100_000) -> None:
+    def __init__(self, shared: SharedCounters | None = None, max_keys: int = 100_000, *,
+                 fallback: SharedCounters | None = None,
+                 on_fallback: Callable[[], None] | None = None) -> None:
+        """``fallback`` counts when ``shared`` raises ``ConnectionError`` (Redis down: the
+        database's counters), else this process does; ``on_fallback`` is told each time."""
+        self.fallback, self._on_fallback = fallback, on_fallback
         self._lock = threading.Lock()
         self._windows: OrderedDict[str, tuple[float, int, int]] = OrderedDict()
         self.shared = shared
@@ -56,7 +61,15 @@ class RateLimiter:
     def hit(self, key: str, limit: int, window_s: float, now: float | None = None) -> float | None:
         """Count one call. ``None`` if allowed, else seconds to wait."""
         if self.shared is not None:
-            return self.shared.hit(key, limit, window_s)
+            try:
+                return self.shared.hit(key, limit, window_s)
+            except ConnectionError as exc:
+                where = "this process" if self.fallback is None else "the database"
+                log.warning("rate limit counted in %s: %s", where, exc)
+                if self._on_fallback is not None:
+                    self._on_fallback()
+                if self.fallback is not None:
+                    return self.fallback.hit(key, limit, window_s)
         now = time.monotonic() if now is None else now
         with self._lock:
             start, prev, cur = self._windows.get(key, (now, 0, 0))

@@ -27,6 +27,7 @@ from toolkeeper.pipeline.scope import scope
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.pipeline.supersede import supersede
 from toolkeeper.pipeline.validate import text_fields, validate
+from toolkeeper.store.faults import RETRY_AFTER_S, is_store_unavailable, unavailable_message
 
 log = logging.getLogger("toolkeeper.pipeline")
 
@@ -82,14 +83,21 @@ def cancelled(rt: Runtime, st: CallState) -> None:
 
 
 def internal_error(rt: Runtime, st: CallState, exc: Exception) -> CallResult:
-    """Our own bug: the call fails with ``internal_error``; a recorded call becomes unknown
-    (we cannot tell whether the tool ran)."""
-    msg = rt.redactor.redact_text(f"{type(exc).__name__}: {exc}")
-    res = st.stop(EventType.CALL_FAILED, Reason.INTERNAL_ERROR, msg, status=CallStatus.FAILED)
+    """Our own bug: the call fails with ``internal_error`` (``store_unavailable`` when the
+    database is down or cannot write, with ``retry_after``); a recorded call becomes
+    unknown (we cannot tell whether the tool ran)."""
+    if is_store_unavailable(exc):
+        res = st.stop(EventType.CALL_FAILED, Reason.STORE_UNAVAILABLE,
+                      unavailable_message(exc), status=CallStatus.FAILED,
+                      retry_after=float(RETRY_AFTER_S))
+    else:
+        msg = rt.redactor.redact_text(f"{type(exc).__name__}: {exc}")
+        res = st.stop(EventType.CALL_FAILED, Reason.INTERNAL_ERROR, msg,
+                      status=CallStatus.FAILED)
     if st.recorded:
         try:
             rt.store.outcomes.finish(st.call_id, state=OutcomeState.UNKNOWN, status="unknown",
-                                     reason=Reason.INTERNAL_ERROR.value, result=res.to_dict(),
+                                     reason=str(res.reason), result=res.to_dict(),
                                      events=st.take_drafts())
         except Exception:
             log.exception("could not record internal error of %s", st.call_id)

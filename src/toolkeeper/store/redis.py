@@ -3,10 +3,10 @@ replicas, and change notifications.
 
 Counting is one Lua script per hit (atomic, on Redis's clock, so replicas with skewed
 clocks agree). Redis is an accelerator, never the source of truth: if it cannot be
-reached within its timeout, a rate-limit hit is allowed (and logged) rather than failing
-every call; a turn cap or concurrency slot raises ``ConnectionError`` so the limiter
-counts in its own process instead; definition changes still propagate through the
-database's change counter.
+reached within its timeout, every counter raises ``ConnectionError`` so the limiter
+counts in the database (rate limits, when replicas share one) or in its own process
+instead, with a log line and ``toolkeeper_redis_fallbacks_total``; definition changes
+still propagate through the database's change counter.
 """
 
 from __future__ import annotations
@@ -110,8 +110,7 @@ class RedisCounters:
             wait_ms = int(self._script(keys=[f"{self._prefix}:{key}"],
                                        args=[limit, max(1, int(window_s * 1000))]))
         except redis.RedisError as exc:
-            log.warning("redis unreachable, rate limit not counted: %s", exc)
-            return None
+            raise ConnectionError(f"redis unreachable: {exc}") from None
         return None if wait_ms < 0 else max(0.001, wait_ms / 1000.0)
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """``POST /tools/execute`` and ``POST /tools/execute-batch``: the pipeline over HTTP.
 
 A call that ran the pipeline answers 200 with its result whatever its status, except
-the statuses SPEC §7 names (401, 404, 409, 422, 429 with ``Retry-After``).
+the statuses SPEC §7 names (401, 404, 409, 422, 429 and 503 with ``Retry-After``).
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ _HTTP_OF_CALL: dict[str, int] = {
     Reason.IDEMPOTENCY_KEY_REUSED: 422,
     Reason.IDEMPOTENCY_IN_PROGRESS: 409,
     Reason.RATE_LIMITED: 429,
+    Reason.STORE_UNAVAILABLE: 503,
 }
 ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 409, 413, 415, 422, 429)}
+    code: {"model": ErrorOut} for code in (400, 401, 403, 404, 409, 413, 415, 422, 429, 503)}
 
 
 def acting_as(caller: Principal, agent: str | None) -> Principal:
