@@ -44,6 +44,7 @@ ENV = {
     "secrets_key_file": "TOOLKEEPER_SECRETS_KEY_FILE",
     "audit_key_file": "TOOLKEEPER_AUDIT_KEY_FILE",
     "audit_checkpoints": "TOOLKEEPER_AUDIT_CHECKPOINTS",
+    "mcp_fast_path": "TOOLKEEPER_MCP_FAST_PATH",
 }
 WORKER_SETTINGS = "TOOLKEEPER_WORKER_SETTINGS"
 """How the parent hands its validated settings to uvicorn's worker processes."""
@@ -65,6 +66,8 @@ class ServerSettings(BaseModel):
     """A ``toolkeeper.yaml`` synced to the store at start."""
     mode: Mode | None = None
     max_body_bytes: int = Field(default=2_000_000, ge=1024, le=1_000_000_000)
+    mcp_fast_path: bool = True
+    """Answer plain stateless MCP ``tools/list`` / ``tools/call`` on the lean path."""
     cors_origins: tuple[str, ...] = ()
     """Closed by default; each an origin ``scheme://host[:port]``."""
     system_tenant: str = Field(default="system", pattern=NAME_PATTERN)
@@ -258,7 +261,8 @@ def build(settings: ServerSettings) -> Server:
         raise
     app = create_app(gw, ApiSettings(max_body_bytes=settings.max_body_bytes,
                                      cors_origins=list(settings.cors_origins),
-                                     mcp_allowed_hosts=mcp_hosts(settings.host)))
+                                     mcp_allowed_hosts=mcp_hosts(settings.host),
+                                     mcp_fast_path=settings.mcp_fast_path))
     app.state.system_tenant = settings.system_tenant
     # what exists now (catalog, routes, models) lives as long as the server: keep it out
     # of the cyclic collector's generations so collections stay short under load
