@@ -104,6 +104,10 @@ CASES: dict[str, tuple[str, Any]] = {
     "call with an unknown param": ("bot", _call("add", {"a": 1, "b": 1}, extra=1)),
     "call with a progress token": ("bot", _call("add", {"a": 1, "b": 1}, _meta={
         **META, "progressToken": "p"})),
+    "call as the SDK client sends it": ("bot", _call("add", {"a": 1, "b": 1}, _meta={
+        **META, "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"}})),
+    "call with a bad clientInfo": ("bot", _call("add", {"a": 1, "b": 1}, _meta={
+        **META, "io.modelcontextprotocol/clientInfo": {"name": 5}})),
     "wrong jsonrpc version": ("bot", {**_call("add", {"a": 1, "b": 1}), "jsonrpc": "1.0"}),
     "a batch": ("bot", [LIST]),
     "a boolean id": ("bot", {**LIST, "id": True}),
