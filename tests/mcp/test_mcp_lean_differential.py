@@ -164,3 +164,10 @@ def test_operators_can_turn_the_lean_path_off(tmp_path: Any) -> None:
         assert create_app(gw, ApiSettings(mcp_fast_path=False)).state.mcp.fast_path is False
     finally:
         gw.close()
+
+
+def test_the_server_setting_reads_its_environment_variable() -> None:
+    from toolkeeper.server import ServerSettings
+
+    assert ServerSettings.load({}).mcp_fast_path is True
+    assert ServerSettings.load({"TOOLKEEPER_MCP_FAST_PATH": "false"}).mcp_fast_path is False
