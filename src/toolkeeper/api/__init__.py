@@ -40,6 +40,9 @@ class ApiSettings:
     """Serve the admin web UI at ``/ui/``."""
     mcp: bool = True
     """Serve MCP over streamable HTTP at ``/mcp``."""
+    mcp_fast_path: bool = True
+    """Answer plain stateless ``tools/list`` / ``tools/call`` without the SDK's server
+    (:mod:`toolkeeper.mcp.lean`); ``False`` sends every request through the SDK."""
     mcp_allowed_hosts: tuple[str, ...] | None = None
     """``Host`` values ``/mcp`` accepts (``name:*`` for any port), refusing others with 421
     against DNS rebinding; browsers' ``Origin`` must then be one of these hosts or a CORS
@@ -103,7 +106,8 @@ def _mount_mcp(app: FastAPI, gw: Gateway, settings: ApiSettings) -> None:
         origins = [f"{scheme}://{h}" for h in settings.mcp_allowed_hosts
                    for scheme in ("http", "https")] + list(settings.cors_origins)
     endpoint = McpEndpoint(gw, max_body_bytes=settings.max_body_bytes,
-                           allowed_hosts=settings.mcp_allowed_hosts, allowed_origins=origins)
+                           allowed_hosts=settings.mcp_allowed_hosts, allowed_origins=origins,
+                           fast_path=settings.mcp_fast_path)
     # a route for completeness (mounted apps, tests); requests normally never reach the
     # router: McpShortcut hands them to the endpoint before the REST middleware stack
     app.router.routes.insert(0, Route(PATH, endpoint=endpoint, include_in_schema=False))

@@ -78,8 +78,11 @@ class McpEndpoint:
 
     def __init__(self, gw: Gateway, *, max_body_bytes: int,
                  allowed_hosts: Sequence[str] | None = None,
-                 allowed_origins: Sequence[str] | None = None) -> None:
+                 allowed_origins: Sequence[str] | None = None,
+                 fast_path: bool = True) -> None:
         self.gw = gw
+        self.fast_path = fast_path
+        self._security: Any = None
         self.max_body_bytes = max_body_bytes
         self.allowed_hosts = allowed_hosts
         self.allowed_origins = allowed_origins
@@ -132,6 +135,9 @@ class McpEndpoint:
             await self._tg.start(face.run)
             await self._tg.start(run_manager)
             self.face, self._app = face, StreamableHTTPASGIApp(manager)
+            if security is not None:
+                from mcp.server.transport_security import TransportSecurityMiddleware
+                self._security = TransportSecurityMiddleware(security)
             return self._app
 
     @staticmethod
@@ -144,6 +150,23 @@ class McpEndpoint:
         except orjson.JSONDecodeError:
             return False
         return any(_bad_id(m) for m in (parsed if isinstance(parsed, list) else [parsed]))
+
+    async def _lean(self, scope: Scope, receive: Receive, send: Send, body: bytes,
+                    who: Any) -> bool:
+        """Answer on the lean path (:mod:`toolkeeper.mcp.lean`) when it takes the request."""
+        from toolkeeper.mcp import lean
+
+        job = lean.plan(scope, body)
+        if job is None or self.face is None:
+            return False
+        if self._security is not None:
+            from starlette.requests import Request
+
+            if await self._security.validate_request(Request(scope), is_post=True):
+                return False  # the SDK answers the refusal
+        status, reply = await lean.answer(self.face, who, job)
+        await lean.send_json(send, status, reply)
+        return True
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
@@ -187,6 +210,9 @@ class McpEndpoint:
             if self._invalid_id(body):
                 await _jsonrpc_error(send, 400, -32600, "Invalid Request: a JSON-RPC id is "
                                      "a string, a number or null")
+                return
+            if self.fast_path and self.face is not None and await self._lean(
+                    scope, receive, send, body, who):
                 return
             receive = _replay(body, receive)
         app = self._app or await self._start()

@@ -80,12 +80,16 @@ class ChangeNotifier:
         self._changed: anyio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def track(self, ctx: Any, key: Key, fingerprint: str | None) -> None:
-        """Remember a 2025-11-25 session (until it closes) and what its agent was shown."""
+    def shown(self, key: Key, fingerprint: str | None) -> None:
+        """Remember what ``key``'s agent was shown (its current listing when ``None``)."""
         if fingerprint is not None:
             self._shown[key] = fingerprint
         elif key not in self._shown:
             self._shown[key] = self.listings.get(key).fingerprint
+
+    def track(self, ctx: Any, key: Key, fingerprint: str | None) -> None:
+        """Remember a 2025-11-25 session (until it closes) and what its agent was shown."""
+        self.shown(key, fingerprint)
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return
         # the SDK has no public registry of sessions: the connection's exit stack is the

@@ -136,6 +136,25 @@ class McpFace:
         self.notifier.track(ctx, key_of(who), listing.fingerprint)
         return listing.result
 
+    def list_for(self, who: Principal) -> types.ListToolsResult:
+        """``tools/list`` of a stateless (2026-07-28) caller: what ``who`` may call."""
+        listing = self.listings.get(key_of(who))
+        self.notifier.shown(key_of(who), listing.fingerprint)
+        return listing.result
+
+    def request_for(self, who: Principal, name: str, arguments: dict[str, Any] | None,
+                    meta: Any) -> tuple[Any, CallRequest]:
+        """The listed tool ``name`` (``Unknown tool`` otherwise) and the pipeline's request."""
+        entry = self.listings.get(key_of(who)).by_name.get(name)
+        if entry is None:  # unknown, or another agent's: the same answer
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+        given: dict[str, Any] = dict(meta or {})
+        fields: dict[str, Any] = {f: str(given[META_PREFIX + f]) for f in CALL_META
+                                  if given.get(META_PREFIX + f) is not None}
+        return entry, CallRequest(tool=entry.tool, action=entry.action,
+                                  arguments=arguments if arguments is not None else {},
+                                  **fields)
+
     def _input_schema(self, name: str) -> dict[str, Any] | None:
         # the SDK checks 2026-07-28 Mcp-Param-* headers with this, before any handler, with
         # no caller in hand: a permissive answer, the real check is the pipeline's
@@ -144,17 +163,8 @@ class McpFace:
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
                          ) -> types.CallToolResult | types.InputRequiredResult:
         who = await self.principal(ctx)
-        listing = self.listings.get(key_of(who))
         self.notifier.track(ctx, key_of(who), None)
-        entry = listing.by_name.get(params.name)
-        if entry is None:  # unknown, or another agent's: the same answer
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
-        meta: dict[str, Any] = dict(ctx.meta or {})
-        fields: dict[str, Any] = {f: str(meta[META_PREFIX + f]) for f in CALL_META
-                  if meta.get(META_PREFIX + f) is not None}
-        request = CallRequest(tool=entry.tool, action=entry.action,
-                              arguments=params.arguments if params.arguments is not None
-                              else {}, **fields)
+        entry, request = self.request_for(who, params.name, params.arguments, ctx.meta)
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern and params.input_responses and params.request_state:
             return results.wire(await self._after_confirm(

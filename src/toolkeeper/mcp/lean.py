@@ -1,0 +1,176 @@
+"""The MCP hot path: plain stateless (2026-07-28) ``tools/list`` and ``tools/call``
+answered without the SDK's per-request task groups and stream plumbing (issue 12 item 1).
+
+The official SDK stays the reference: :func:`plan` takes a request only when it has the
+plainest shape the SDK would answer with a JSON body (the SDK's own envelope ladder
+accepts it, no ``Mcp-Param-*`` or session headers, no cursor, progress token, elicitation
+capability or extra ``_meta``); anything else — and anything in doubt — is ``None`` and
+goes to the SDK unchanged. The answer is built by the same :class:`McpFace` methods and
+serialised as the SDK serialises it. ``mcp_fast_path: false`` turns the path off.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from mcp.server.caching import apply_cache_hint
+from mcp.server.runner import modern_error_data
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundModernRoute,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    INTERNAL_ERROR,
+    SERVER_INFO_META_KEY,
+    CacheableResult,
+)
+from mcp_types import PROTOCOL_VERSION_META_KEY as VERSION_KEY
+from mcp_types import methods as sdk_methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.types import Scope, Send
+
+from toolkeeper.mcp import results
+
+if TYPE_CHECKING:
+    from toolkeeper.mcp.server import McpFace
+    from toolkeeper.model.call import Principal
+
+log = logging.getLogger("toolkeeper.mcp")
+META_KEYS = frozenset({VERSION_KEY, CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY})
+PARAM_KEYS = {"tools/list": frozenset({"_meta"}),
+              "tools/call": frozenset({"_meta", "name", "arguments"})}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A request the lean path answers."""
+
+    ident: str | int
+    method: str
+    params: dict[str, Any]
+    version: str
+
+
+def _accepts_both(accept: str) -> bool:
+    types_ = {t.split(";")[0].strip().lower() for t in accept.split(",")}
+    return "*/*" in types_ or (bool(types_ & {"application/json", "application/*"})
+                               and bool(types_ & {"text/event-stream", "text/*"}))
+
+
+def _plain_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str] | None:
+    """The headers as the SDK reads them, or ``None`` when they need the SDK."""
+    pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
+    headers = dict(pairs)
+    if (headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS
+            or "mcp-session-id" in headers
+            or any(k.startswith("mcp-param-") for k in headers)
+            or find_duplicated_routing_header(pairs) is not None
+            or not headers.get("content-type", "").startswith("application/json")
+            or not _accepts_both(headers.get("accept", ""))):
+        return None
+    return headers
+
+
+def _plain_params(method: str, params: Any) -> bool:
+    if not isinstance(params, dict) or not params.keys() <= PARAM_KEYS[method]:
+        return False
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or not meta.keys() <= META_KEYS:
+        return False
+    caps, info = meta.get(CLIENT_CAPABILITIES_META_KEY), meta.get(CLIENT_INFO_META_KEY)
+    if not isinstance(caps, dict) or caps.keys() - {"roots", "sampling"}:
+        return False  # elicitation may turn a call into an input request: the SDK's job
+    if info is not None and not (isinstance(info, dict) and info.keys() <= {"name", "version"}
+                                 and all(isinstance(v, str) for v in info.values())
+                                 and len(info) == 2):
+        return False
+    if method == "tools/call":
+        return isinstance(params.get("name"), str) and isinstance(
+            params.get("arguments", {}), dict)
+    return True
+
+
+def plan(scope: Scope, body: bytes) -> Plan | None:
+    """What the lean path answers for this POST, or ``None`` (the SDK answers)."""
+    headers = _plain_headers(scope["headers"])
+    if headers is None:
+        return None
+    try:
+        msg = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if (not isinstance(msg, dict) or msg.keys() != {"jsonrpc", "id", "method", "params"}
+            or msg["jsonrpc"] != "2.0" or msg["method"] not in PARAM_KEYS):
+        return None
+    ident = msg["id"]
+    if isinstance(ident, bool) or not isinstance(ident, str | int):
+        return None
+    if not _plain_params(msg["method"], msg["params"]):
+        return None
+    verdict = classify_inbound_request(msg, headers=headers)
+    if not isinstance(verdict, InboundModernRoute):
+        return None
+    return Plan(ident, msg["method"], msg["params"], verdict.protocol_version)
+
+
+def _shape(server: Any, job: Plan, result: Any) -> dict[str, Any]:
+    """The wire form of a handler's result, as the SDK's runner shapes a 2026-era core
+    result: cache hint, the per-version sieve, ``resultType``, the ``serverInfo`` stamp."""
+    hint = server.cache_hints.get(job.method)
+    if hint is not None and isinstance(result, CacheableResult):
+        result = apply_cache_hint(result, hint)
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    try:
+        dumped = sdk_methods.serialize_server_result(job.method, job.version, dumped)
+    except ValidationError:
+        log.exception("handler for %r returned an invalid result", job.method)
+        raise MCPError(code=INTERNAL_ERROR,
+                       message="Handler returned an invalid result") from None
+    if dumped.get("resultType") is None:
+        dumped["resultType"] = "complete"
+    meta = dumped.get("_meta")
+    if meta is None:
+        dumped["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
+    elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+        dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
+    return dumped
+
+
+async def answer(face: McpFace, who: Principal, job: Plan) -> tuple[int, dict[str, Any]]:
+    """The HTTP status and JSON-RPC reply the SDK would send for ``job``."""
+    try:
+        if job.method == "tools/list":
+            result: Any = face.list_for(who)
+        else:
+            params = job.params
+            _, request = face.request_for(who, params["name"], params.get("arguments"), None)
+            result = results.wire(await face.gw.call_served(request, who))
+        shaped = _shape(face.server, job, result)
+    except MCPError as exc:
+        error = modern_error_data(exc).model_dump(mode="json", by_alias=True,
+                                                  exclude_none=True)
+        return (ERROR_CODE_HTTP_STATUS.get(error["code"], 200),
+                {"jsonrpc": "2.0", "id": job.ident, "error": error})
+    except Exception:
+        log.exception("MCP %s failed", job.method)
+        return (ERROR_CODE_HTTP_STATUS.get(INTERNAL_ERROR, 200),
+                {"jsonrpc": "2.0", "id": job.ident, "error": {
+                    "code": INTERNAL_ERROR, "message": "internal error (logged by the gateway)"}})
+    return 200, {"jsonrpc": "2.0", "id": job.ident, "result": shaped}
+
+
+async def send_json(send: Send, status: int, reply: dict[str, Any]) -> None:
+    body = orjson.dumps(reply)
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-length", str(len(body)).encode()),
+        (b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,173 @@
+"""Issue 12 item 1: the lean MCP path answers exactly as the official SDK does. Each
+request — valid and malformed, allowed, refused and gated — goes to the same server with
+the lean path on and then off (``mcp_fast_path``), and both answers must match: status,
+content type and JSON body (ids minted per call normalised)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from mcp_fixtures import McpServer, serving
+
+from toolkeeper.api import ApiSettings, create_app
+
+V = "2026-07-28"
+HEADERS = {"Accept": "application/json, text/event-stream",
+           "Content-Type": "application/json", "MCP-Protocol-Version": V}
+META = {"io.modelcontextprotocol/protocolVersion": V,
+        "io.modelcontextprotocol/clientCapabilities": {}}
+_MINTED = re.compile(r"\b(ap|pv)_[0-9A-Za-z_-]{6,}|(?<=\"call_id\": \")[0-9a-f]+")
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpServer, Any]]:
+    held: list[Any] = []
+
+    def keep(gw: Any, app: Any) -> Any:
+        held.append(app.state.mcp)
+        return app
+    with serving(f"sqlite:///{tmp_path_factory.mktemp('lean')}/tk.db", around=keep) as s:
+        yield s, held[0]
+
+
+def _call(name: str, arguments: Any = None, **extra: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"_meta": META, "name": name, **extra}
+    if arguments is not None:
+        params["arguments"] = arguments
+    return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+
+
+def _routing(body: Any) -> dict[str, str]:
+    """The ``Mcp-Method`` / ``Mcp-Name`` headers a 2026-07-28 client sends."""
+    if not isinstance(body, dict) or not isinstance(body.get("method"), str):
+        return {}
+    name = (body.get("params") or {}).get("name") if isinstance(body.get("params"), dict) \
+        else None
+    return {"Mcp-Method": body["method"], **({"Mcp-Name": name} if isinstance(name, str)
+                                              else {})}
+
+
+def _send(srv: McpServer, who: str, body: Any, headers: dict[str, str]) -> dict[str, Any]:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    resp = httpx.post(srv.url, content=raw, timeout=10, headers={
+        **_routing(body), **headers, "Authorization": f"Bearer {srv.tokens[who]}"})
+    text = _MINTED.sub("<id>", resp.text.replace('"call_id":"', '"call_id": "'))
+    kind = resp.headers.get("content-type", "").split(";")[0]
+    return {"status": resp.status_code, "type": kind,
+            "session": "mcp-session-id" in resp.headers,
+            "body": json.loads(text) if kind == "application/json" and text else text}
+
+
+def _same(srv: tuple[McpServer, Any], who: str, body: Any,
+          headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """Both paths' answers, which must be equal. A ``$path`` in the body becomes the path's
+    name, so calls that leave state (a pending approval) do not meet each other's."""
+    server, endpoint = srv
+    answers = []
+    for lean in (True, False):
+        endpoint.fast_path = lean
+        sent = body if isinstance(body, bytes) else json.loads(
+            json.dumps(body).replace("$path", "lean" if lean else "sdk"))
+        answers.append(_send(server, who, sent, headers or HEADERS))
+    endpoint.fast_path = True
+    assert answers[0] == answers[1]
+    return answers[0]
+
+
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
+CASES: dict[str, tuple[str, Any]] = {
+    "list": ("bot", LIST),
+    "list for a narrower agent": ("reader", LIST),
+    "list with a string id": ("bot", {**LIST, "id": "req-1"}),
+    "list with a huge id": ("bot", {**LIST, "id": 2**62}),
+    "list with a null id": ("bot", {**LIST, "id": None}),
+    "list with a cursor": ("bot", {**LIST, "params": {"_meta": META, "cursor": "x"}}),
+    "list without _meta": ("bot", {**LIST, "params": {}}),
+    "a notification": ("bot", {"jsonrpc": "2.0", "method": "tools/list",
+                               "params": {"_meta": META}}),
+    "call": ("bot", _call("add", {"a": 2, "b": 3})),
+    "call with no arguments": ("bot", _call("add")),
+    "call with bad arguments": ("bot", _call("add", {"a": "two"})),
+    "call with arguments not an object": ("bot", _call("add", [1, 2])),
+    "call with a name not a string": ("bot", _call(5, {"a": 1})),  # type: ignore[arg-type]
+    "call without a name": ("bot", {**_call("add"), "params": {"_meta": META}}),
+    "call of an unknown tool": ("bot", _call("nope", {})),
+    "call of a tool not in the profile": ("reader", _call("pay", {"invoice": "i",
+                                                                  "amount": 1})),
+    "call needing an approver": ("intern", _call("pay", {"invoice": "$path", "amount": 1})),
+    "call needing confirmation": ("sup", _call("pay", {"invoice": "$path", "amount": 1})),
+    "call with an unknown param": ("bot", _call("add", {"a": 1, "b": 1}, extra=1)),
+    "call with a progress token": ("bot", _call("add", {"a": 1, "b": 1}, _meta={
+        **META, "progressToken": "p"})),
+    "call as the SDK client sends it": ("bot", _call("add", {"a": 1, "b": 1}, _meta={
+        **META, "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"}})),
+    "call with a bad clientInfo": ("bot", _call("add", {"a": 1, "b": 1}, _meta={
+        **META, "io.modelcontextprotocol/clientInfo": {"name": 5}})),
+    "wrong jsonrpc version": ("bot", {**_call("add", {"a": 1, "b": 1}), "jsonrpc": "1.0"}),
+    "a batch": ("bot", [LIST]),
+    "a boolean id": ("bot", {**LIST, "id": True}),
+    "unsupported version in _meta": ("bot", {**LIST, "params": {"_meta": {
+        **META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}}}),
+    "malformed JSON": ("bot", b'{"jsonrpc": "2.0", "id": 1, "method": '),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_lean_path_answers_as_the_sdk_does(srv: tuple[McpServer, Any], case: str) -> None:
+    who, body = CASES[case]
+    _same(srv, who, body)
+
+
+def test_plain_calls_really_take_the_lean_path_and_succeed(
+        srv: tuple[McpServer, Any]) -> None:
+    answer = _same(srv, "bot", _call("add", {"a": 2, "b": 3}))
+    assert answer["status"] == 200 and answer["body"]["result"]["isError"] is False
+    server, endpoint = srv
+    seen: list[str] = []
+    original = endpoint.face.list_for
+
+    def spy(who: Any) -> Any:
+        seen.append(who.agent)
+        return original(who)
+    endpoint.face.list_for = spy
+    try:
+        _send(server, "bot", LIST, HEADERS)
+    finally:
+        del endpoint.face.list_for
+    assert seen == ["bot"]
+
+
+@pytest.mark.parametrize("headers", [
+    {**HEADERS, "Accept": "application/json"},
+    {**HEADERS, "Accept": "text/event-stream"},
+    {**HEADERS, "Mcp-Method": "tools/call"},
+    {**HEADERS, "Mcp-Name": "add"},
+    {**HEADERS, "MCP-Protocol-Version": "2025-11-25"},
+    {**HEADERS, "Host": "evil.example"},
+])
+def test_unusual_headers_get_the_same_answer(srv: tuple[McpServer, Any],
+                                             headers: dict[str, str]) -> None:
+    _same(srv, "bot", LIST, headers)
+
+
+def test_operators_can_turn_the_lean_path_off(tmp_path: Any) -> None:
+    from toolkeeper import Gateway
+
+    gw = Gateway.open(f"sqlite:///{tmp_path}/tk.db")
+    try:
+        assert create_app(gw, ApiSettings()).state.mcp.fast_path is True
+        assert create_app(gw, ApiSettings(mcp_fast_path=False)).state.mcp.fast_path is False
+    finally:
+        gw.close()
+
+
+def test_the_server_setting_reads_its_environment_variable() -> None:
+    from toolkeeper.server import ServerSettings
+
+    assert ServerSettings.load({}).mcp_fast_path is True
+    assert ServerSettings.load({"TOOLKEEPER_MCP_FAST_PATH": "false"}).mcp_fast_path is False
