@@ -189,6 +189,13 @@ def test_forged_or_borrowed_session_ids_are_refused(tmp_path: Path) -> None:
             # another agent's credential with a genuine id: as if the session did not exist
             res = _post(direct, tokens["reader"], LIST, sid)
             assert res.status_code == 404, res.text
+        # ended by the client (DELETE): that process does not take the id up again
+        direct = f"http://127.0.0.1:{ports[0]}/mcp"
+        ended = httpx.delete(direct, headers={"Authorization": f"Bearer {tokens['bot']}",
+                                              "Mcp-Session-Id": sid,
+                                              "MCP-Protocol-Version": "2025-11-25"}, timeout=10)
+        assert ended.status_code == 200, ended.text
+        assert _post(direct, tokens["bot"], LIST, sid).status_code == 404
 
 
 async def _sessions_at_once(url: str, token: str, n: int = 3) -> list[list[str]]:

@@ -10,7 +10,7 @@ seal and the credential, then *adopts* the session: a local, already initialized
 under the same id. A forged or altered id, or one presented with another credential, is
 answered 404 "Session not found" like an unknown one.
 
-Degraded, by design (docs/mcp-sessions.md): a DELETE ends the session in the process that
+Degraded, by design (README, MCP section): a DELETE ends the session in the process that
 serves it (another process would adopt the id again while the credential is valid); an
 in-band confirmation (elicitation) is answered only if the client's reply reaches the
 process that asked — otherwise the call ends ``confirmation_required`` after the bounded
@@ -52,6 +52,7 @@ _OPENING: contextvars.ContextVar[tuple[str, bytes | None]] = contextvars.Context
     "toolkeeper_mcp_opening", default=("", None))
 """Who opens a new session and with what ``initialize`` (the SDK's ``_admit_session``
 is called without the request)."""
+_MAX_ENDED = 10_000
 _MAX_ID = 8192
 """Longer ids are refused unread (capabilities are small; a header is not a store)."""
 
@@ -124,6 +125,16 @@ class SharedSessionManager(StreamableHTTPSessionManager):
     def __init__(self, *args: Any, seal: SessionSeal, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.seal = seal
+        self._ended: dict[str, None] = {}
+        """Ids the client ended here (DELETE): never adopted again by this process."""
+
+    async def _discard_session(self, session_id: str,
+                               transport: StreamableHTTPServerTransport) -> None:
+        if transport.is_terminated:  # terminated before its discard: the client's DELETE
+            self._ended[session_id] = None
+            while len(self._ended) > _MAX_ENDED:
+                del self._ended[next(iter(self._ended))]
+        await super()._discard_session(session_id, transport)
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive,
                                        send: Send) -> None:
@@ -138,7 +149,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
                 _OPENING.reset(token)
             return
         sid = raw.decode("latin-1")
-        if sid not in self._server_instances:
+        if sid not in self._server_instances and sid not in self._ended:
             claims = self.seal.open(sid, owner)
             if claims is not None:
                 async with self._session_creation_lock:
