@@ -110,21 +110,21 @@ class McpEndpoint:
                 return self._app
             if self._tg is None:
                 raise RuntimeError("the app's lifespan is not running")
-            from mcp.server.streamable_http_manager import (
-                StreamableHTTPASGIApp,
-                StreamableHTTPSessionManager,
-            )
+            from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
             from mcp.server.transport_security import TransportSecuritySettings
 
             from toolkeeper.mcp.server import McpFace
+            from toolkeeper.mcp.sessions import SessionSeal, SharedSessionManager
+            from toolkeeper.mcp.state import state_key
 
             face = await anyio.to_thread.run_sync(McpFace, self.gw)
             security = None if self.allowed_hosts is None else TransportSecuritySettings(
                 allowed_hosts=list(self.allowed_hosts),
                 allowed_origins=list(self.allowed_origins or ()))
-            manager = StreamableHTTPSessionManager(
+            seal = SessionSeal(await anyio.to_thread.run_sync(state_key, self.gw))
+            manager = SharedSessionManager(
                 app=face.server, max_request_body_size=self.max_body_bytes,
-                security_settings=security)
+                security_settings=security, seal=seal)
 
             async def run_manager(*, task_status: anyio.abc.TaskStatus[None]
                                   = anyio.TASK_STATUS_IGNORED) -> None:
@@ -214,6 +214,7 @@ class McpEndpoint:
             if self.fast_path and self.face is not None and await self._lean(
                     scope, receive, send, body, who):
                 return
+            scope["toolkeeper.mcp.body"] = body  # sessions.BODY_KEY: mints a session's id
             receive = _replay(body, receive)
         app = self._app or await self._start()
         from mcp.server.auth.middleware.auth_context import auth_context_var
