@@ -1,0 +1,138 @@
+"""Every fenced block of the README is run or validated by a named test, or listed as not
+executable with the reason: a new block without either fails here."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.processes import child_env
+from tests.test_readme import README, REPO, _make_run
+
+_RUN = "tests/test_readme.py::test_readme_first_ten_minutes_runs_as_written"
+_HERE = "tests/test_readme_blocks.py::"
+_FRAMEWORKS = _HERE + "test_readme_framework_snippets_are_the_examples"
+
+# block key ("<heading> #<index under it>") -> the test that runs or validates it
+COVERED: dict[str, str] = {
+    "First ten minutes #0": _RUN,  # the start-up text serve --demo prints
+    "First ten minutes #1": _RUN,
+    "First ten minutes #2": _RUN,
+    "First ten minutes #3": _RUN,
+    "First ten minutes #4": _RUN,
+    "Use it as a library #0": "tests/test_readme.py::test_readme_library_example_runs",
+    "Toolbox #0": "tests/toolbox/test_toolbox_readme.py::test_readme_toolbox_example_runs",
+    "Use it from your agent framework #0": _FRAMEWORKS,
+    "Use it from your agent framework #1": _FRAMEWORKS,
+    "Use it from your agent framework #2": _FRAMEWORKS,
+    "Python client #0": _HERE + "test_readme_python_client_snippet_runs_against_the_demo",
+    "MCP #0": "tests/test_readme.py::test_readme_servers_example_is_valid_config",
+    "Built-in tools #0":
+        "tests/test_readme.py::test_readme_builtins_config_sets_valid_policies_for_every_builtin",
+    "Retrieval #0": _HERE + "test_readme_retrieval_config_passes_check",
+    "Secrets #0": "tests/secrets/test_vault.py::test_the_readme_vault_example_is_valid_config",
+}
+
+# block key -> why no test runs it
+NOT_EXECUTABLE: dict[str, str] = {
+    "Set up #0": "`make run` serves until stopped and `make test` is this suite itself",
+    "Five-minute tour #0": "a diagram of the pipeline's steps and reason codes, not a command",
+    "CLI #0": "a synopsis of the commands with placeholders, not a command line",
+    "Layout #0": "a directory tree",
+    "Layering #0": "a diagram; tests/test_layering.py checks the import-linter contracts",
+}
+
+
+def readme_blocks() -> dict[str, tuple[str, str]]:
+    """Each fenced block by key: the heading it sits under and its index there."""
+    blocks: dict[str, tuple[str, str]] = {}
+    heading, index, fence, body = "(top)", 0, None, []
+    for line in README.read_text().splitlines():
+        if fence is not None:
+            if line.strip() == "```":
+                blocks[f"{heading} #{index}"] = (fence, "\n".join(body) + "\n")
+                index, fence = index + 1, None
+            else:
+                body.append(line)
+        elif line.lstrip().startswith("```"):
+            fence, body = line.strip()[3:], []
+        elif re.match(r"#{1,6} ", line):
+            heading, index = line.lstrip("#").strip(), 0
+    assert fence is None, "an unclosed fence in README.md"
+    return blocks
+
+
+def _block(key: str) -> str:
+    return readme_blocks()[key][1]
+
+
+def test_every_readme_block_is_covered_or_excused() -> None:
+    keys = set(readme_blocks())
+    assert not set(COVERED) & set(NOT_EXECUTABLE)
+    missing = sorted(keys - set(COVERED) - set(NOT_EXECUTABLE))
+    assert missing == [], f"README blocks no test runs (add a test to COVERED): {missing}"
+    stale = sorted((set(COVERED) | set(NOT_EXECUTABLE)) - keys)
+    assert stale == [], f"COVERED/NOT_EXECUTABLE name blocks the README lacks: {stale}"
+    for key, test in COVERED.items():
+        path, name = test.split("::")
+        assert f"def {name}(" in (REPO / path).read_text(), f"{key}: {test} does not exist"
+
+
+def _statements(code: str) -> list[str]:
+    """The code's lines without indentation and comments (PEP 8's: after two spaces)."""
+    lines = (line.split("  #")[0].strip() for line in code.splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+@pytest.mark.parametrize("index,example", [(0, "pydantic_ai_agent.py"),
+                                           (1, "openai_agents_agent.py"),
+                                           (2, "langgraph_agent.py")])
+def test_readme_framework_snippets_are_the_examples(index: int, example: str) -> None:
+    """Each snippet is the core of its example, line for line; the examples run offline in
+    tests/adapters (test_*_example.py, test_langchain.py)."""
+    snippet = _block(f"Use it from your agent framework #{index}")
+    assert f"(examples/{example})" in README.read_text()
+    source = set(_statements((REPO / "examples" / example).read_text()))
+    missing = [line for line in _statements(snippet) if line not in source]
+    assert missing == [], f"examples/{example} lacks the README's lines {missing}"
+
+
+def test_readme_retrieval_config_passes_check(tmp_path: Path) -> None:
+    """The retrieval block, with the document it names, passes ``toolkeeper check``."""
+    block = _block("Retrieval #0")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "leave.md").write_text("Annual leave is 25 days.\n")
+    (tmp_path / "toolkeeper.yaml").write_text("version: 1\n" + block)
+    run = subprocess.run([str(REPO / ".venv/bin/toolkeeper"), "check", "-f", "toolkeeper.yaml"],
+                         cwd=tmp_path, env=child_env(), capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_readme_python_client_snippet_runs_against_the_demo(tmp_path: Path) -> None:
+    """Against ``make run``'s server: asks, is approved, waits, pays; run again (the first
+    ten minutes' turn, already paid), the same payment comes back deduped."""
+    snippet = _block("Python client #0")
+    with _make_run(tmp_path) as (port, tokens):
+        code = (f"agent_token = {tokens['demo agent token (billing-bot)']!r}\n"
+                f"approver_token = {tokens['demo approver token']!r}\n"
+                + snippet.replace("127.0.0.1:8700", f"127.0.0.1:{port}")
+                + "import json\nprint(json.dumps(res.to_dict(omit_empty=False)))\n")
+        (tmp_path / "client_snippet.py").write_text(code)
+        paid, again = (_run_snippet(tmp_path) for _ in range(2))
+    assert paid["status"] == "succeeded", paid
+    assert paid["output"]["invoice_status"] == "paid" and not paid["deduped"]
+    assert again["deduped"] and again["output"] == paid["output"], again
+
+
+def _run_snippet(work: Path) -> dict[str, Any]:
+    run = subprocess.run([str(REPO / ".venv/bin/python"), "client_snippet.py"], cwd=work,
+                         env=child_env(), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    result: dict[str, Any] = json.loads(run.stdout.splitlines()[-1])
+    return result
