@@ -92,6 +92,27 @@ def json_depth_over(body: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
     return False
 
 
+async def _buffered(receive: Receive) -> tuple[list[Message], bytes]:
+    """The whole request body (bounded by BodyGuard, outside the guards that buffer) and the
+    messages it came in, to replay to the app."""
+    messages: list[Message] = []
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request" or not message.get("more_body"):
+            break
+    return messages, b"".join(m.get("body", b"") for m in messages)
+
+
+def _replaying(messages: list[Message], receive: Receive) -> Receive:
+    """A ``receive`` that hands out the buffered ``messages`` first, then the real one."""
+
+    async def replay() -> Message:
+        return messages.pop(0) if messages else await receive()
+
+    return replay
+
+
 class DepthGuard:
     """400 ``json_too_deep`` for a body nested deeper than :data:`MAX_JSON_DEPTH` (the
     parsers recurse per level: a stated limit, not a parser's stack, decides)."""
@@ -104,22 +125,14 @@ class DepthGuard:
         if _no_body(scope, self.skip):
             await self.app(scope, receive, send)
             return
-        messages: list[Message] = []
-        while True:  # the body is bounded by BodyGuard, outside this middleware
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
-        if json_depth_over(b"".join(m.get("body", b"") for m in messages)):
+        messages, body = await _buffered(receive)
+        if json_depth_over(body):
             await _reply(send, 400, Reason.JSON_TOO_DEEP,
                          f"the body nests deeper than {MAX_JSON_DEPTH} levels (the limit "
                          "on JSON nesting)")
             return
 
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, _replaying(messages, receive), send)
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -141,13 +154,7 @@ class UnicodeGuard:
         if _no_body(scope, self.skip):
             await self.app(scope, receive, send)
             return
-        messages: list[Message] = []
-        while True:  # the body is bounded by BodyGuard, outside this middleware
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request" or not message.get("more_body"):
-                break
-        body = b"".join(m.get("body", b"") for m in messages)
+        messages, body = await _buffered(receive)
         if _SURROGATE_ESCAPE.search(body):
             pointer = _bad_string(body)
             if pointer is not None:
@@ -158,10 +165,7 @@ class UnicodeGuard:
                 await _send(send, 422, payload)
                 return
 
-        async def replay() -> Message:
-            return messages.pop(0) if messages else await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, _replaying(messages, receive), send)
 
 
 def _bad_string(body: bytes) -> str | None:
