@@ -18,6 +18,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from tests.support.processes import stop
 from tests.support.waiting import wait_until
 from toolkeeper.cli import app
 from toolkeeper.errors import ConfigError
@@ -134,12 +135,7 @@ def serving(tmp_path: Path, name: str, *args: str,
                    ignoring=(httpx.TransportError,))
         yield base, out
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop(proc, 15)
     assert proc.returncode == 0, err.read_text()
 
 

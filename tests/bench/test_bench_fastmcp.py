@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from tests.support.required import missing
 from toolkeeper.bench.mcp import _fastmcp, _peers_python
 from toolkeeper.bench.procs import cpu_seconds, serving
 
@@ -39,9 +40,7 @@ def _peers() -> str:
     if PEERS is None:
         message = ("NO BENCH PEERS VENV: the FastMCP proxy runs from .venv-bench-peers; "
                    "`make bench-peers` creates it (.ci/run does)")
-        if os.environ.get("CI") in ("true", "1"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing(message)
     return PEERS
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.processes import child_env
+from tests.support.processes import child_env, stop
 from tests.support.waiting import wait_until
 from toolkeeper import Gateway
 
@@ -78,9 +78,4 @@ def serving_toolkeeper(work: Path, config: str, tokens: Mapping[str, TokenSpec],
                    ignoring=(httpx.HTTPError,))
         yield Server(url, made, work, db)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop(proc)
