@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
+from tests.api.exec_fixtures import api_for
+from tests.support.rest import assert_error
 from toolkeeper import Gateway, Risk, SideEffect, tool
 
 CONFIG = ("version: 1\ntools:\n  - native: tests.faults.test_sqlite_faults:append_line\n"
@@ -140,3 +142,25 @@ def test_a_sqlite_store_that_cannot_write_stops_calls_cleanly_and_recovers(
     after = _call(gw, lines, "after")
     assert after.status == "succeeded", (after.reason, after.message)
     _assert_consistent(gw, db_path, lines)
+
+
+@pytest.mark.parametrize("pragma", [_read_only, _full], ids=["read_only", "disk_full"])
+def test_over_rest_a_store_that_cannot_write_answers_503_store_unavailable(
+        tmp_path: Path, pragma: Callable[[Any], None]) -> None:
+    with api_for(tmp_path) as api:
+        def charge(key: str) -> Any:
+            return api.execute("bot", "charge", {"invoice": "x" * 300, "amount": 1},
+                               headers={"Idempotency-Key": key})
+
+        assert charge("before").status_code == 200
+        with _fault(api.gw, pragma):
+            answers = [charge(f"during-{i}") for i in range(20)]
+        refused = [r for r in answers if r.status_code != 200]
+        assert refused, "no call was refused while the store could not write"
+        for resp in refused:
+            assert_error(resp, 503, "store_unavailable")
+            assert int(resp.headers["Retry-After"]) >= 1
+        assert api.gw.store.audit.verify("default").ok
+        assert charge("after").json()["status"] == "succeeded"
+        with sqlite3.connect(tmp_path / "tk.db") as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
