@@ -85,15 +85,16 @@ def cancelled(rt: Runtime, st: CallState) -> None:
 def internal_error(rt: Runtime, st: CallState, exc: Exception) -> CallResult:
     """Our own bug: the call fails with ``internal_error`` (``store_unavailable`` when the
     database is down or cannot write, with ``retry_after``); a recorded call becomes
-    unknown (we cannot tell whether the tool ran)."""
+    unknown (we cannot tell whether the tool ran), and so does what the caller is told:
+    ``failed`` would invite a retry of something that may have happened."""
+    event, status = ((EventType.CALL_UNKNOWN, CallStatus.UNKNOWN) if st.recorded
+                     else (EventType.CALL_FAILED, CallStatus.FAILED))
     if is_store_unavailable(exc):
-        res = st.stop(EventType.CALL_FAILED, Reason.STORE_UNAVAILABLE,
-                      unavailable_message(exc), status=CallStatus.FAILED,
-                      retry_after=float(RETRY_AFTER_S))
+        res = st.stop(event, Reason.STORE_UNAVAILABLE, unavailable_message(exc),
+                      status=status, retry_after=float(RETRY_AFTER_S))
     else:
         msg = rt.redactor.redact_text(f"{type(exc).__name__}: {exc}")
-        res = st.stop(EventType.CALL_FAILED, Reason.INTERNAL_ERROR, msg,
-                      status=CallStatus.FAILED)
+        res = st.stop(event, Reason.INTERNAL_ERROR, msg, status=status)
     if st.recorded:
         try:
             rt.store.outcomes.finish(st.call_id, state=OutcomeState.UNKNOWN, status="unknown",

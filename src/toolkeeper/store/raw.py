@@ -196,7 +196,8 @@ def raw_write(db: Any) -> Iterator[RawTxn]:
             try:
                 yield RawTxn(driver, False)
             except BaseException:
-                driver.execute("ROLLBACK")
+                if driver.in_transaction:  # SQLITE_FULL / IOERR roll back by themselves
+                    driver.execute("ROLLBACK")
                 raise
             driver.execute("COMMIT")
         return
