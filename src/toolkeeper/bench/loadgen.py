@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -166,6 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("-m", "--method", default="GET")
     p.add_argument("--body", default="", help="request body (sent as given)")
     p.add_argument("-H", "--header", action="append", default=[], metavar="NAME: VALUE")
+    p.add_argument("--out", help="write the JSON report to this file (default: stdout)")
     args = p.parse_args(argv)
     headers = dict(h.split(": ", 1) for h in args.header)
     import uvloop  # comes with uvicorn[standard], as the servers measured use it
@@ -174,7 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                            rate=args.rate, method=args.method, body=args.body.encode(),
                            headers=headers))
     doc = asdict(load) | {"rate": load.rate}
-    print(json.dumps(doc))
+    if args.out:  # a file: a report of many latencies through a pipe uvloop left
+        Path(args.out).write_text(json.dumps(doc), encoding="utf-8")  # non-blocking can tear
+    else:
+        print(json.dumps(doc))
     return 0
 
 

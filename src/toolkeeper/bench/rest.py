@@ -110,10 +110,13 @@ def _load(url: str, token: str, seconds: int, rate: float | None = None) -> dict
            "-H", "Content-Type: application/json", "-H", f"Authorization: Bearer {token}"]
     if rate is not None:
         cmd += ["--rate", f"{rate:.1f}"]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
-    if out.returncode != 0:
-        raise BenchError(f"the load generator failed:\n{out.stderr[-2000:]}")
-    doc: dict[str, Any] = json.loads(out.stdout)
+    with tempfile.TemporaryDirectory(prefix="toolkeeper-loadgen-") as tmp:
+        report = Path(tmp) / "report.json"
+        out = subprocess.run([*cmd, "--out", str(report)], capture_output=True, text=True,
+                             timeout=seconds + 60)
+        if out.returncode != 0:
+            raise BenchError(f"the load generator failed:\n{out.stderr[-2000:]}")
+        doc: dict[str, Any] = json.loads(report.read_text(encoding="utf-8"))
     if doc["errors"] or set(doc["statuses"]) != {"200"}:
         raise BenchError(f"the server answered errors under load: {doc['statuses']}, "
                          f"{doc['errors']} connection errors")
