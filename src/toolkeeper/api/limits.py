@@ -113,9 +113,10 @@ def _replaying(messages: list[Message], receive: Receive) -> Receive:
     return replay
 
 
-class DepthGuard:
-    """400 ``json_too_deep`` for a body nested deeper than :data:`MAX_JSON_DEPTH` (the
-    parsers recurse per level: a stated limit, not a parser's stack, decides)."""
+class _BodyGuard:
+    """A middleware that reads a request body whole (bounded by BodyGuard, outside it),
+    lets :meth:`refused` answer it, and otherwise replays it to the app. Paths in ``skip``
+    and requests without a body pass straight through."""
 
     def __init__(self, app: ASGIApp, *, skip: tuple[str, ...] = ()) -> None:
         self.app = app
@@ -126,46 +127,51 @@ class DepthGuard:
             await self.app(scope, receive, send)
             return
         messages, body = await _buffered(receive)
-        if json_depth_over(body):
-            await _reply(send, 400, Reason.JSON_TOO_DEEP,
-                         f"the body nests deeper than {MAX_JSON_DEPTH} levels (the limit "
-                         "on JSON nesting)")
+        if await self.refused(body, send):
             return
-
         await self.app(scope, _replaying(messages, receive), send)
+
+    async def refused(self, body: bytes, send: Send) -> bool:
+        """Answer ``body`` with a refusal and say so, or leave it to the app."""
+        raise NotImplementedError
+
+
+class DepthGuard(_BodyGuard):
+    """400 ``json_too_deep`` for a body nested deeper than :data:`MAX_JSON_DEPTH` (the
+    parsers recurse per level: a stated limit, not a parser's stack, decides)."""
+
+    async def refused(self, body: bytes, send: Send) -> bool:
+        if not json_depth_over(body):
+            return False
+        await _reply(send, 400, Reason.JSON_TOO_DEEP,
+                     f"the body nests deeper than {MAX_JSON_DEPTH} levels (the limit on JSON "
+                     "nesting)")
+        return True
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 """A JSON ``\\uD800`` to ``\\uDFFF`` escape: half of a pair, or a lone surrogate."""
 
 
-class UnicodeGuard:
+class UnicodeGuard(_BodyGuard):
     """422 ``invalid_arguments`` with the JSON pointer of the first string (key or value)
     of a JSON body that is not valid Unicode (a lone surrogate escape such as ``\\ud800``),
     before any route stores it. Surrogate pairs are fine; bodies without a surrogate escape
     (nearly all) cost one regular-expression scan. Paths in ``skip`` check for themselves
     (the execution routes: the pipeline refuses such arguments and audits the refusal)."""
 
-    def __init__(self, app: ASGIApp, *, skip: tuple[str, ...] = ()) -> None:
-        self.app = app
-        self.skip = skip
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if _no_body(scope, self.skip):
-            await self.app(scope, receive, send)
-            return
-        messages, body = await _buffered(receive)
-        if _SURROGATE_ESCAPE.search(body):
-            pointer = _bad_string(body)
-            if pointer is not None:
-                message_text = "a string is not valid Unicode (a lone surrogate)"
-                payload: Any = orjson.dumps(error_body(
-                    "invalid_arguments", message_text,
-                    {"errors": [{"pointer": pointer, "message": message_text}]}))
-                await _send(send, 422, payload)
-                return
-
-        await self.app(scope, _replaying(messages, receive), send)
+    async def refused(self, body: bytes, send: Send) -> bool:
+        if not _SURROGATE_ESCAPE.search(body):
+            return False
+        pointer = _bad_string(body)
+        if pointer is None:
+            return False
+        message_text = "a string is not valid Unicode (a lone surrogate)"
+        payload: Any = orjson.dumps(error_body(
+            "invalid_arguments", message_text,
+            {"errors": [{"pointer": pointer, "message": message_text}]}))
+        await _send(send, 422, payload)
+        return True
 
 
 def _bad_string(body: bytes) -> str | None:
