@@ -36,6 +36,15 @@ function el(tag, text, cls) {  // an element with its text (never parsed as HTML
   return e;
 }
 
+function noteField(text) {  // a labelled note (≤ 2000 characters, the API's bound): [label, textarea]
+  const label = el("label", text);
+  const note = el("textarea");
+  note.maxLength = 2000;
+  note.rows = 2;
+  label.appendChild(note);
+  return [label, note];
+}
+
 function cell(row, value, pre) {
   const td = document.createElement("td");
   if (pre) {

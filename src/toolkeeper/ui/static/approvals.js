@@ -60,11 +60,7 @@ async function post(a, verb, body) {
 
 function denyForm(card, a) {
   const form = el("form", null, "decide");
-  const label = el("label", "note ");
-  const note = el("textarea");
-  note.maxLength = 2000;
-  note.rows = 2;
-  label.appendChild(note);
+  const [label, note] = noteField("note ");
   const send = el("button", "Deny with this note", "deny");
   send.type = "submit";
   form.append(label, send);

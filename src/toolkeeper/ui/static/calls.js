@@ -64,11 +64,7 @@ window.CallsAudit = (() => {
       const pick = el("select");
       for (const s of ["succeeded", "failed"]) pick.appendChild(el("option", s));
       label.appendChild(pick);
-      const noteLabel = el("label", "resolution note ");
-      const note = el("textarea");
-      note.maxLength = 2000;
-      note.rows = 2;
-      noteLabel.appendChild(note);
+      const [noteLabel, note] = noteField("resolution note ");
       const send = el("button", "Record this outcome", "approve");
       send.type = "submit";
       form.append(label, noteLabel, send);
