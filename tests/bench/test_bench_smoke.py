@@ -10,6 +10,7 @@ import pytest
 
 from toolkeeper import bench
 from toolkeeper.bench.__main__ import main
+from toolkeeper.bench.asgi import SERVERS, bench_asgi
 from toolkeeper.bench.irreversible import bench_irreversible
 from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import SUMMARY_LINE, BenchResult, Row, Sizes, Target, percentile
@@ -63,8 +64,11 @@ def test_irreversible_bench_records_one_outcome_per_succeeded_call() -> None:
 def test_mcp_bench_compares_direct_and_governed_calls_of_one_upstream_tool() -> None:
     result = bench_mcp(TINY)
     rows = _metrics(result)
-    assert rows["mcp_added_p50"].target == Target(op="<=", bound=1.5)
-    assert rows["mcp_throughput_ratio"].target == Target(op=">=", bound=0.5)
+    for era in ("", "_2025"):  # both protocol eras: 2026-07-28 and a 2025-11-25 session
+        assert rows[f"mcp_added_p50{era}"].target == Target(op="<=", bound=1.0)
+        assert rows[f"mcp_throughput_ratio{era}"].target == Target(op=">=", bound=0.6)
+        assert rows[f"mcp_cpu_vs_upstream{era}"].target == Target(op="<=", bound=1.0)
+        assert rows[f"mcp_governed_p50{era}"].value > 0
     sides = ["direct", "governed"]
     if any("FastMCP NOT MEASURED" in note for note in result.notes):
         assert "mcp_lead_over_fastmcp_throughput" not in rows
@@ -77,6 +81,18 @@ def test_mcp_bench_compares_direct_and_governed_calls_of_one_upstream_tool() -> 
         assert rows[f"mcp_{side}_p50"].value > 0 and rows[f"mcp_{side}_calls_per_s_16"].value > 0
         assert rows[f"mcp_{side}_cpu_per_call"].unit == "ms"
     _assert_summary_parses([result])
+
+
+@pytest.mark.slow
+def test_asgi_bench_serves_the_same_app_on_every_server_and_names_the_fastest() -> None:
+    result = bench_asgi(TINY)
+    rows = _metrics(result)
+    for server in SERVERS:  # the dev extra installs granian and hypercorn beside uvicorn
+        for kind in ("rest", "mcp"):
+            assert rows[f"asgi_{server}_{kind}_rps"].value > 0
+            assert rows[f"asgi_{server}_{kind}_cpu_per_request"].value > 0
+    verdict = next(n for n in result.notes if n.startswith("fastest by requests/s"))
+    assert '"rest": "' in verdict and '"mcp": "' in verdict
 
 
 def test_cli_prints_machine_tables_and_summary_and_writes_json(

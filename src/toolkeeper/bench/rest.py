@@ -46,8 +46,8 @@ def bench_rest(sizes: Sizes) -> BenchResult:
             startup = _wait_ready(port, started)
             base = f"http://127.0.0.1:{port}/tools/execute"
             seconds = max(2, int(sizes.duration_s))
-            rps = _load(base, token, seconds)["rate"]
-            p50, p99 = _latencies(_load(base, token, seconds, rate=rps / 2))
+            rps = load(base, token, seconds)["rate"]
+            p50, p99 = _latencies(load(base, token, seconds, rate=rps / 2))
             rss = _rss_mb(server.pid)
         finally:
             server.terminate()
@@ -83,9 +83,15 @@ def _start(url: str, port: int, workers: int = 1) -> subprocess.Popen[bytes]:
 
 
 def _wait_ready(port: int, started: float, timeout_s: float = 30.0) -> float:
+    return wait_ready(f"http://127.0.0.1:{port}", started, timeout_s)
+
+
+def wait_ready(base: str, started: float | None = None, timeout_s: float = 30.0) -> float:
+    """Seconds from ``started`` (default: now) until ``base``/healthz answers 200."""
+    started = time.monotonic() if started is None else started
     while time.monotonic() - started < timeout_s:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1) as r:
+            with urllib.request.urlopen(f"{base}/healthz", timeout=1) as r:
                 if r.status == 200:
                     return time.monotonic() - started
         except OSError:
@@ -100,14 +106,20 @@ def _ceiling(seconds: int) -> float:
            "{port}", "--loop", "uvloop", "--http", "httptools", "--no-access-log",
            "--log-level", "warning"]
     with listening(cmd) as base:
-        return float(_load(f"{base}/", "-", seconds)["rate"])
+        return float(load(f"{base}/", "-", seconds)["rate"])
 
 
-def _load(url: str, token: str, seconds: int, rate: float | None = None) -> dict[str, Any]:
-    """One run of the load generator in its own process; its JSON report."""
-    cmd = [sys.executable, "-m", "toolkeeper.bench.loadgen", url, "-d", str(seconds),
-           "-c", "32" if rate is None else "16", "-m", "POST", "--body", json.dumps(BODY),
+def load(url: str, token: str, seconds: float, rate: float | None = None, *,
+         body: object = BODY, headers: dict[str, str] | None = None,
+         connections: int | None = None) -> dict[str, Any]:
+    """One run of the load generator in its own process, POSTing ``body`` as JSON; its
+    JSON report. Closed loop on 32 connections unless ``rate`` (then 16) or
+    ``connections`` says otherwise; any answer but 200 is a :class:`BenchError`."""
+    conns = connections or (32 if rate is None else 16)
+    cmd = [sys.executable, "-m", "toolkeeper.bench.loadgen", url, "-d", f"{seconds:g}",
+           "-c", str(conns), "-m", "POST", "--body", json.dumps(body),
            "-H", "Content-Type: application/json", "-H", f"Authorization: Bearer {token}"]
+    cmd += [a for k, v in (headers or {}).items() for a in ("-H", f"{k}: {v}")]
     if rate is not None:
         cmd += ["--rate", f"{rate:.1f}"]
     with tempfile.TemporaryDirectory(prefix="toolkeeper-loadgen-") as tmp:

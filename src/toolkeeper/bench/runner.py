@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from toolkeeper.bench.adapters import bench_adapters
+from toolkeeper.bench.asgi import bench_asgi
 from toolkeeper.bench.catalog import bench_catalog
 from toolkeeper.bench.filesystem import bench_filesystem
 from toolkeeper.bench.irreversible import bench_irreversible
@@ -26,6 +27,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "irreversible": bench_irreversible,
     "rest": bench_rest,
     "mcp": bench_mcp,
+    "asgi": bench_asgi,
     "catalog": bench_catalog,
     "adapters": bench_adapters,
     "web_fetch": bench_web_fetch,
