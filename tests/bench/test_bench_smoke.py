@@ -158,3 +158,21 @@ def test_cli_no_json_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)
     assert main(["--quick", "--only", "pure", "--no-json"]) == 0
     assert not (tmp_path / ".bench").exists()
+
+
+def test_profile_flag_samples_every_server_the_bench_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    import httpx
+
+    from toolkeeper.bench.procs import PROFILE_DIR, serving
+
+    monkeypatch.setenv(PROFILE_DIR, str(tmp_path))
+    trivial = [sys.executable, "-m", "uvicorn", "toolkeeper.bench.loadgen:trivial", "--port",
+               "{port}", "--log-level", "warning"]
+    with serving(trivial) as served:
+        for _ in range(50):
+            assert httpx.get(served.base + "/").status_code == 200
+    graphs = list(tmp_path.glob("uvicorn-*.svg"))
+    assert len(graphs) == 1 and graphs[0].read_text().lstrip().startswith("<?xml")

@@ -6,12 +6,14 @@ Benchmarks are not tests: a missed target prints FAIL but exits 0 unless ``--str
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from toolkeeper.bench.model import Sizes
+from toolkeeper.bench.procs import PROFILE_DIR
 from toolkeeper.bench.report import print_results, write_json
 from toolkeeper.bench.runner import BENCHMARKS, run
 
@@ -28,8 +30,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "json, for comparing runs)")
     p.add_argument("--no-json", action="store_true", help="write no JSON file")
     p.add_argument("--profile", action="store_true",
-                   help="also profile each benchmark (cProfile, in the bench process): "
-                        ".bench/profile-<UTC time>/<name>.pstats and <name>.txt")
+                   help="also profile each benchmark: the bench process with cProfile "
+                        "(.bench/profile-<UTC time>/<name>.pstats and <name>.txt) and every "
+                        "server it starts with py-spy (<program>-<port>.svg flame graphs); "
+                        "figures measured while profiling are not comparable")
     p.add_argument("--strict", action="store_true", help="exit 1 when any target is missed")
     return p.parse_args(argv)
 
@@ -39,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = Sizes.quick() if args.quick else Sizes()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     profile_dir = Path(".bench") / f"profile-{stamp}" if args.profile else None
+    if profile_dir is not None:  # read by bench.procs.serving in this process
+        os.environ[PROFILE_DIR] = str(profile_dir.absolute())
     results = run(args.only, sizes, profile_dir=profile_dir)
     print_results(results)
     if not args.no_json:
@@ -47,8 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         write_json(str(path), results, sizes)
         print(f"results: {path}", file=sys.stderr)  # stdout ends with the summary
     if profile_dir is not None:
-        print(f"profiles: {profile_dir}/<name>.pstats (python -m pstats) and <name>.txt",
-              file=sys.stderr)
+        print(f"profiles: {profile_dir}/<name>.pstats (python -m pstats) and <name>.txt; "
+              "servers: <program>-<port>.svg (py-spy flame graphs)", file=sys.stderr)
     missed = any(row.passed is False for r in results for row in r.rows)
     return 1 if args.strict and missed else 0
 

@@ -1,18 +1,27 @@
 """Processes the benchmarks (and tests) start: bounded start on a free loopback port,
-bounded stop."""
+bounded stop. With ``PROFILE_DIR`` in the environment (``python -m toolkeeper.bench
+--profile`` sets it), py-spy samples each served process and its workers while it serves and
+writes a flame graph there: the server side of the REST, MCP and ASGI paths, which the bench
+process's own cProfile cannot see."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolkeeper.bench.model import BenchError
+
+PROFILE_DIR = "TOOLKEEPER_BENCH_PROFILE_DIR"
 
 
 def free_port() -> int:
@@ -61,7 +70,8 @@ def serving(cmd: list[str], env: dict[str, str] | None = None, *,
             if time.monotonic() > deadline:
                 raise BenchError(f"{_name(argv)} did not listen within {timeout_s:g} s")
             time.sleep(0.05)
-        yield Served(base=base, pid=proc.pid)
+        with _sampled(proc.pid, f"{_name(argv)}-{port}"):
+            yield Served(base=base, pid=proc.pid)
     finally:
         proc.terminate()
         try:
@@ -69,6 +79,40 @@ def serving(cmd: list[str], env: dict[str, str] | None = None, *,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+
+
+def _py_spy() -> str | None:
+    beside = Path(sys.executable).with_name("py-spy")
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
+@contextmanager
+def _sampling(pid: int, out: Path) -> Iterator[None]:
+    """py-spy records ``pid`` (and its subprocesses) until the block ends, then writes."""
+    exe = _py_spy()
+    if exe is None:
+        print("profile: py-spy not found (pip install -e '.[dev]'); servers not sampled",
+              file=sys.stderr)
+        yield
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    spy = subprocess.Popen([exe, "record", "--pid", str(pid), "--subprocesses",
+                            "--nonblocking", "--rate", "250", "-o", str(out)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
+        try:
+            spy.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+            spy.wait(timeout=5)
+
+
+def _sampled(pid: int, name: str) -> contextlib.AbstractContextManager[None]:
+    where = os.environ.get(PROFILE_DIR)
+    return _sampling(pid, Path(where) / f"{name}.svg") if where else nullcontext()
 
 
 def cpu_seconds(pid: int) -> float:
@@ -88,5 +132,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def _name(argv: list[str]) -> str:
-    """The program's name for messages (the module of ``python -m x``)."""
-    return argv[2] if len(argv) > 2 and argv[1] == "-m" else argv[min(1, len(argv) - 1)]
+    """The program's name for messages and files (the module of ``python -m x``, else the
+    first argument that is not a flag: ``python -P proxy.py`` → ``proxy``)."""
+    if len(argv) > 2 and argv[1] == "-m":
+        return argv[2]
+    rest = [a for a in argv[1:] if not a.startswith("-")]
+    return Path(rest[0] if rest else argv[0]).stem
