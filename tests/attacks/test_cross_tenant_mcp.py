@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.attacks.table import ProbeTable
 from tests.mcp.mcp_fixtures import McpServer, connect, serving
-from toolkeeper import Activation, Agent, Profile, Risk, SideEffect, tool
+from toolkeeper import Activation, Agent, Gateway, Profile, Risk, SideEffect, tool
 from toolkeeper.mcp.server import McpFace
 
 CANARY = "acme-mcp-canary-7f3a"
@@ -86,7 +86,8 @@ def acme_vault(text: str) -> str:
     return text
 
 
-def _post(srv: McpServer, who: str, method: str, params: dict[str, Any]) -> httpx.Response:
+def _post(srv: McpServer, who: str, method: str, params: dict[str, Any],
+          http: httpx.Client | None = None) -> httpx.Response:
     """One 2026-07-28 JSON-RPC message over plain HTTP (a notification when it names one)."""
     body: dict[str, Any] = {"jsonrpc": "2.0", "method": method,
                             "params": {**params, "_meta": {**META, **params.get("_meta", {})}}}
@@ -96,7 +97,7 @@ def _post(srv: McpServer, who: str, method: str, params: dict[str, Any]) -> http
     name = params.get("name", params.get("uri"))
     if isinstance(name, str):
         routing["Mcp-Name"] = name
-    return httpx.post(srv.url, json=body, timeout=20, headers={
+    return (http or httpx).post(srv.url, json=body, timeout=20, headers={
         **HEADERS, **routing, "Authorization": f"Bearer {srv.tokens[who]}"})
 
 
@@ -120,8 +121,9 @@ def _fill(params: dict[str, Any], value: str) -> dict[str, Any]:
     return filled
 
 
-def _modern(srv: McpServer, who: str, method: str, params: dict[str, Any], value: str) -> str:
-    resp = _post(srv, who, method, _fill(params, value))
+def _modern(srv: McpServer, who: str, method: str, params: dict[str, Any], value: str,
+            http: httpx.Client) -> str:
+    resp = _post(srv, who, method, _fill(params, value), http)
     return _norm(f"{resp.status_code} {resp.text}", value)
 
 
@@ -189,8 +191,9 @@ def srv(tmp_path: Any) -> Iterator[McpServer]:
         yield s
 
 
-def test_every_mcp_method_has_a_probe(srv: McpServer) -> None:
-    handlers = McpFace(srv.gw).server
+def test_every_mcp_method_has_a_probe(tmp_path: Any) -> None:
+    with Gateway.open(f"sqlite:///{tmp_path}/tk.db") as gw:
+        handlers = McpFace(gw).server  # the SDK keeps no public list of what it answers
     answered = ({"initialize"} | set(handlers._request_handlers)
                 | set(handlers._notification_handlers))
     probed = ({m for _, _, m, _ in PROBES + MODERN_PROBES} | set(LISTINGS) | RUNNER_METHODS
@@ -230,22 +233,23 @@ async def _legacy_rows(srv: McpServer, ids: dict[str, str], table: ProbeTable) -
                       _gist(other), other == absent and _no_leak(other, ids))
 
 
-def _modern_rows(srv: McpServer, ids: dict[str, str], table: ProbeTable) -> None:
+def _modern_rows(srv: McpServer, ids: dict[str, str], table: ProbeTable,
+                 http: httpx.Client) -> None:
     for method, params in LISTINGS.items():
-        seen = _modern(srv, "bot", method, params, "zz-missing")
+        seen = _modern(srv, "bot", method, params, "zz-missing", http)
         table.add(f"{V} agent {method}", "no acme data", _gist(seen),
                   _no_leak(seen, ids) and "acme" not in seen and not seen.startswith("5"))
     for probe, who, method, params in PROBES + MODERN_PROBES:
         value = _value(ids, probe, V)
-        other = _modern(srv, who, method, params, value)
-        absent = _modern(srv, who, method, params, f"zz-missing-{V}")
+        other = _modern(srv, who, method, params, value, http)
+        absent = _modern(srv, who, method, params, f"zz-missing-{V}", http)
         table.add(f"{V} {who:6} {probe.split(' ', 1)[1]}", _gist(absent), _gist(other),
                   other == absent and _no_leak(other, ids) and not other.startswith("5"))
     for role in REFUSED_ROLES:
         for probe, _who, method, params in PROBES + MODERN_PROBES:
             value = _value(ids, probe, V)
-            other = _modern(srv, role, method, params, value)
-            absent = _modern(srv, role, method, params, "zz-missing")
+            other = _modern(srv, role, method, params, value, http)
+            absent = _modern(srv, role, method, params, "zz-missing", http)
             table.add(f"{V} {role:8} {probe.split(' ', 1)[1]}", _gist(absent),
                       _gist(other), other == absent and other.startswith("403"))
 
@@ -253,7 +257,8 @@ def _modern_rows(srv: McpServer, ids: dict[str, str], table: ProbeTable) -> None
 def test_acmes_names_and_ids_answer_as_missing_ones_over_mcp(srv: McpServer) -> None:
     ids = _seed_acme(srv)
     table = ProbeTable("cross-tenant MCP (every method, both eras)")
-    _modern_rows(srv, ids, table)
+    with httpx.Client() as http:
+        _modern_rows(srv, ids, table, http)
     anyio.run(_legacy_rows, srv, ids, table)
     ran = srv.gw.store.approvals.get(ids["approval"])
     table.add("acme's approved payment after every probe", "still approved",
