@@ -114,7 +114,8 @@ class Gateway:
         if redis_url:
             from toolkeeper.store.redis import ChangeNotifier
 
-            self._notifier = ChangeNotifier(redis_url, self.reload)
+            self._notifier = ChangeNotifier(redis_url, self.reload,
+                                            on_fallback=self.metrics.redis_fallback)
 
     def _wire_services(self) -> None:
         """The services get what they use, never the gateway (``services/``)."""

@@ -170,9 +170,9 @@ def test_gateway_open_applies_the_example(tmp_path: Path) -> None:
 
 def test_config_settings_only_returns_what_the_file_sets() -> None:
     cfg = load_text("version: 1\nmode: debug\nsettings: {approval_ttl_s: 60, "
-                    "audit_level: steps}\n")
+                    "audit_level: steps, max_pending_approvals: 50}\n")
     assert config_settings(cfg) == {"mode": Mode.DEBUG, "approval_ttl": timedelta(seconds=60),
-                                    "audit_level": "steps"}
+                                    "audit_level": "steps", "max_pending_approvals": 50}
     assert config_settings(load_text("version: 1\n")) == {}
 
 

@@ -271,3 +271,25 @@ def test_an_approval_given_under_another_policy_does_not_bind(gw: Any, approver:
     again = _ask(gw)  # the approved one is not found for this policy: a new decision
     assert again.status is CallStatus.APPROVAL_REQUIRED
     assert again.approval_id != ask.approval_id
+
+
+def test_pending_approvals_are_capped_per_agent(make_gateway: Any, approver: Any) -> None:
+    gw = make_gateway(tools=[Payments], autonomy=0, scopes=("payments",),
+                      max_pending_approvals=2)
+    asks = [_ask(gw, {"invoice": f"inv-{i}", "amount": 1}) for i in range(3)]
+    assert [a.reason for a in asks] == [Reason.APPROVAL_REQUIRED] * 2 + [
+        Reason.APPROVALS_PENDING_LIMIT]
+    assert asks[2].status is CallStatus.DENIED and asks[2].approval_id is None
+    assert len(gw.approvals.list("default")) == 2
+    # per agent: another agent of the tenant still reaches a human
+    theirs = gw.call_sync("payments", "pay", PAY, agent="other-bot")
+    assert theirs.reason == Reason.APPROVAL_REQUIRED
+    gw.approvals.deny(asks[0].approval_id, approver)  # decided: room for one more
+    assert _ask(gw, {"invoice": "inv-9", "amount": 1}).reason == Reason.APPROVAL_REQUIRED
+
+
+def test_a_cap_of_zero_leaves_pending_approvals_unbounded(make_gateway: Any) -> None:
+    gw = make_gateway(tools=[Payments], autonomy=0, scopes=("payments",),
+                      max_pending_approvals=0)
+    asks = [_ask(gw, {"invoice": f"inv-{i}", "amount": 1}) for i in range(3)]
+    assert [a.reason for a in asks] == [Reason.APPROVAL_REQUIRED] * 3

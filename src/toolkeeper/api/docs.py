@@ -102,7 +102,8 @@ Every request carries `Authorization: Bearer <token>`; the token decides tenant,
 
 Every error answers `{{"error": {{"reason", "message", "details"}}}}` (schema `ErrorOut`) with the
 HTTP status its reason maps to. `reason` is a stable code to match on (`unauthenticated` 401,
-`forbidden` 403, `not_found` 404, `invalid_arguments` 422, `rate_limited` 429, …);
+`forbidden` 403, `not_found` 404, `invalid_arguments` 422, `rate_limited` 429,
+`approvals_pending_limit` 429, …);
 `message` is for people; `details` carries reason-specific data, e.g. `errors` with JSON
 pointers for `invalid_arguments`. A call that ran answers 200 whatever its status: a stopped
 call's reason is in its body.

@@ -302,7 +302,8 @@ def config_settings(config: ConfigFile) -> dict[str, Any]:
         if value is not None:
             out[name] = timedelta(seconds=value)
     for name in ("max_payload_bytes", "audit_level", "audit_arguments", "audit_durability",
-                 "mcp_resync_s", "tenant_bounds", "recent_calls_max"):
+                 "mcp_resync_s", "tenant_bounds", "recent_calls_max",
+                 "max_pending_approvals"):
         if getattr(s, name) is not None:
             out[name] = getattr(s, name)
     for name in ("max_top_k", "max_document_chars", "max_batch_documents"):

@@ -87,6 +87,9 @@ class SettingsConfig(_Section):
     """Store (redacted) arguments in audit events, not only their digest."""
     recent_calls_max: int | None = Field(default=None, ge=0)
     """Calls kept per tenant in the recent-calls log (default 1000; 0 keeps none)."""
+    max_pending_approvals: int | None = Field(default=None, ge=0)
+    """Approvals one agent may have waiting at once (default 1000; 0: no cap); past it a
+    call that needs one more stops with ``approvals_pending_limit``."""
     tenant_bounds: TenantBounds | None = None
     """The ceiling for host paths, networks and commands a tenant sets through the REST
     API; by default a tenant may widen none of them."""

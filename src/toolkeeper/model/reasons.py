@@ -50,6 +50,9 @@ class Reason(StrEnum):
     APPROVAL_CONSUMED = "approval_consumed"
     APPROVAL_NOT_FOUND = "approval_not_found"
     APPROVER_NOT_ALLOWED = "approver_not_allowed"
+    APPROVALS_PENDING_LIMIT = "approvals_pending_limit"
+    """The agent already has ``max_pending_approvals`` approvals waiting for a human: a call
+    that would ask for one more is stopped (REST 429) until some are decided or expire."""
     PREVIEW_INVALID = "preview_invalid"
     # supersede
     SUPERSEDED = "superseded"

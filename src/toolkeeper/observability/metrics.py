@@ -42,7 +42,7 @@ class Metrics(Collector):
         self._gates: dict[tuple[str, str], int] = {}
         self._denials: dict[tuple[str, str], int] = {}
         self._recent_dropped: dict[tuple[str], int] = {}
-        self._redis_fallbacks: dict[tuple[()], int] = {}
+        self._redis_fallbacks: dict[tuple[str], int] = {}
         self._pending: Callable[[str | None], Mapping[str, int]] | None = None
         self.registry.register(self)
 
@@ -84,10 +84,13 @@ class Metrics(Collector):
         with self._lock:
             self._recent_dropped[(tenant,)] = self._recent_dropped.get((tenant,), 0) + 1
 
-    def redis_fallback(self) -> None:
-        """One count made without Redis (unreachable): in the database or in process."""
+    def redis_fallback(self, use: str = "rate_limit") -> None:
+        """One piece of work done without Redis (unreachable): ``rate_limit``, a hit counted
+        in the database or in process; ``change_announce``, a definition change left to the
+        database's change counter; ``change_listen``, this process's subscription lost (other
+        processes' changes reach it through the database's change counter until it is back)."""
         with self._lock:
-            self._redis_fallbacks[()] = self._redis_fallbacks.get((), 0) + 1
+            self._redis_fallbacks[(use,)] = self._redis_fallbacks.get((use,), 0) + 1
 
     def pending_from(self, fn: Callable[[str | None], Mapping[str, int]]) -> None:
         """``fn(tenant)``: pending approvals by tenant (every tenant's for ``None``)."""
@@ -127,8 +130,8 @@ class Metrics(Collector):
         yield _counter("tool_recent_calls_dropped_total", "Calls the recent-calls log could "
                        "not keep", ["tenant"], dropped)
         if tenant is None:  # the process's, not a tenant's
-            yield _counter("toolkeeper_redis_fallbacks_total", "Limit counts made without "
-                           "Redis (unreachable)", [], dict(self._redis_fallbacks))
+            yield _counter("toolkeeper_redis_fallbacks_total", "Work done without Redis "
+                           "(unreachable), by use", ["use"], dict(self._redis_fallbacks))
         pending = GaugeMetricFamily("approvals_pending", "Approvals waiting for a human",
                                     labels=["tenant"])
         counts = dict(self._pending(tenant)) if self._pending else {}

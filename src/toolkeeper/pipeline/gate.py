@@ -100,6 +100,12 @@ async def _approval_gate(rt: Runtime, st: CallState, g: Gate) -> CallResult | No
         return st.stop(EventType.GATE_REQUIRED, reason,
                        f"{g.value} pending: approval {existing.id}", status=status,
                        approval_id=existing.id)
+    cap = rt.settings.max_pending_approvals
+    if cap and rt.store.approvals.pending_of_agent(
+            st.tenant_id or "", st.agent or "", datetime.now(UTC)) >= cap:
+        return st.stop(EventType.LIMIT_DENIED, Reason.APPROVALS_PENDING_LIMIT,
+                       f"{cap} approvals of this agent are already waiting for a human: "
+                       "decide or let some expire first")
     from toolkeeper.pipeline.execute import preview_for_approver
 
     shown = await preview_for_approver(rt, st)  # what the approver sees of the effect

@@ -65,6 +65,10 @@ class Settings:
     recent_calls_max: int = 1000
     """Calls kept per tenant in the recent-calls log (``GET /calls/recent``; oldest
     dropped); ``0`` keeps none."""
+    max_pending_approvals: int = 1000
+    """Approvals one agent may have waiting for a human at once (unexpired, pending); a
+    call that would ask for one more stops with ``approvals_pending_limit``. ``0``: no
+    cap."""
 
     def __post_init__(self) -> None:
         self.mode = Mode(self.mode)
@@ -76,6 +80,8 @@ class Settings:
             raise ValueError("audit_durability must be 'transactional' or 'batched'")
         if self.recent_calls_max < 0:
             raise ValueError("recent_calls_max must be 0 or more")
+        if self.max_pending_approvals < 0:
+            raise ValueError("max_pending_approvals must be 0 or more")
 
 
 @dataclass(slots=True, kw_only=True)

@@ -74,6 +74,15 @@ class ApprovalRepo:
         with self._db.read() as conn:
             return [_approval(r._mapping) for r in conn.execute(q)]
 
+    def pending_of_agent(self, tenant_id: str, agent: str, now: datetime) -> int:
+        """How many approvals ``agent`` has waiting for a human (unexpired, not previews)."""
+        a = approvals.c
+        q = select(func.count()).select_from(approvals).where(
+            a.tenant_id == tenant_id, a.status == ApprovalStatus.PENDING.value,
+            a.agent == agent, a.kind != "preview", a.expires_at > now)
+        with self._db.read() as conn:
+            return int(conn.execute(q).scalar_one())
+
     def count_pending(self, now: datetime) -> int:
         return sum(self.pending_by_tenant(now).values())
 

@@ -118,13 +118,20 @@ class RedisCounters:
 
 
 class ChangeNotifier:
-    """Publishes definition changes and calls ``on_change`` when another process does."""
+    """Publishes definition changes and calls ``on_change`` when another process does.
+
+    Without Redis nothing is lost: every process also polls the database's change counter
+    (about once a second), so a change still arrives, only later. Each fallback is logged
+    and told to ``on_fallback`` (``change_announce``: a change not announced;
+    ``change_listen``: the subscription lost, once per outage)."""
 
     def __init__(self, url: str, on_change: Callable[[], None], *,
-                 timeout_s: float = 0.5) -> None:
+                 timeout_s: float = 0.5,
+                 on_fallback: Callable[[str], None] | None = None) -> None:
         self._client = redis.Redis.from_url(url, socket_timeout=timeout_s,
                                             socket_connect_timeout=timeout_s)
         self._on_change = on_change
+        self._on_fallback = on_fallback or (lambda use: None)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._listen, name="toolkeeper-redis",
                                         daemon=True)
@@ -134,19 +141,30 @@ class ChangeNotifier:
         try:
             self._client.publish(CHANNEL, b"definitions")
         except redis.RedisError as exc:
-            log.warning("redis unreachable, change not announced: %s", exc)
+            log.warning("redis unreachable, change not announced (other processes see it "
+                        "through the database's change counter): %s", exc)
+            self._on_fallback("change_announce")
 
     def _listen(self) -> None:
+        lost = False
         while not self._stop.is_set():
             pubsub: Any = None
             try:
                 pubsub = self._client.pubsub(  # type: ignore[no-untyped-call]
                     ignore_subscribe_messages=True)
                 pubsub.subscribe(CHANNEL)
+                if lost:
+                    lost = False
+                    log.info("redis reachable again: listening for changes through it")
                 while not self._stop.is_set():
                     if pubsub.get_message(timeout=0.2) is not None:
                         self._notify()
-            except redis.RedisError:
+            except redis.RedisError as exc:
+                if not lost:
+                    lost = True
+                    log.warning("redis unreachable, changes of other processes are read "
+                                "from the database's change counter until it is back: %s", exc)
+                    self._on_fallback("change_listen")
                 self._stop.wait(1.0)  # reconnect after a pause; the DB counter still works
             finally:
                 if pubsub is not None:

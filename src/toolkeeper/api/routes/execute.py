@@ -31,6 +31,7 @@ _HTTP_OF_CALL: dict[str, int] = {
     Reason.IDEMPOTENCY_KEY_REUSED: 422,
     Reason.IDEMPOTENCY_IN_PROGRESS: 409,
     Reason.RATE_LIMITED: 429,
+    Reason.APPROVALS_PENDING_LIMIT: 429,
     Reason.STORE_UNAVAILABLE: 503,
 }
 ERRORS: dict[int | str, dict[str, Any]] = {
