@@ -48,6 +48,7 @@ ENV = {
     "header_timeout_s": "TOOLKEEPER_HEADER_TIMEOUT_S",
     "max_connections": "TOOLKEEPER_MAX_CONNECTIONS",
     "mcp_fast_path": "TOOLKEEPER_MCP_FAST_PATH",
+    "rest_fast_path": "TOOLKEEPER_REST_FAST_PATH",
 }
 WORKER_SETTINGS = "TOOLKEEPER_WORKER_SETTINGS"
 """How the parent hands its validated settings to uvicorn's worker processes."""
@@ -79,6 +80,8 @@ class ServerSettings(BaseModel):
     503 to new requests."""
     mcp_fast_path: bool = True
     """Answer plain stateless MCP ``tools/list`` / ``tools/call`` on the lean path."""
+    rest_fast_path: bool = True
+    """Answer the plainest ``POST /tools/execute`` on the lean path (api/lean_execute)."""
     cors_origins: tuple[str, ...] = ()
     """Closed by default; each an origin ``scheme://host[:port]``."""
     system_tenant: str = Field(default="system", pattern=NAME_PATTERN)
@@ -273,7 +276,8 @@ def build(settings: ServerSettings) -> Server:
     app = create_app(gw, ApiSettings(max_body_bytes=settings.max_body_bytes,
                                      cors_origins=list(settings.cors_origins),
                                      mcp_allowed_hosts=mcp_hosts(settings.host),
-                                     mcp_fast_path=settings.mcp_fast_path))
+                                     mcp_fast_path=settings.mcp_fast_path,
+                                     rest_fast_path=settings.rest_fast_path))
     app.state.system_tenant = settings.system_tenant
     # what exists now (catalog, routes, models) lives as long as the server: keep it out
     # of the cyclic collector's generations so collections stay short under load

@@ -43,6 +43,9 @@ class ApiSettings:
     mcp_fast_path: bool = True
     """Answer plain stateless ``tools/list`` / ``tools/call`` without the SDK's server
     (:mod:`toolkeeper.mcp.lean`); ``False`` sends every request through the SDK."""
+    rest_fast_path: bool = True
+    """Answer the plainest ``POST /tools/execute`` without FastAPI's routing and
+    dependency layers (:mod:`toolkeeper.api.lean_execute`); ``False``: always the route."""
     mcp_allowed_hosts: tuple[str, ...] | None = None
     """``Host`` values ``/mcp`` accepts (``name:*`` for any port), refusing others with 421
     against DNS rebinding; browsers' ``Origin`` must then be one of these hosts or a CORS
@@ -69,6 +72,10 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
         app.include_router(ui.router)
     if settings.mcp:
         _mount_mcp(app, gw, settings)
+    if settings.rest_fast_path and gw is not None:
+        from toolkeeper.api.lean_execute import ExecuteShortcut
+
+        app.add_middleware(ExecuteShortcut, gw=gw)
     if settings.cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
