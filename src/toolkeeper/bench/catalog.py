@@ -13,7 +13,7 @@ import httpx
 from sqlalchemy import insert
 
 from toolkeeper.bench.model import BenchResult, Row, Sizes, Target
-from toolkeeper.bench.rest import _free_port, _rss_mb, _start, _wait_ready
+from toolkeeper.bench.rest import _free_port, _rss_mb, _start, _wait_ready, byte_compiled
 from toolkeeper.bench.tools import sqlite_url
 from toolkeeper.builtins import definition
 from toolkeeper.model.enums import Autonomy, ToolStatus
@@ -36,6 +36,7 @@ def bench_catalog(sizes: Sizes) -> BenchResult:
         url = sqlite_url(tmp)
         token = _fill(url)
         port = _free_port()
+        byte_compiled()
         started = time.monotonic()
         server = _start(url, port)
         try:
