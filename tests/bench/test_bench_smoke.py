@@ -120,6 +120,10 @@ def test_summary_line_says_pass_or_fail_against_its_target() -> None:
     edge = Row(metric="x_throughput", value=2999.6, unit="calls/s", decimals=0,
                target=Target(op=">=", bound=3000))
     assert edge.summary_line() == "x_throughput 3000 calls/s target >=3000 PASS"
+    # a difference inside the noise can be negative; its line keeps the summary's shape
+    faster = Row(metric="mcp_added_p50", value=-2.6, unit="ms", decimals=2,
+                 target=Target(op="<=", bound=1.0))
+    assert SUMMARY_LINE.match(faster.summary_line()), faster.summary_line()
 
 
 def test_percentile_is_nearest_rank() -> None:
