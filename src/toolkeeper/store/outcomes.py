@@ -75,11 +75,11 @@ def _claim_order(m: Pending) -> tuple[str, str, str]:
 
 
 class OutcomeRepo:
-    def __init__(self, db: Database, audit: AuditRepo, *, company_wait_s: float = 0.0) -> None:
+    def __init__(self, db: Database, audit: AuditRepo) -> None:
         self._db = db
         self._audit = audit
         self._group = GroupCommit(
-            lambda: raw_write(db), self._apply, company_wait_s=company_wait_s,
+            lambda: raw_write(db), self._apply,
             wait_timeout_s=db.busy_timeout_s + GROUP_WAIT_MARGIN_S)
 
     @property
