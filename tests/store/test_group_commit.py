@@ -130,12 +130,23 @@ def _batches_for_plug_and_queue(store: Store) -> int:
     return 1 if store.db.is_sqlite else 2
 
 
+def _count_sqlite_commits(store: Store) -> list[str]:
+    """The COMMITs SQLite itself executes on the store's writer connection."""
+    seen: list[str] = []
+    store.db.sqlite_writer().set_trace_callback(
+        lambda sql: seen.append(sql) if sql.strip().upper() == "COMMIT" else None)
+    return seen
+
+
 def test_claims_and_finishes_queued_together_share_one_transaction(store: Store) -> None:
     keys = [f"k{i}" for i in range(CALLERS)]
+    commits = _count_sqlite_commits(store) if store.db.is_sqlite else None
     plugged, won, txns = _queued_behind_a_held_store(
         store, lambda: _claim(store, "plug"), [lambda k=k: _claim(store, k) for k in keys])
     assert plugged is None and won == [None] * CALLERS
     assert txns == _batches_for_plug_and_queue(store)
+    if commits is not None:
+        assert len(commits) == 1  # nine claims, one COMMIT
 
     plugged, done, txns = _queued_behind_a_held_store(
         store, lambda: _finish(store, "c-plug"),
