@@ -139,7 +139,7 @@ class GroupCommit:
 
     def _run_alone(self, batch: list[Pending], me: Pending) -> None:
         """One member's statements failed: each member again, in a transaction of its own."""
-        for member in batch:
+        for i, member in enumerate(batch):
             error: BaseException | None = None
             try:
                 self.transactions += 1
@@ -147,6 +147,9 @@ class GroupCommit:
                     self._apply(txn, [member])
             except Exception as exc:
                 error = exc
+            except BaseException as exc:  # interrupted: nobody left behind is kept waiting
+                self._settle(batch[i:], exc, me)
+                raise
             self._settle([member], error, me)
 
     @staticmethod
