@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.pgcluster import PgCluster
 from toolkeeper import bench
 from toolkeeper.bench.__main__ import main
 from toolkeeper.bench.asgi import SERVERS, bench_asgi
-from toolkeeper.bench.irreversible import bench_irreversible
+from toolkeeper.bench.irreversible import PG_URL_ENV, bench_irreversible, bench_irreversible_pg
 from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import SUMMARY_LINE, BenchResult, Row, Sizes, Target, percentile
 from toolkeeper.bench.pure import bench_pure
@@ -53,11 +54,33 @@ def test_irreversible_bench_records_one_outcome_per_succeeded_call() -> None:
     assert rows["irreversible_throughput_1cores"].target == Target(op=">=", bound=3000)
     # correctness, not speed: these hold on any machine
     assert rows["irreversible_throughput_failed_calls"].value == 0
+    assert rows["irreversible_throughput_1cores_8threads"].target == Target(op=">=", bound=3000)
+    assert rows["irreversible_throughput_8threads_failed_calls"].value == 0
     assert rows["irreversible_outcome_rows_mismatch"].value == 0
     assert rows["irreversible_outcome_rows"].value == rows[
         "irreversible_outcome_rows_succeeded"].value
     assert rows["irreversible_audit_verify_problems"].value == 0
     _assert_summary_parses([result])
+
+
+@pytest.mark.postgres
+def test_the_irreversible_bench_measures_postgresql_in_a_database_of_its_own(
+        pg_cluster: PgCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PG_URL_ENV, pg_cluster.url_for("postgres"))
+    rows = _metrics(bench_irreversible_pg(TINY))
+    assert rows["irreversible_pg_overhead_p50"].target == Target(op="<=", bound=250)
+    for name in ("irreversible_pg_throughput_failed_calls",
+                 "irreversible_pg_throughput_8threads_failed_calls",
+                 "irreversible_pg_outcome_rows_mismatch", "irreversible_pg_audit_verify_problems"):
+        assert rows[name].value == 0, name
+    assert rows["irreversible_pg_outcome_rows"].value > 0
+
+
+def test_without_a_postgresql_url_the_pg_bench_says_it_measured_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PG_URL_ENV, raising=False)
+    result = bench_irreversible_pg(TINY)
+    assert result.rows == [] and PG_URL_ENV in result.notes[0]
 
 
 @pytest.mark.slow

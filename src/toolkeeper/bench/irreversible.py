@@ -12,11 +12,21 @@ from typing import Any
 
 from toolkeeper.bench.model import BenchError, BenchResult, Row, Sizes, Target, latency_rows
 from toolkeeper.bench.sampling import BlockFn, notes_for, side_by_side
-from toolkeeper.bench.tools import AGENT, direct_record, open_gateway, sqlite_url
+from toolkeeper.bench.tools import (
+    AGENT,
+    direct_record,
+    fresh_pg_database,
+    open_gateway,
+    sqlite_url,
+)
 from toolkeeper.bench.workers import WorkerReport, run_workers
 from toolkeeper.gateway import Gateway
 
 NAME = "irreversible"
+PG_NAME = "irreversible_pg"
+PG_URL_ENV = "TOOLKEEPER_BENCH_PG_URL"
+CONCURRENT_THREADS = 8
+"""Callers per process in the concurrent throughput run (what group commit batches)."""
 OVERHEAD_P50 = Target(op="<=", bound=250)
 THROUGHPUT = Target(op=">=", bound=3000)
 NONE_ALLOWED = Target(op="<=", bound=0)
@@ -24,36 +34,56 @@ MAX_OUTCOME_ROWS = 10_000_000
 
 
 def bench_irreversible(sizes: Sizes) -> BenchResult:
-    """Durable irreversible calls: latency in one loop, then throughput across processes."""
+    """Durable irreversible calls on SQLite: latency in one loop, then throughput across
+    processes (sequential callers, then concurrent callers sharing group commits)."""
     result = BenchResult(name=NAME, title="Irreversible call, durable outcome + audit, "
                                           "SQLite (SPEC 10.2)")
     with tempfile.TemporaryDirectory(prefix="toolkeeper-bench-") as tmp:
-        url = sqlite_url(tmp)
-        with open_gateway(url) as gw:
-            measured = asyncio.run(side_by_side(_direct_block(), _governed_block(gw),
-                                                gw.flush, sizes))
-        # every governed call used a fresh key and succeeded, or the block raised
-        expected = len(measured.governed_ns) + sizes.warmup
-        result.rows += latency_rows(NAME, measured.direct_ns, measured.governed_ns,
-                                    OVERHEAD_P50)
-        result.rows.append(Row(metric="irreversible_sequential_calls_per_s",
-                               value=measured.governed_calls_per_s, unit="calls/s",
-                               decimals=0))
-        result.notes += notes_for(measured, sizes)
-        workers = sizes.workers or os.cpu_count() or 1
-        reports = run_workers(url, workers, sizes.duration_s, min(sizes.warmup, 200))
-        result.rows += _throughput_rows(reports, workers)
-        expected += sum(r.succeeded for r in reports)
-        result.rows += _verify(url, expected)
-        result.notes.append(_throughput_note(reports, workers, sizes.duration_s))
-        result.rows += _batched_rows(tmp, sizes)
+        _measure(result, sqlite_url(tmp), NAME, sizes)
+        result.rows += _batched_rows(f"sqlite:///{tmp}/batched.db", sizes)
     return result
 
 
-def _batched_rows(tmp: str, sizes: Sizes) -> list[Row]:
+def bench_irreversible_pg(sizes: Sizes) -> BenchResult:
+    """The same on PostgreSQL, in a fresh database created on the server named by
+    ``TOOLKEEPER_BENCH_PG_URL`` (and dropped afterwards); skipped without it."""
+    result = BenchResult(name=PG_NAME, title="Irreversible call, durable outcome + audit, "
+                                             "PostgreSQL (SPEC 10.2, beside SQLite)")
+    server = os.environ.get(PG_URL_ENV)
+    if not server:
+        result.notes.append(f"not measured: set {PG_URL_ENV} to a PostgreSQL URL whose user "
+                            "may create databases")
+        return result
+    with fresh_pg_database(server) as url:
+        _measure(result, url, PG_NAME, sizes)
+    return result
+
+
+def _measure(result: BenchResult, url: str, prefix: str, sizes: Sizes) -> None:
+    with open_gateway(url) as gw:
+        measured = asyncio.run(side_by_side(_direct_block(), _governed_block(gw),
+                                            gw.flush, sizes))
+    # every governed call used a fresh key and succeeded, or the block raised
+    expected = len(measured.governed_ns) + sizes.warmup
+    result.rows += latency_rows(prefix, measured.direct_ns, measured.governed_ns,
+                                OVERHEAD_P50)
+    result.rows.append(Row(metric=f"{prefix}_sequential_calls_per_s",
+                           value=measured.governed_calls_per_s, unit="calls/s", decimals=0))
+    result.notes += notes_for(measured, sizes)
+    workers = sizes.workers or os.cpu_count() or 1
+    for threads in (1, CONCURRENT_THREADS):
+        reports = run_workers(url, workers, sizes.duration_s, min(sizes.warmup, 200),
+                              threads=threads)
+        result.rows += _throughput_rows(prefix, reports, workers, threads)
+        expected += sum(r.succeeded for r in reports)
+        result.notes.append(_throughput_note(reports, workers, threads, sizes.duration_s))
+    result.rows += _verify(prefix, url, expected)
+
+
+def _batched_rows(url: str, sizes: Sizes) -> list[Row]:
     """The same latency with ``audit_durability=batched`` (outcome durable, audit events
     written by the background writer within ~50 ms): informational, no target."""
-    with open_gateway(f"sqlite:///{tmp}/batched.db", audit_durability="batched") as gw:
+    with open_gateway(url, audit_durability="batched") as gw:
         measured = asyncio.run(side_by_side(_direct_block(), _governed_block(gw),
                                             gw.flush, sizes))
     rows = latency_rows("irreversible_batched", measured.direct_ns, measured.governed_ns,
@@ -99,19 +129,21 @@ def _governed_block(gw: Gateway) -> BlockFn:
     return block
 
 
-def _throughput_rows(reports: list[WorkerReport], workers: int) -> list[Row]:
+def _throughput_rows(prefix: str, reports: list[WorkerReport], workers: int,
+                     threads: int) -> list[Row]:
     elapsed = max(r.elapsed_s for r in reports)
     measured = sum(r.measured for r in reports)
+    suffix = f"_{threads}threads" if threads > 1 else ""
     return [
-        Row(metric=f"irreversible_throughput_{workers}cores", value=measured / elapsed,
+        Row(metric=f"{prefix}_throughput_{workers}cores{suffix}", value=measured / elapsed,
             unit="calls/s", target=THROUGHPUT, decimals=0),
-        Row(metric="irreversible_throughput_failed_calls",
-            value=sum(r.failed for r in reports), unit="calls", target=NONE_ALLOWED,
-            decimals=0),
+        Row(metric=f"{prefix}_throughput{suffix}_failed_calls",
+            value=sum(r.failed for r in reports),
+            unit="calls", target=NONE_ALLOWED, decimals=0),
     ]
 
 
-def _verify(url: str, expected: int) -> list[Row]:
+def _verify(prefix: str, url: str, expected: int) -> list[Row]:
     """Outcome rows must equal succeeded calls, and the audit chain must verify."""
     with Gateway.open(url, recover=False) as gw:
         rows = gw.store.outcomes.list("default", limit=MAX_OUTCOME_ROWS)
@@ -120,20 +152,23 @@ def _verify(url: str, expected: int) -> list[Row]:
         tenants: Any = gw.store.audit.tenants()
         problems = sum(len(gw.store.audit.verify(t).problems) for t in tenants)
     return [
-        Row(metric="irreversible_outcome_rows_mismatch", value=abs(len(rows) - expected),
+        Row(metric=f"{prefix}_outcome_rows_mismatch", value=abs(len(rows) - expected),
             unit="rows", target=NONE_ALLOWED, decimals=0),
-        Row(metric="irreversible_outcome_rows", value=len(rows), unit="rows", decimals=0),
-        Row(metric="irreversible_outcome_rows_succeeded", value=succeeded, unit="rows",
+        Row(metric=f"{prefix}_outcome_rows", value=len(rows), unit="rows", decimals=0),
+        Row(metric=f"{prefix}_outcome_rows_succeeded", value=succeeded, unit="rows",
             decimals=0),
-        Row(metric="irreversible_audit_verify_problems", value=problems, unit="problems",
+        Row(metric=f"{prefix}_audit_verify_problems", value=problems, unit="problems",
             target=NONE_ALLOWED, decimals=0),
     ]
 
 
-def _throughput_note(reports: list[WorkerReport], workers: int, duration_s: float) -> str:
+def _throughput_note(reports: list[WorkerReport], workers: int, threads: int,
+                     duration_s: float) -> str:
     per = ", ".join(f"{r.measured}" for r in reports)
-    note = (f"throughput: {workers} spawned processes, one Gateway each on the same SQLite "
-            f"file, sequential calls with unique keys for {duration_s:g} s (per worker: {per})")
+    callers = ("sequential calls" if threads == 1 else
+               f"{threads} threads each calling in a loop (call_sync)")
+    note = (f"throughput: {workers} spawned processes, one Gateway each on the same "
+            f"database, {callers} with unique keys for {duration_s:g} s (per worker: {per})")
     failures = [r.last_failure for r in reports if r.last_failure]
     if failures:
         note += f"; last failure: {failures[0]}"

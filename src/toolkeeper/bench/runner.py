@@ -12,7 +12,7 @@ from toolkeeper.bench.adapters import bench_adapters
 from toolkeeper.bench.asgi import bench_asgi
 from toolkeeper.bench.catalog import bench_catalog
 from toolkeeper.bench.filesystem import bench_filesystem
-from toolkeeper.bench.irreversible import bench_irreversible
+from toolkeeper.bench.irreversible import bench_irreversible, bench_irreversible_pg
 from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import BenchResult, Sizes
 from toolkeeper.bench.pure import bench_pure
@@ -25,6 +25,7 @@ BenchFn = Callable[[Sizes], BenchResult]
 BENCHMARKS: dict[str, BenchFn] = {
     "pure": bench_pure,
     "irreversible": bench_irreversible,
+    "irreversible_pg": bench_irreversible_pg,
     "rest": bench_rest,
     "mcp": bench_mcp,
     "asgi": bench_asgi,

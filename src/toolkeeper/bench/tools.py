@@ -5,6 +5,9 @@ Module-level so worker processes (spawn) load them by entry point, as any deploy
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from toolkeeper.gateway import Gateway
@@ -31,6 +34,28 @@ async def record(n: int) -> dict[str, Any]:
 
 def sqlite_url(directory: str) -> str:
     return f"sqlite:///{directory}/bench.db"
+
+
+@contextmanager
+def fresh_pg_database(server_url: str) -> Iterator[str]:
+    """The URL of a new, empty database on the PostgreSQL server of ``server_url``,
+    dropped on exit (the bench counts every outcome row it finds)."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.pool import NullPool
+
+    name = f"toolkeeper_bench_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server_url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
 
 
 def open_gateway(url: str, **settings: Any) -> Gateway:

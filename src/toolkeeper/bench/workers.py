@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import multiprocessing as mp
 import queue
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -34,10 +35,15 @@ class WorkerReport:
 
 
 def worker_main(url: str, duration_s: float, warmup: int, ready: Any, start: Any,
-                results: Any) -> None:
-    """Process entry point (module-level so spawn can import it)."""
+                results: Any, threads: int = 1) -> None:
+    """Process entry point (module-level so spawn can import it). With ``threads`` > 1,
+    that many threads each call in a loop (concurrent callers of one gateway, as a server
+    on PostgreSQL runs them): what group commit batches."""
     try:
-        report = asyncio.run(_work(url, duration_s, warmup, ready, start))
+        if threads > 1:
+            report = _work_threads(url, duration_s, warmup, ready, start, threads)
+        else:
+            report = asyncio.run(_work(url, duration_s, warmup, ready, start))
     except BaseException as exc:  # the parent must hear about it rather than wait
         report = WorkerReport(succeeded=0, measured=0, failed=0, elapsed_s=0.0,
                               error=f"{type(exc).__name__}: {exc}")
@@ -82,13 +88,56 @@ async def _work(url: str, duration_s: float, warmup: int, ready: Any,
                         last_failure=last[0] if last else None)
 
 
-def run_workers(url: str, workers: int, duration_s: float, warmup: int) -> list[WorkerReport]:
+def _work_threads(url: str, duration_s: float, warmup: int, ready: Any, start: Any,
+                  threads: int) -> WorkerReport:
+    from toolkeeper.gateway import Gateway
+
+    prefix = uuid.uuid4().hex[:12]
+    lock = threading.Lock()
+    counts = {"ok": 0, "failed": 0, "measured": 0}
+    last: list[str] = []
+    with Gateway.open(url, recover=False) as gw:
+        def loop(t: int, first: int, deadline: float, measured: bool) -> None:
+            i, limit = first, first + int(duration_s * MAX_CALLS_PER_S)
+            while i < limit and time.perf_counter() < deadline:
+                res = gw.call_sync("record", arguments={"n": i}, agent=AGENT,
+                                   idempotency_key=f"{prefix}-{t}-{i}")
+                with lock:
+                    counts["ok" if res.ok else "failed"] += 1
+                    counts["measured"] += int(measured and res.ok)
+                    if not res.ok:
+                        last[:] = [f"{res.status} {res.reason} {res.message}"]
+                i += 1
+
+        def run_all(first: int, seconds: float, measured: bool) -> float:
+            t0 = time.perf_counter()
+            workers = [threading.Thread(target=loop, args=(t, first, t0 + seconds, measured))
+                       for t in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join(seconds + READY_TIMEOUT_S)
+            return time.perf_counter() - t0
+
+        run_all(0, max(warmup / 1000.0, 0.2), False)
+        ready.put(True)
+        if not start.wait(READY_TIMEOUT_S):
+            raise BenchError("start signal never came")
+        elapsed = run_all(MAX_CALLS_PER_S * 10, duration_s, True)
+        gw.flush()
+    return WorkerReport(succeeded=counts["ok"], measured=counts["measured"],
+                        failed=counts["failed"], elapsed_s=elapsed,
+                        last_failure=last[0] if last else None)
+
+
+def run_workers(url: str, workers: int, duration_s: float, warmup: int,
+                threads: int = 1) -> list[WorkerReport]:
     """Start ``workers`` processes, release them together, and collect their reports."""
     ctx = mp.get_context("spawn")
     ready, results = ctx.Queue(), ctx.Queue()
     start = ctx.Event()
     procs = [ctx.Process(target=worker_main, name=f"toolkeeper-bench-{n}", daemon=True,
-                         args=(url, duration_s, warmup, ready, start, results))
+                         args=(url, duration_s, warmup, ready, start, results, threads))
              for n in range(workers)]
     for p in procs:
         p.start()

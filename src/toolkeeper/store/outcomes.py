@@ -16,9 +16,10 @@ from typing import Any
 from sqlalchemy import Connection, and_, insert, select, update
 
 from toolkeeper.model.enums import OutcomeState
-from toolkeeper.store.audit import AuditRepo, append_chained, prepare
+from toolkeeper.store.audit import AuditRepo, Prepared, append_chained, prepare
 from toolkeeper.store.db import Database, as_utc, utcnow
-from toolkeeper.store.raw import raw_write
+from toolkeeper.store.group_commit import GroupCommit, Pending
+from toolkeeper.store.raw import RawTxn, raw_write
 from toolkeeper.store.records import AuditDraft, OutcomeRecord, SideEffectRecord
 from toolkeeper.store.schema import outcomes, side_effects
 
@@ -46,24 +47,79 @@ def _outcome(m: Any) -> OutcomeRecord:
     return OutcomeRecord(**data)
 
 
+GROUP_WAIT_MARGIN_S = 30.0
+"""How much longer than the database's busy timeout a caller waits for its batch."""
+
+
+class _Claim:
+    __slots__ = ("prepared", "row")
+
+    def __init__(self, row: dict[str, Any], prepared: Prepared) -> None:
+        self.row = row
+        self.prepared = prepared
+
+
+class _Finish:
+    __slots__ = ("effect", "params", "prepared")
+
+    def __init__(self, params: dict[str, Any], effect: dict[str, Any] | None,
+                 prepared: Prepared) -> None:
+        self.params = params
+        self.effect = effect
+        self.prepared = prepared
+
+
+def _claim_order(m: Pending) -> tuple[str, str, str]:
+    row = m.work.row
+    return row["tenant_id"], row["agent"], row["key"]
+
+
 class OutcomeRepo:
     def __init__(self, db: Database, audit: AuditRepo) -> None:
         self._db = db
         self._audit = audit
+        self._group = GroupCommit(
+            lambda: raw_write(db), self._apply,
+            wait_timeout_s=db.busy_timeout_s + GROUP_WAIT_MARGIN_S)
+
+    @property
+    def group(self) -> GroupCommit:
+        """The group commit shared by this process's claims and finishes."""
+        return self._group
+
+    def _apply(self, txn: RawTxn, batch: builtins.list[Pending]) -> None:
+        """A batch's statements in one transaction: the claims in key order (two batches
+        never wait on each other's keys in opposite orders), the finishes, then every
+        event that is to be written, in arrival order, chained once (each tenant's head
+        locked once, in sorted order)."""
+        claims = sorted((m for m in batch if type(m.work) is _Claim), key=_claim_order)
+        for m in claims:
+            m.result = txn.execute("claim", m.work.row) == 1
+        prepared: Prepared = []
+        for m in batch:
+            work = m.work
+            if type(work) is _Finish:
+                m.result = txn.execute("finish", work.params) == 1
+                if work.effect is not None and m.result:
+                    txn.execute("effect", work.effect)
+                prepared += work.prepared
+            elif m.result:  # a claim's events are written only if it won
+                prepared += work.prepared
+        if prepared:
+            append_chained(txn, prepared, self._audit.key)
 
     def claim(self, rec: OutcomeRecord, events: Sequence[AuditDraft] = ()) -> OutcomeRecord | None:
         """Insert ``rec`` as in_progress. ``None`` if we won; else the existing record.
 
-        An expired record (past its TTL) is replaced, so keys do not block forever.
+        Concurrent claims and finishes share one transaction (:mod:`group_commit`); each
+        claim still learns whether its own insert won. An expired record (past its TTL)
+        is replaced, so keys do not block forever.
         """
         row = _row(rec, _OUTCOME_FIELDS)
         row["state"] = rec.state.value
-        prepared = prepare(events)  # hashing bodies before the writer lock is taken
-        with raw_write(self._db) as txn:  # the hot path: prepared SQL, one transaction
-            if txn.execute("claim", row) == 1:
-                if prepared:
-                    append_chained(txn, prepared, self._audit.key)
-                return None
+        # hashing bodies before the writer lock is taken
+        if self._group.submit(_Claim(row, prepare(events))):
+            return None
         return self._claim_contended(rec, row, events)
 
     def _claim_contended(self, rec: OutcomeRecord, row: dict[str, Any],
@@ -94,15 +150,9 @@ class OutcomeRepo:
                   "reason": reason, "result": result, "updated_at": utcnow()}
         if not only_if_in_progress:
             return self._finish_any(params, events)
-        prepared = prepare(events)
         effect = _row(side_effect, _EFFECT_FIELDS) if side_effect is not None else None
-        with raw_write(self._db) as txn:
-            done = txn.execute("finish", params) == 1
-            if effect is not None and done:
-                txn.execute("effect", effect)
-            if prepared:
-                append_chained(txn, prepared, self._audit.key)
-            return done
+        done: bool = self._group.submit(_Finish(params, effect, prepare(events)))
+        return done
 
     def _finish_any(self, params: dict[str, Any], events: Sequence[AuditDraft]) -> bool:
         call_id = params.pop("call_id")

@@ -195,11 +195,13 @@ def raw_write(db: Any) -> Iterator[RawTxn]:
             begin_immediate(driver, db.busy_timeout_s)
             try:
                 yield RawTxn(driver, False)
+                driver.execute("COMMIT")
             except BaseException:
-                if driver.in_transaction:  # SQLITE_FULL / IOERR roll back by themselves
+                # SQLITE_FULL / IOERR roll back by themselves; a COMMIT refused (a deferred
+                # constraint) leaves the transaction open on the shared writer
+                if driver.in_transaction:
                     driver.execute("ROLLBACK")
                 raise
-            driver.execute("COMMIT")
         return
     pooled = db.engine.raw_connection()
     try:
