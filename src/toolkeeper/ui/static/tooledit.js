@@ -9,6 +9,7 @@ window.ToolEdit = (() => {
   const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?$/;
   const SECRETISH = /authorization|token|secret|key|cookie|password|credential/i;
   const REF = /\$\{secret:[^}/]+\/[^}]+\}/;
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
   const ToolEdit = {
     tool: null,  // the tool as the API last returned it (null: not saved yet)
@@ -200,7 +201,8 @@ window.ToolEdit = (() => {
       mcp: () => ({ server: need($("#te-mcp-server").value, "a server"),
                     tool: need($("#te-mcp-tool").value, "an upstream tool") }),
       rag_retrieval: () => ({ pipeline_id: need($("#te-pipeline").value, "a pipeline") }),
-      agent_call: () => ({ target_agent_slug: need($("#te-agent").value.trim(), "a target agent"),
+      agent_call: () => ({ [targetKey($("#te-agent").value.trim())]:
+                             need($("#te-agent").value.trim(), "a target agent"),
                            timeout_s: Number($("#te-agent-timeout").value) || 60 }),
       artifact: () => ({}),
     }[kind]();
@@ -210,6 +212,11 @@ window.ToolEdit = (() => {
       out.artifact_version = need($("#te-artifact-version").value, "an artifact version");
     }
     return out;
+  }
+
+  function targetKey(target) {  // an agent's name is its slug; otherwise a UUID is its stable id
+    const named = ToolEdit.sources && ToolEdit.sources.agents.includes(target);
+    return !named && UUID.test(target) ? "target_agent_id" : "target_agent_slug";
   }
 
   function options(sel, values, empty) {
