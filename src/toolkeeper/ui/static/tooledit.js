@@ -46,6 +46,12 @@ window.ToolEdit = (() => {
       $("#te-http-networks").value = (impl.allowed_networks || []).join(", ");
       if (impl.function_name) $("#te-function").value = impl.function_name;
       if (impl.pipeline_id) $("#te-pipeline").value = impl.pipeline_id;
+      const mcp = !!t && t.implementation_type === "mcp";  // its server and upstream tool
+      if (mcp) { $("#te-mcp-server").value = impl.server; serverTools(); $("#te-mcp-tool").value = impl.tool; }
+      if (t && t.artifact_id) { $("#te-artifact").value = t.artifact_id; artifactVersions(); }
+      if (t && t.artifact_version) $("#te-artifact-version").value = t.artifact_version;
+      // only the operator's servers: reach an upstream: a new tool is never wired to one here
+      $('#te-type option[value="mcp"]').disabled = !mcp;
       $("#te-agent").value = impl.target_agent_slug || impl.target_agent_id || "";
       $("#te-agent-timeout").value = impl.timeout_s || 60;
       $("#te-schema").value = JSON.stringify((t && t.input_schema) ||
