@@ -9,6 +9,7 @@ window.ToolEdit = (() => {
   const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?$/;
   const SECRETISH = /authorization|token|secret|key|cookie|password|credential/i;
   const REF = /\$\{secret:[^}/]+\/[^}]+\}/;
+  const OPERATORS = ["mcp", "artifact"];  // wired only in the operator's configuration
   const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
   const ToolEdit = {
@@ -50,8 +51,11 @@ window.ToolEdit = (() => {
       if (mcp) { $("#te-mcp-server").value = impl.server; serverTools(); $("#te-mcp-tool").value = impl.tool; }
       if (t && t.artifact_id) { $("#te-artifact").value = t.artifact_id; artifactVersions(); }
       if (t && t.artifact_version) $("#te-artifact-version").value = t.artifact_version;
-      // only the operator's servers: reach an upstream: a new tool is never wired to one here
-      $('#te-type option[value="mcp"]').disabled = !mcp;
+      // upstream servers and artifacts are the operator's (servers:, artifacts:): the API never
+      // publishes a tool wired here to one, so only a tool already of that type shows them
+      for (const kind of OPERATORS) {
+        $('#te-type option[value="' + kind + '"]').disabled = !t || t.implementation_type !== kind;
+      }
       $("#te-agent").value = impl.target_agent_slug || impl.target_agent_id || "";
       $("#te-agent-timeout").value = impl.timeout_s || 60;
       $("#te-schema").value = JSON.stringify((t && t.input_schema) ||
@@ -137,6 +141,11 @@ window.ToolEdit = (() => {
       if (back && !back.isConnected && back.classList.contains("link") && this.tool) back = rowButton(this.tool.name);
       if (back && back.isConnected) back.focus();
       this.opener = null;
+    },
+
+    editable(t) {  // the API turns an edited tool into the tenant's own: an upstream or an
+      // artifact it was wired to by the operator would then be refused (never published)
+      return t.scope === "tenant" && (t.origin === "api" || !OPERATORS.includes(t.implementation_type));
     },
 
     editButton(t) {  // for the registry's drawer
