@@ -67,6 +67,12 @@ def declined(x: int) -> int:
     raise ToolError("tool_error", "card declined")
 
 
+@tool(side_effect=SideEffect.PURE, risk=Risk.LOW)
+def unreachable(x: int) -> int:
+    """Its upstream never answers: a retryable failure (counted by the tool's health)."""
+    raise ToolError("upstream_error", "upstream timed out", retryable=True)
+
+
 class Bank(BaseTool):
     """pay (high, compensatable by refund), refund (low, idempotent), wire (critical)."""
 

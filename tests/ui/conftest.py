@@ -75,13 +75,18 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
-@pytest.fixture(scope="package")
-def browser() -> Iterator[Browser]:
+def chromium_or_missing() -> str:
+    """Chromium's path, or a loud skip locally and a failure under ``CI=true``."""
     path = chromium_path()
     if path is None:
-        message = ("NO CHROMIUM: the admin console's browser tests need Debian's `chromium` "
-                   "(apt-get install chromium); .ci/run installs it")
-        missing(message)
+        missing("NO CHROMIUM: the admin console's browser tests need Debian's `chromium` "
+                "(apt-get install chromium); .ci/run installs it")
+    return path
+
+
+@pytest.fixture(scope="package")
+def browser() -> Iterator[Browser]:
+    path = chromium_or_missing()
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=path, args=["--no-sandbox"])
         try:

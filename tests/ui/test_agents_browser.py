@@ -2,8 +2,8 @@
 Chromium against a real ``toolkeeper serve``: an admin creates a profile, picks tools with
 the picker's bucket filter and search, saves (the profile's activations become the
 selection, checked over REST), sees the same selection after a reload, removes one, clears
-all; creates an agent on the profile and rebinds it; deleting an in-use profile shows the
-API's reason; an approver sees the lists but no admin action."""
+all; creates an agent on the profile, rebinds it and edits its description; deleting an
+in-use profile shows the API's reason; an approver sees the lists but no admin action."""
 
 from __future__ import annotations
 
@@ -138,10 +138,13 @@ def test_an_admin_creates_and_rebinds_an_agent_and_cannot_delete_a_profile_in_us
     row = page.locator('#agent-table tr[data-agent="crm-bot"]')
     expect(row).to_contain_text("payer")
     row.get_by_label("profile for crm-bot").select_option("spare")
-    row.get_by_role("button", name="Rebind").click()
-    expect(page.locator("#agents-result")).to_have_text("agent crm-bot bound to spare")
+    row.get_by_label("description of crm-bot").fill("answers CRM questions")
+    row.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator("#agents-result")).to_have_text("agent crm-bot saved: profile spare")
     expect(row.locator("td").nth(1)).to_have_text("spare")
-    assert _rest(pick_server, "GET", "/agents/crm-bot")["profile"] == "spare"
+    expect(row.get_by_label("description of crm-bot")).to_have_value("answers CRM questions")
+    stored = _rest(pick_server, "GET", "/agents/crm-bot")
+    assert (stored["profile"], stored["description"]) == ("spare", "answers CRM questions")
 
     page.locator('#profile-table tr[data-profile="spare"]').get_by_role(
         "button", name="Delete").click()
@@ -185,7 +188,7 @@ def test_an_approver_sees_agents_and_profiles_but_no_admin_action(
     expect(page.locator('#agent-table tr[data-agent="pay-bot"]')).to_contain_text("payer")
     expect(page.locator('#profile-table tr[data-profile="payer"]')).to_contain_text("pay")
     section = page.locator("#agents")
-    for name in ("Create agent", "Create profile", "Rebind", "Delete", "Edit", "Save profile"):
+    for name in ("Create agent", "Create profile", "Save", "Delete", "Edit", "Save profile"):
         expect(section.get_by_role("button", name=name)).to_have_count(0)
     expect(page.get_by_label("New name")).to_be_hidden()
 

@@ -45,6 +45,7 @@ agents:
 SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 WIDTH, HEIGHT = 1280, 800
 MASKED = ("#token-table td:nth-child(6)", "#call-table td:nth-child(6)",
+          "#recent-table td:nth-child(6)",
           "#audit-table td:nth-child(6)", "#audit-call",
           "article.approval dt:has-text('call id') + dd")
 """Ids that change on every run, masked in the screenshots."""

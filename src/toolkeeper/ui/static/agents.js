@@ -30,14 +30,21 @@ window.Agents = (() => {
       for (const a of this.agents.slice(this.page * PAGE_SIZE, (this.page + 1) * PAGE_SIZE)) {
         const tr = tb.insertRow();
         tr.dataset.agent = a.name;
-        for (const v of [a.name, a.profile, a.description]) tr.insertCell().textContent = v;
+        for (const v of [a.name, a.profile]) tr.insertCell().textContent = v;
+        const about = tr.insertCell();
         const td = tr.insertCell();
         if (this.isAdmin) {
           const sel = profileSelect("profile for " + a.name, a.profile);
-          td.append(sel, adminButton("Rebind", () => api("PUT", "/agents/" + enc(a.name),
-            { profile: sel.value, description: a.description }), () => "agent " + a.name + " bound to " + sel.value));
+          const text = el("input");
+          text.value = a.description;
+          text.maxLength = 2000;
+          text.setAttribute("aria-label", "description of " + a.name);
+          about.appendChild(text);
+          td.append(sel, adminButton("Save", () => api("PUT", "/agents/" + enc(a.name),
+            { profile: sel.value, description: text.value.trim() }),
+            () => "agent " + a.name + " saved: profile " + sel.value));
           td.append(adminButton("Delete", () => api("DELETE", "/agents/" + enc(a.name)), "agent " + a.name + " deleted"));
-        }
+        } else about.textContent = a.description;
       }
       $("#agent-page").textContent = "page " + (this.page + 1) + " of " + pages;
       $("#agent-prev").disabled = this.page === 0;

@@ -246,10 +246,13 @@ function showInbox(items) {  // client-side paging: GET /approvals returns every
   if (!items.length) list.appendChild(el("p", "Nothing is waiting for a decision.", "hint"));
 }
 
+const INBOX_MAX = 1000;  // the API's largest page: GET /approvals answers at most this many
+
 async function refreshApprovals() {
-  const items = await api("GET", "/approvals?status=pending");
+  const items = await api("GET", "/approvals?status=pending&limit=" + INBOX_MAX);
   showInbox(items);
-  return items.length + " pending";
+  return items.length >= INBOX_MAX
+    ? "the newest " + INBOX_MAX + " pending (more wait: decide these first)" : items.length + " pending";
 }
 
 function polling() {

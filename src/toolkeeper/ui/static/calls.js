@@ -21,8 +21,12 @@ window.CallsAudit = (() => {
     async load() {
       const status = $("#call-status").value;
       const items = await api("GET", "/calls?limit=1000" + (status ? "&status=" + encodeURIComponent(status) : ""));
+      // the newest 1000 can leave older unknown outcomes out: those are asked for on their own
+      const lost = status ? [] : await api("GET", "/calls?limit=1000&status=unknown");
+      const asked = new Set(lost.map((c) => c.call_id));
+      const both = [...lost, ...items.filter((c) => !asked.has(c.call_id))];
       const unknown = (c) => (c.state === "unknown" || c.status === "unknown" ? 0 : 1);
-      this.all = items.map((c, i) => [c, i]).sort((a, b) => unknown(a[0]) - unknown(b[0]) || a[1] - b[1])
+      this.all = both.map((c, i) => [c, i]).sort((a, b) => unknown(a[0]) - unknown(b[0]) || a[1] - b[1])
         .map(([c]) => c);  // unknown outcomes first, newest first within each group
       this.page = 0;
       return this.render();

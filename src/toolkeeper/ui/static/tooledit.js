@@ -9,6 +9,8 @@ window.ToolEdit = (() => {
   const SEMVER = /^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?$/;
   const SECRETISH = /authorization|token|secret|key|cookie|password|credential/i;
   const REF = /\$\{secret:[^}/]+\/[^}]+\}/;
+  const OPERATORS = ["mcp", "artifact"];  // wired only in the operator's configuration
+  const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
   const ToolEdit = {
     tool: null,  // the tool as the API last returned it (null: not saved yet)
@@ -45,6 +47,15 @@ window.ToolEdit = (() => {
       $("#te-http-networks").value = (impl.allowed_networks || []).join(", ");
       if (impl.function_name) $("#te-function").value = impl.function_name;
       if (impl.pipeline_id) $("#te-pipeline").value = impl.pipeline_id;
+      const mcp = !!t && t.implementation_type === "mcp";  // its server and upstream tool
+      if (mcp) { $("#te-mcp-server").value = impl.server; serverTools(); $("#te-mcp-tool").value = impl.tool; }
+      if (t && t.artifact_id) { $("#te-artifact").value = t.artifact_id; artifactVersions(); }
+      if (t && t.artifact_version) $("#te-artifact-version").value = t.artifact_version;
+      // upstream servers and artifacts are the operator's (servers:, artifacts:): the API never
+      // publishes a tool wired here to one, so only a tool already of that type shows them
+      for (const kind of OPERATORS) {
+        $('#te-type option[value="' + kind + '"]').disabled = !t || t.implementation_type !== kind;
+      }
       $("#te-agent").value = impl.target_agent_slug || impl.target_agent_id || "";
       $("#te-agent-timeout").value = impl.timeout_s || 60;
       $("#te-schema").value = JSON.stringify((t && t.input_schema) ||
@@ -132,6 +143,11 @@ window.ToolEdit = (() => {
       this.opener = null;
     },
 
+    editable(t) {  // the API turns an edited tool into the tenant's own: an upstream or an
+      // artifact it was wired to by the operator would then be refused (never published)
+      return t.scope === "tenant" && (t.origin === "api" || !OPERATORS.includes(t.implementation_type));
+    },
+
     editButton(t) {  // for the registry's drawer
       const b = document.createElement("button");
       b.type = "button";
@@ -200,7 +216,8 @@ window.ToolEdit = (() => {
       mcp: () => ({ server: need($("#te-mcp-server").value, "a server"),
                     tool: need($("#te-mcp-tool").value, "an upstream tool") }),
       rag_retrieval: () => ({ pipeline_id: need($("#te-pipeline").value, "a pipeline") }),
-      agent_call: () => ({ target_agent_slug: need($("#te-agent").value.trim(), "a target agent"),
+      agent_call: () => ({ [targetKey($("#te-agent").value.trim())]:
+                             need($("#te-agent").value.trim(), "a target agent"),
                            timeout_s: Number($("#te-agent-timeout").value) || 60 }),
       artifact: () => ({}),
     }[kind]();
@@ -210,6 +227,11 @@ window.ToolEdit = (() => {
       out.artifact_version = need($("#te-artifact-version").value, "an artifact version");
     }
     return out;
+  }
+
+  function targetKey(target) {  // an agent's name is its slug; otherwise a UUID is its stable id
+    const named = ToolEdit.sources && ToolEdit.sources.agents.includes(target);
+    return !named && UUID.test(target) ? "target_agent_id" : "target_agent_slug";
   }
 
   function options(sel, values, empty) {
