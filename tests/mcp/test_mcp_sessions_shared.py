@@ -4,6 +4,7 @@ key, adopted by a process that did not open them; forged or altered ids refused 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import re
@@ -269,3 +270,49 @@ def test_two_workers_serve_one_session(tmp_path: Path) -> None:
     assert opened and adopted, text[-3000:]
     # both workers answered requests of sessions the other one opened
     assert len(opened | adopted) == 2, (opened, adopted)
+
+
+async def _modern_work(url: str, token: str, rounds: int) -> list[str]:
+    """The official SDK client in 2026-07-28 mode (stateless), a new connection per
+    request, so the balancer spreads the requests over both replicas."""
+    texts: list[str] = []
+    async with httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(20.0),
+            limits=httpx2.Limits(max_keepalive_connections=0)) as http, \
+            Client(streamable_http_client(url, http_client=http), mode="auto",
+                   read_timeout_seconds=20) as client:
+        assert client.protocol_version != "2025-11-25"
+        for _ in range(rounds):
+            result = await client.call_tool("add", {"a": 2, "b": 3})
+            assert not result.is_error, result
+            texts.append(str(result.content[0].text))  # type: ignore[union-attr]
+    return texts
+
+
+@pytest.mark.slow
+def test_both_client_eras_and_the_inspector_work_through_a_round_robin_balancer(
+        tmp_path: Path) -> None:
+    # issue 12 item 2: the official SDK client of each era and the MCP Inspector (a Node
+    # client) against two replicas behind a plain per-connection round-robin balancer
+    from peers import entry, node
+
+    with _two_replicas(f"sqlite:///{tmp_path}/rr.db") as (url, tokens, _ports):
+        assert anyio.run(_session_work, url, tokens["bot"], 3, "add", {"a": 2, "b": 3}) \
+            == ["5"] * 3
+        assert anyio.run(_modern_work, url, tokens["bot"], 4) == ["5"] * 4
+        for era in ("legacy", "modern"):
+            for method in (["--method", "tools/list"],
+                           ["--method", "tools/call", "--tool-name", "add",
+                            "--tool-args-json", '{"a": 40, "b": 2}']):
+                done = subprocess.run(
+                    [node(), entry("inspector"), "--cli", url, "--transport", "http",
+                     "--header", f"Authorization: Bearer {tokens['bot']}", "--format",
+                     "json", "--protocol-era", era, *method],
+                    capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+                    env={**os.environ, "HOME": str(tmp_path)})
+                assert done.returncode == 0, (era, method, done.stderr[-2000:])
+                result = json.loads(done.stdout)["result"]
+                if method[1] == "tools/call":
+                    assert result["structuredContent"] == {"result": 42}
+                else:
+                    assert "add" in {t["name"] for t in result["tools"]}
