@@ -129,15 +129,16 @@ def _two_replicas(url: str) -> Iterator[tuple[str, dict[str, str], list[int]]]:
 
 
 async def _session_work(url: str, token: str, rounds: int, tool: str,
-                        arguments: dict[str, Any]) -> list[str]:
-    """The official SDK client in 2025-11-25 mode, a new connection per request."""
+                        arguments: dict[str, Any], mode: str = "legacy") -> list[str]:
+    """The official SDK client in 2025-11-25 mode (``auto``: 2026-07-28, stateless), a new
+    connection per request."""
     texts: list[str] = []
     async with httpx2.AsyncClient(
             headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(20.0),
             limits=httpx2.Limits(max_keepalive_connections=0)) as http, \
-            Client(streamable_http_client(url, http_client=http), mode="legacy",
+            Client(streamable_http_client(url, http_client=http), mode=mode,
                    read_timeout_seconds=20) as client:
-        assert client.protocol_version == "2025-11-25"
+        assert (client.protocol_version == "2025-11-25") == (mode == "legacy")
         for _ in range(rounds):
             listed = await client.list_tools()
             assert tool in {t.name for t in listed.tools}
@@ -272,23 +273,6 @@ def test_two_workers_serve_one_session(tmp_path: Path) -> None:
     assert len(opened | adopted) == 2, (opened, adopted)
 
 
-async def _modern_work(url: str, token: str, rounds: int) -> list[str]:
-    """The official SDK client in 2026-07-28 mode (stateless), a new connection per
-    request, so the balancer spreads the requests over both replicas."""
-    texts: list[str] = []
-    async with httpx2.AsyncClient(
-            headers={"Authorization": f"Bearer {token}"}, timeout=httpx2.Timeout(20.0),
-            limits=httpx2.Limits(max_keepalive_connections=0)) as http, \
-            Client(streamable_http_client(url, http_client=http), mode="auto",
-                   read_timeout_seconds=20) as client:
-        assert client.protocol_version != "2025-11-25"
-        for _ in range(rounds):
-            result = await client.call_tool("add", {"a": 2, "b": 3})
-            assert not result.is_error, result
-            texts.append(str(result.content[0].text))  # type: ignore[union-attr]
-    return texts
-
-
 @pytest.mark.slow
 def test_both_client_eras_and_the_inspector_work_through_a_round_robin_balancer(
         tmp_path: Path) -> None:
@@ -299,7 +283,8 @@ def test_both_client_eras_and_the_inspector_work_through_a_round_robin_balancer(
     with _two_replicas(f"sqlite:///{tmp_path}/rr.db") as (url, tokens, _ports):
         assert anyio.run(_session_work, url, tokens["bot"], 3, "add", {"a": 2, "b": 3}) \
             == ["5"] * 3
-        assert anyio.run(_modern_work, url, tokens["bot"], 4) == ["5"] * 4
+        assert anyio.run(_session_work, url, tokens["bot"], 4, "add", {"a": 2, "b": 3},
+                         "auto") == ["5"] * 4
         for era in ("legacy", "modern"):
             for method in (["--method", "tools/list"],
                            ["--method", "tools/call", "--tool-name", "add",
