@@ -134,3 +134,41 @@ def test_another_tenant_cannot_edit_an_operator_tool(fx: Setup) -> None:
         assert code == 404 and body["error"]["reason"] == "not_found", body
         code, body = fx.call("POST", f"/tools/{fx.tool_id(name)}/publish", who="stranger")
         assert code == 404, body
+
+
+def test_a_governance_edit_of_an_imported_tool_stays_across_the_next_listing(
+        fx: Setup) -> None:
+    tool = fx.tool_id("fx_echo")
+    code, body = fx.call("PUT", f"/tools/{tool}", {"risk_default": "critical"})
+    assert code == 200, body
+    code, body = fx.call("POST", f"/tools/{tool}/version?new_version=1.1.0")
+    assert code == 200, body
+    assert fx.gw.sync_servers()["fx"].unchanged == ["fx_echo"]  # the operator changed nothing
+    after = fx.stored("fx_echo")
+    assert (after.risk_default, after.version, after.status) == ("critical", "1.1.0", "published")
+    assert fx.run("fx_echo", {"text": "hi"}) == "approval_required"
+
+
+def test_an_edit_of_an_operator_tools_policy_makes_it_the_tenants(fx: Setup) -> None:
+    tool = fx.tool_id("fx_echo")
+    code, body = fx.call("PUT", f"/tools/{tool}", {"policy": {}, "risk_default": "high"})
+    assert code == 200 and fx.stored("fx_echo").origin != "api", body  # the same policy
+    code, body = fx.call("PUT", f"/tools/{tool}", {"policy": {"max_rows": 5}})
+    assert (code, fx.stored("fx_echo").origin) == (200, "api"), body
+
+
+def test_an_operators_later_change_of_an_imported_tool_still_wins(
+        fx: Setup, tmp_path: Path) -> None:
+    from toolkeeper.config.apply import apply_file
+
+    tool = fx.tool_id("fx_echo")
+    assert fx.call("PUT", f"/tools/{tool}", {"risk_default": "critical"})[0] == 200
+    assert fx.call("POST", f"/tools/{tool}/version?new_version=1.1.0")[0] == 200
+    cfg = tmp_path / "toolkeeper.yaml"
+    doc = yaml.safe_load(cfg.read_text())
+    doc["servers"][0]["tools"]["echo"]["risk"] = "medium"
+    cfg.write_text(yaml.safe_dump(doc))
+    apply_file(fx.gw, cfg)
+    fx.gw.sync_servers()
+    after = fx.stored("fx_echo")
+    assert (after.risk_default, after.version, after.status) == ("medium", "1.1.1", "published")
