@@ -1,8 +1,9 @@
 """Artifact tools in the console (issue 11 item 2), in a real Chromium against a real
 ``toolkeeper serve`` whose operator installed artifacts. Python code is the operator's: the
-API refuses a tool it holds that runs an artifact, on creation and on any edit
+API refuses a tool it holds that runs an artifact, on creation and on an edit of its wiring
 (``entry_point_not_allowed``). So a new tool cannot pick the artifact type, and an
-operator's artifact tool has no Edit but says where it is configured."""
+operator's artifact tool is edited for its governance only: its artifact and version show
+read-only, configured in toolkeeper.yaml, and the edited tool publishes with its pin."""
 
 from __future__ import annotations
 
@@ -65,11 +66,11 @@ def _tools(page: Page, server: Server) -> None:
     expect(page.locator("#status")).to_have_text(re.compile(r"^\d+ of \d+ tools$"))
 
 
-def test_an_artifact_tool_is_the_operators_and_has_no_edit(
+def test_an_artifact_tools_governance_is_edited_and_published_its_wiring_read_only(
         console_page: ConsolePage, installed: Server) -> None:
     shout = _tool(installed, "shout")
     refused = httpx.put(f"{installed.url}/tools/{shout['id']}", timeout=30,
-                        json={"description": "louder", "risk_default": "medium"},
+                        json={"implementation_config": {}, "risk_default": "medium"},
                         headers={"Authorization": f"Bearer {installed.tokens['admin']}"})
     assert (refused.status_code, refused.json()["error"]["reason"]) == (
         422, "entry_point_not_allowed"), refused.text
@@ -78,9 +79,27 @@ def test_an_artifact_tool_is_the_operators_and_has_no_edit(
     page.locator("#tools tbody tr[data-tool=shout] button.link").click()
     drawer = page.locator("#tool-drawer")
     expect(drawer.locator("dl.summary")).to_contain_text("artifact")
-    expect(drawer.get_by_role("button", name="Edit")).to_have_count(0)
     expect(drawer).to_contain_text("Wired by the operator")
+    drawer.get_by_role("button", name="Edit").click()
+    dialog = page.locator("#tool-dialog")
+    for picker, value in (("#te-artifact", "echo"), ("#te-artifact-version", "1.1.0")):
+        expect(dialog.locator(picker)).to_have_value(value)
+        expect(dialog.locator(picker)).to_be_disabled()
+    expect(dialog.locator("fieldset[data-kind=artifact] .te-operator")).to_contain_text(
+        "configured in toolkeeper.yaml")
+    dialog.get_by_label("Risk").select_option("high")
+    dialog.get_by_role("button", name="Save draft").click()
+    expect(dialog.locator("#tooledit-result")).to_have_text(re.compile(r"^Saved shout "))
+    dialog.get_by_label("New version").fill("1.1.0")
+    dialog.get_by_role("button", name="Make version").click()
+    expect(dialog.locator("#tooledit-result")).to_have_text("Version 1.1.0 of shout published")
+    after = _tool(installed, "shout")
+    assert (after["origin"], after["status"], after["risk_default"]) == (
+        shout["origin"], "published", "high")
+    assert (after["artifact_id"], after["artifact_version"]) == ("echo", "1.1.0")
+    assert after["config_schema"]["implementation"] == shout["config_schema"]["implementation"]
     page.keyboard.press("Escape")
     page.get_by_role("button", name="New tool").click()
     expect(page.locator("#te-type option[value=artifact]")).to_be_disabled()
+    expect(page.locator("#te-artifact")).to_be_enabled()
     assert console_page.console.errors == []

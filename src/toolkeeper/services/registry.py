@@ -23,7 +23,11 @@ from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.providers.native import BaseTool
 from toolkeeper.services.events import system_event
 from toolkeeper.services.retrieval import RetrievalService
-from toolkeeper.services.tool_code import check_tenant_code, refuse_literal_secrets
+from toolkeeper.services.tool_code import (
+    check_tenant_code,
+    keeps_operator_wiring,
+    refuse_literal_secrets,
+)
 from toolkeeper.store import Store
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.registry import ToolRow, definition_hash
@@ -293,10 +297,15 @@ class RegistryService:
         return self.save(tool)
 
     def update(self, tool: ToolDefinition) -> ToolDefinition:
-        """Replace the working copy of an existing tenant tool; published snapshots stay."""
+        """Replace the working copy of an existing tenant tool; published snapshots stay.
+        It becomes the tenant's definition (origin ``api``) unless it is the operator's and
+        only its governance changed (:func:`keeps_operator_wiring`)."""
         _tool_id, current = self._own(tool.name, tool.tenant_id)
-        tool = tool.model_copy(update={"origin": "api"})  # now the tenant's definition
-        check_tenant_code(tool, current, self._factory.functions)
+        if keeps_operator_wiring(tool, current):
+            tool = tool.model_copy(update={"origin": current.origin})
+        else:
+            tool = tool.model_copy(update={"origin": "api"})  # now the tenant's definition
+            check_tenant_code(tool, current, self._factory.functions)
         refuse_literal_secrets(tool)
         check_tool(tool, self._factory, self._settings.tenant_bounds)
         if tool.status is ToolStatus.DRAFT and current.published_at is not None:

@@ -12,6 +12,12 @@ Tenants still reach the operator's code through built-ins (``builtin_key``) and 
 tools, and through tools the operator defined for their tenant: an edit that leaves such a
 tool's ``native`` entry point as it is keeps it (it runs only while the operator has it
 registered, see ``providers/factory.py``, which enforces the same at run time).
+
+An edit that leaves an operator's tool wired as it is (an ``mcp`` tool imported from
+``servers:``, an ``artifact`` tool, a ``native`` one…) and changes only its governance (risk,
+side effect, scopes, confirmation, description, schemas) keeps the operator's origin: the
+wiring, its credentials and its pinned artifact stay the operator's, so it still publishes
+(:func:`keeps_operator_wiring`). Any other edit makes the tool the tenant's, checked as above.
 """
 
 from __future__ import annotations
@@ -25,6 +31,11 @@ from toolkeeper.providers.factory import tenant_code_problem
 from toolkeeper.secrets.base import LITERAL_SECRET_ADVICE, literal_secrets
 
 _OPERATOR_ONLY = "Python code comes only from the operator"
+_OPERATOR_PART = ("implementation_type", "implementation", "artifact_id", "artifact_version",
+                  "connector_id", "builtin_key", "policy")
+"""What an edit leaves as it is for an operator's tool to stay the operator's: its wiring
+(compared exactly, a pinned ``artifact_hash`` included), whose secrets it reads, and its
+tool-level policy (an operator's tool is its own ceiling, ``providers/ceiling.py``)."""
 
 
 def _refuse(reason: Reason, message: str, pointer: str) -> OperationRefused:
@@ -35,6 +46,13 @@ def _same_native(tool: ToolDefinition, current: ToolDefinition | None) -> bool:
     return current is not None and current.implementation_type == "native" and \
         tool.implementation_type == "native" and \
         tool.implementation.get("entry_point") == current.implementation.get("entry_point")
+
+
+def keeps_operator_wiring(tool: ToolDefinition, current: ToolDefinition) -> bool:
+    """Whether ``tool`` replaces the operator's ``current`` (origin other than ``api``) and
+    changes none of :data:`_OPERATOR_PART`, only governance fields."""
+    return current.origin != "api" and all(
+        getattr(tool, name) == getattr(current, name) for name in _OPERATOR_PART)
 
 
 def check_tenant_code(tool: ToolDefinition, current: ToolDefinition | None,

@@ -130,7 +130,7 @@ class UpstreamSync:
             report.quarantined.append(new.name)
             return
         if pinned == fresh:
-            if content_hash(_as(new, current)) == content_hash(current):
+            if _operator_unchanged(new, current):
                 report.unchanged.append(new.name)
                 return
             # the operator changed side effect, risk…: a new version, published as configured
@@ -145,6 +145,18 @@ class UpstreamSync:
             EventType.TOOL_QUARANTINED, cfg.tenant, tool=new.name, version=current.version,
             server=cfg.name, upstream_tool=tool.name, pinned_hash=pinned, upstream_hash=fresh)])
         report.quarantined.append(new.name)
+
+
+def _operator_unchanged(new: ToolDefinition, current: ToolDefinition) -> bool:
+    """Whether the operator's configuration of ``current`` is what ``new`` has: the same
+    ``config_hash`` (a tenant's governance edit since is kept), or, for a tool imported
+    before that hash was recorded, the same content."""
+    recorded = current.implementation.get("config_hash")
+    if recorded is not None:
+        return bool(recorded == new.implementation["config_hash"])
+    legacy = {k: v for k, v in new.implementation.items() if k != "config_hash"}
+    return content_hash(_as(new.model_copy(update={"implementation": legacy}), current)) \
+        == content_hash(current)
 
 
 def _as(new: ToolDefinition, current: ToolDefinition, **update: Any) -> ToolDefinition:

@@ -8,6 +8,11 @@ into the tool's implementation, so publishing pins it. When a later listing diff
 the pinned hash the tool is put in ``quarantined`` (calls stop with ``tool_quarantined``)
 with a ``tool.quarantined`` audit event, its working copy carrying the new definition
 under the next patch version, until an admin re-publishes it.
+
+What the operator's configuration sets (side effect, risk, confirmation, scopes, timeout) is
+hashed too (``config_hash``): a later listing replaces the tool's governance only when the
+operator changed it, so a tenant admin's edit of the governance (which keeps the tool the
+operator's, ``services/tool_code.py``) stays until then.
 """
 
 from __future__ import annotations
@@ -42,14 +47,17 @@ def definition(cfg: ServerConfig, tool: Any) -> ToolDefinition:
     risk = (override.risk if override and override.risk else cfg.risk)
     schema = dict(tool.input_schema or {"type": "object"})
     output = dict(tool.output_schema) if tool.output_schema else None
+    scopes = tuple(override.scopes_required or ()) if override else ()
+    confirm = bool(override and override.requires_confirmation)
+    config = digest({"side_effect": side, "risk": risk, "requires_confirmation": confirm,
+                     "scopes_required": list(scopes), "timeout_s": cfg.timeout_s})
     return ToolDefinition(
         name=local_name(cfg.name, tool.name), description=(tool.description or "")[:4000],
         tenant_id=cfg.tenant, implementation_type="mcp",
         implementation={"server": cfg.name, "tool": tool.name,
-                        "upstream_hash": upstream_hash(tool)},
+                        "upstream_hash": upstream_hash(tool), "config_hash": config},
         execution=ExecutionMeta(timeout_s=cfg.timeout_s),  # retried only if retry-safe
         actions={"run": ActionSpec()}, input_schema=schema, output_schema=output,
         side_effect=SideEffect(side), risk_default=Risk(risk),
-        requires_confirmation=bool(override and override.requires_confirmation),
-        scopes_required=tuple(override.scopes_required or ()) if override else (),
+        requires_confirmation=confirm, scopes_required=scopes,
         categories=("mcp", cfg.name), origin="config")

@@ -113,11 +113,11 @@ window.Registry = (() => {
                   section("Implementation (redacted)", json(t.config_schema.implementation)),
                   section("Execution", json(t.config_schema.execution)));
       const id = encodeURIComponent(t.id);
-      if (this.isAdmin && window.ToolEdit && ToolEdit.editable(t)) body.append(ToolEdit.editButton(t));
-      else if (this.isAdmin && t.scope === "tenant") {
+      if (this.isAdmin && window.ToolEdit && ToolEdit.operatorWired(t)) {
         body.append(el("p", "hint", "Wired by the operator (servers:, artifacts: in toolkeeper.yaml): "
-                                    + "change it there."));
+                                    + "its wiring changes there; Edit changes its governance."));
       }
+      if (this.isAdmin && window.ToolEdit && ToolEdit.editable(t)) body.append(ToolEdit.editButton(t));
       if (t.status === "draft" && t.scope === "tenant" && this.isAdmin) {
         body.append(action("Publish", () => api("POST", "/tools/" + id + "/publish")));
       }

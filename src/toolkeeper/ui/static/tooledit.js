@@ -56,6 +56,15 @@ window.ToolEdit = (() => {
       for (const kind of OPERATORS) {
         $('#te-type option[value="' + kind + '"]').disabled = !t || t.implementation_type !== kind;
       }
+      $("#te-type-hint").hidden = !!t;
+      // an operator's wiring is read-only: an edit of its governance alone keeps it the
+      // operator's (PUT leaves the wiring as it is), so it still publishes
+      const operator = ToolEdit.operatorWired(t);
+      for (const sel of ["#te-mcp-server", "#te-mcp-tool", "#te-artifact", "#te-artifact-version"]) {
+        $(sel).disabled = operator;
+      }
+      for (const p of document.querySelectorAll("#tooledit .te-operator")) p.hidden = !operator;
+      if (operator) $("#te-type").disabled = true;
       $("#te-agent").value = impl.target_agent_slug || impl.target_agent_id || "";
       $("#te-agent-timeout").value = impl.timeout_s || 60;
       $("#te-schema").value = JSON.stringify((t && t.input_schema) ||
@@ -143,9 +152,12 @@ window.ToolEdit = (() => {
       this.opener = null;
     },
 
-    editable(t) {  // the API turns an edited tool into the tenant's own: an upstream or an
-      // artifact it was wired to by the operator would then be refused (never published)
-      return t.scope === "tenant" && (t.origin === "api" || !OPERATORS.includes(t.implementation_type));
+    editable(t) {  // a tenant's tools; an operator's MCP or artifact tool for its governance
+      return t.scope === "tenant";
+    },
+
+    operatorWired(t) {  // an MCP or artifact tool the operator wired (toolkeeper.yaml)
+      return !!t && t.origin !== "api" && OPERATORS.includes(t.implementation_type);
     },
 
     editButton(t) {  // for the registry's drawer
