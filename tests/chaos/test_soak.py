@@ -26,19 +26,23 @@ pytestmark = [pytest.mark.soak, pytest.mark.slow]
 RSS_GROWTH_MIB = 64.0
 """RSS may grow this much from the end of warm-up to the end (a leak of 1 KiB per operation
 at the CI rate would exceed it within minutes)."""
-FILES_SLACK = 8
-"""Descriptors that are not sockets (database files, WAL, log, pipes) may vary this much
-after warm-up: a file leaked per call or per sweep would not stay under it."""
-SOCKETS_SLACK = 16
-"""Sockets once the load's connections are closed, over those before it (a PostgreSQL
-pool keeps up to 10 connections it opened under load)."""
-FDS_DURING = 64 + 50 + 32
-"""All descriptors during the load over those before it: the client's 64 connections, a
-PostgreSQL pool's 50 at most, and the server's own churn."""
+FDS_DURING = 64 + 50 + 16
+"""Descriptors during the load beyond those before it and those of the worker threads
+started since (``soak_report.FDS_PER_THREAD`` each): the client's 64 connections, a
+PostgreSQL pool's 50 at most, a little churn. A descriptor leaked per call exceeds it."""
+FDS_AFTER = 10 + 16
+"""The same once the client's connections are closed (a PostgreSQL pool keeps 10)."""
+THREADS = 64
+"""Threads beyond those before the load (the thread pool's 40 and the gateway's own)."""
 P99_RATIO = 5.0
 P99_FLOOR_MS = 1000.0
-"""The last quarter's p99 stays under ``P99_RATIO`` times the first quarter's (after warm-up),
-or under ``P99_FLOOR_MS`` when the first is tiny; generous on purpose (a shared machine)."""
+"""The typical p99 of the last third of the windows (the median of their p99s) stays under
+``P99_RATIO`` times that of the first third after warm-up, or under ``P99_FLOOR_MS`` when
+that is tiny; generous on purpose (a shared machine: the table prints its load)."""
+CPU_RATIO = 2.0
+"""The server's CPU per operation in the last third of the windows stays under this times
+that of the first third (medians): its work per call does not grow with the run, whatever
+the neighbours do to latency."""
 STALL_MS = 5000.0
 """No window's p99 reaches this: expiry and trimming never stall calls."""
 
@@ -69,11 +73,12 @@ def test_soak_keeps_resources_flat_and_every_call_accounted(
     assert summary.http_5xx == 0
     assert checked.double_executions == 0 and checked.audit_verified
     assert summary.rss_growth_mib < RSS_GROWTH_MIB
-    assert summary.files_max <= summary.files_warm + FILES_SLACK
-    assert summary.sockets_after <= summary.sockets_before + SOCKETS_SLACK
-    assert summary.fds_max <= summary.fds_before + FDS_DURING
+    assert summary.fds_unexplained_max <= FDS_DURING
+    assert summary.fds_unexplained_after <= FDS_AFTER
+    assert summary.threads_max <= summary.threads_before + THREADS
     assert summary.p99_late_ms <= max(P99_RATIO * summary.p99_early_ms, P99_FLOOR_MS)
     assert summary.worst_window_p99_ms < STALL_MS
-    assert summary.takeovers >= 3 and summary.windows_with_takeovers >= len(summary.windows) // 2
+    assert summary.cpu_ms_per_op_late <= CPU_RATIO * summary.cpu_ms_per_op_early
+    assert summary.windows_with_takeovers >= len(summary.windows) - 1
     assert 0 < summary.recent_calls_max_rows <= RECENT_CALLS_MAX
     assert summary.ops.get("gated", 0) > 0 and summary.approved >= summary.ops["gated"]

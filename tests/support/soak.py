@@ -30,6 +30,9 @@ RECENT_CALLS_MAX = 200
 """Short, so the recent-calls log is trimmed by every batch it writes."""
 TTL_KEYS = 8
 """The keys the ``ttl`` operation reuses: deduped within the TTL, executed again after it."""
+TTL_PER_S = 2.0
+"""``ttl`` operations per second, besides the mix and whatever its rate: each key comes back
+every few seconds, so it expires and is taken over several times a minute."""
 CONFIG = f"""\
 version: 1
 settings: {{outcome_ttl_s: {OUTCOME_TTL_S}, recent_calls_max: {RECENT_CALLS_MAX}}}
@@ -44,9 +47,9 @@ profiles:
 agents:
   - {{name: {AGENT}, profile: soak}}
 """
-MIX = {"pure": 35, "irreversible": 25, "mcp": 25, "ttl": 10, "gated": 5}
-"""Weights of the operations in the open-loop load (capacity is measured without ``gated``,
-whose approval wait would hold a closed-loop worker)."""
+MIX = {"pure": 40, "irreversible": 25, "mcp": 30, "gated": 5}
+"""Weights of the operations, in the capacity measurement and in the open-loop load (which
+adds ``ttl`` at :data:`TTL_PER_S`)."""
 REQUEST_TIMEOUT_S = 30.0
 APPROVAL_WAIT_S = 60.0
 MCP_VERSION = "2026-07-28"

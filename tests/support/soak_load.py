@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import text
 
-from tests.support.soak import MIX, REQUEST_TIMEOUT_S, Done, Ops
+from tests.support.soak import MIX, REQUEST_TIMEOUT_S, TTL_PER_S, Done, Ops
 from toolkeeper.store.db import Database
 
 CLOSED_LOOP_WORKERS = 16
@@ -34,9 +34,13 @@ class Sample:
     at: float
     rss_mib: float
     fds: int
-    files: int
-    """Descriptors that are not sockets (database, WAL, log, pipes): flat once warm."""
+    threads: int
     rows: dict[str, int]
+    load: float
+    """The machine's 1-minute load average (the soak shares it: latency is read with it)."""
+    cpu_s: float
+    """CPU seconds (user and system) the server has used so far: its work per operation
+    does not depend on what else the machine runs."""
 
 
 @dataclass
@@ -52,24 +56,23 @@ class Run:
     problems: list[str] = field(default_factory=list)
     fds_before: int = 0
     fds_after: int = 0
-    sockets_before: int = 0
-    sockets_after: int = 0
+    threads_before: int = 0
+    threads_after: int = 0
     approved: int = 0
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of process ``pid`` so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def resources(pid: int) -> tuple[float, int, int]:
-    """(RSS in MiB, open file descriptors, those of them not sockets) of process ``pid``,
-    from ``/proc``."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    rss_kib = next(int(line.split()[1]) for line in status.splitlines()
-                   if line.startswith("VmRSS:"))
-    links = []
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except FileNotFoundError:  # closed while listed
-            continue
-    return rss_kib / 1024, len(links), sum(not x.startswith("socket:") for x in links)
+    """(RSS in MiB, open file descriptors, threads) of process ``pid``, from ``/proc``."""
+    status = dict(line.split(":", 1) for line in
+                  Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    rss_kib, threads = int(status["VmRSS"].split()[0]), int(status["Threads"])
+    return rss_kib / 1024, len(os.listdir(f"/proc/{pid}/fd")), threads
 
 
 def row_counts(db: Database) -> dict[str, int]:
@@ -80,20 +83,22 @@ def row_counts(db: Database) -> dict[str, int]:
 
 async def _sampler(pid: int, db: Database, run: Run, stop: asyncio.Event) -> None:
     while not stop.is_set():
-        rss, fds, files = resources(pid)
+        rss, fds, threads = resources(pid)
         rows = await asyncio.to_thread(row_counts, db)
-        run.samples.append(Sample(time.monotonic(), rss, fds, files, rows))
+        load = float(Path("/proc/loadavg").read_text().split()[0])
+        run.samples.append(Sample(time.monotonic(), rss, fds, threads, rows, load,
+                                  cpu_seconds(pid)))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=SAMPLE_EVERY_S)
 
 
-def _kinds(rng: random.Random, n: int, *, gated: bool = True) -> list[str]:
-    mix = {k: w for k, w in MIX.items() if gated or k != "gated"}
-    return rng.choices(list(mix), weights=list(mix.values()), k=n)
+def _kinds(rng: random.Random, n: int) -> list[str]:
+    return rng.choices(list(MIX), weights=list(MIX.values()), k=n)
 
 
 async def _closed_loop(ops: Ops, seconds: float, run: Run) -> float:
-    """Operations per second :data:`CLOSED_LOOP_WORKERS` workers complete back to back."""
+    """Operations per second :data:`CLOSED_LOOP_WORKERS` workers complete back to back (the
+    same mix: a gated operation holds its worker through its approval, as it would)."""
     until = time.monotonic() + seconds
     count = 0
 
@@ -101,7 +106,7 @@ async def _closed_loop(ops: Ops, seconds: float, run: Run) -> float:
         nonlocal count
         rng = random.Random(seed)
         while time.monotonic() < until:
-            run.done.append(await ops.run(_kinds(rng, 1, gated=False)[0], time.monotonic()))
+            run.done.append(await ops.run(_kinds(rng, 1)[0], time.monotonic()))
             count += 1
     started = time.monotonic()
     await asyncio.gather(*(worker(i) for i in range(CLOSED_LOOP_WORKERS)))
@@ -114,19 +119,25 @@ def _finished(pending: set[asyncio.Task[Done]], done: list[Done],
     done.append(task.result())
 
 
+def _schedule(rate: float, seconds: float, seed: int) -> list[tuple[float, str]]:
+    """(offset, kind): the mix at ``rate`` per second, and ``ttl`` at :data:`TTL_PER_S`
+    whatever the rate (so keys expire and are taken over in every window)."""
+    mix = _kinds(random.Random(seed), int(rate * seconds))
+    ttl = [(j / TTL_PER_S, "ttl") for j in range(int(TTL_PER_S * seconds))]
+    return sorted([(i / rate, kind) for i, kind in enumerate(mix)] + ttl)
+
+
 async def _open_loop(ops: Ops, rate: float, seconds: float, run: Run, seed: int) -> None:
-    """Operation ``i`` is due at ``start + i / rate`` whatever the earlier ones are doing."""
-    n = int(rate * seconds)
-    kinds = _kinds(random.Random(seed), n)
+    """Each operation starts when it is due, whatever the earlier ones are doing."""
     pending: set[asyncio.Task[Done]] = set()
     start = time.monotonic()
     run.soak_from = start
-    for i, kind in enumerate(kinds):
-        due = start + i / rate
+    for offset, kind in _schedule(rate, seconds, seed):
+        due = start + offset
         if (delay := due - time.monotonic()) > 0:
             await asyncio.sleep(delay)
         if len(pending) >= MAX_IN_FLIGHT:
-            run.problems.append(f"{kind} due at {due - start:.1f} s: {len(pending)} in flight")
+            run.problems.append(f"{kind} due at {offset:.1f} s: {len(pending)} in flight")
             continue
         task = asyncio.create_task(ops.run(kind, due))
         pending.add(task)
@@ -148,6 +159,8 @@ async def _drive(url: str, tokens: dict[str, str], work: Path, pid: int, db: Dat
         sampling = asyncio.create_task(_sampler(pid, db, run, stop))
         approving = asyncio.create_task(ops.approver(stop, run.problems))
         try:
+            for kind in (*MIX, "ttl"):  # first calls load what each path imports lazily
+                run.done.append(await ops.run(kind, time.monotonic()))
             run.capacity_per_s = await _closed_loop(ops, capacity_s, run)
             run.rate_per_s = run.capacity_per_s * fraction
             await _open_loop(ops, run.rate_per_s, seconds, run, seed)
@@ -171,7 +184,7 @@ def soak(url: str, tokens: dict[str, str], work: Path, pid: int, db_url: str, *,
         time.sleep(2.0)  # the server closes the client's connections
         after = resources(pid)
         run.fds_before, run.fds_after = before[1], after[1]
-        run.sockets_before, run.sockets_after = before[1] - before[2], after[1] - after[2]
+        run.threads_before, run.threads_after = before[2], after[2]
         return run
     finally:
         db.dispose()

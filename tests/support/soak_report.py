@@ -12,8 +12,15 @@ from tests.support.soak import RECENT_CALLS_MAX
 from tests.support.soak_load import Run, Sample, percentile, takeovers
 
 WARM_UP_FRACTION = 0.1
-"""The first tenth of the soak (at least one window) is warm-up: RSS is measured from its
-end."""
+"""The first tenth of the soak (at least one window) is warm-up: RSS, descriptors and the
+early p99 are measured from its end. ``p99_early_ms``/``p99_late_ms``: the median of the
+window p99s of the first and the last third of the windows after it."""
+
+FDS_PER_THREAD = 6
+"""Descriptors a worker thread of ``serve`` may hold for as long as it lives (measured about
+3: the event loop it keeps, an epoll descriptor and a socket pair; on SQLite its reader
+connection, the database and its WAL). Threads are capped by the server's thread pool, so
+these are bounded; what is left over (``fds_unexplained_*``) must not grow with calls."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,19 +35,25 @@ class Window:
     takeovers: int
     rss_mib: float
     fds: int
-    files: int
+    threads: int
     rows: dict[str, int]
+    load: float
+    cpu_ms_per_op: float
+    """Server CPU per operation finished in the window."""
+    cpu_share: float
+    """Server CPU seconds per second (below what it needs: the machine starved it)."""
 
     def line(self) -> str:
         r = self.rows
         return (f"  {self.start_s:7.0f} {self.ops:6d} {self.p50_ms:7.1f} {self.p99_ms:7.1f} "
                 f"{self.max_ms:7.1f} {self.http_5xx:4d} {self.problems:4d} {self.takeovers:5d} "
-                f"{self.rss_mib:7.1f} {self.fds:4d} {self.files:5d} {r.get('outcomes', 0):8d} "
-                f"{r.get('audit_events', 0):8d} {r.get('recent_calls', 0):6d}")
+                f"{self.rss_mib:7.1f} {self.fds:4d} {self.threads:4d} {r.get('outcomes', 0):8d} "
+                f"{r.get('audit_events', 0):8d} {r.get('recent_calls', 0):6d} {self.load:5.1f} "
+                f"{self.cpu_ms_per_op:6.2f} {self.cpu_share:5.2f}")
 
 
-HEADER = ("  start_s    ops  p50_ms  p99_ms  max_ms  5xx prob ttl_x rss_mib  fds files outcomes "
-          "   audit recent")
+HEADER = ("  start_s    ops  p50_ms  p99_ms  max_ms  5xx prob ttl_x rss_mib  fds thrd outcomes "
+          "   audit recent  load cpu/op   cpu")
 
 
 @dataclass
@@ -54,13 +67,18 @@ class Summary:
     fds_before: int
     fds_max: int
     fds_after: int
-    sockets_before: int
-    sockets_after: int
-    files_warm: int
-    files_max: int
+    threads_before: int
+    threads_max: int
+    threads_after: int
+    fds_unexplained_max: int
+    """The most descriptors at any sample beyond those before the load and
+    :data:`FDS_PER_THREAD` for each worker thread started since."""
+    fds_unexplained_after: int
     p99_early_ms: float
     p99_late_ms: float
     worst_window_p99_ms: float
+    cpu_ms_per_op_early: float
+    cpu_ms_per_op_late: float
     takeovers: int
     windows_with_takeovers: int
     recent_calls_max_rows: int
@@ -91,12 +109,28 @@ def _window(run: Run, start: float, end: float, moved: set[int]) -> Window:
         http_5xx=sum(d.http >= 500 for d in done), problems=sum(bool(d.problem) for d in done),
         takeovers=sum(id(d) in moved for d in done),
         rss_mib=max(s.rss_mib for s in samples), fds=max(s.fds for s in samples),
-        files=max(s.files for s in samples),
-        rows=samples[-1].rows)
+        threads=max(s.threads for s in samples),
+        rows=samples[-1].rows, load=max(s.load for s in samples), **_cpu(run, start, end))
 
 
-def _p99_ms(run: Run, start: float, end: float) -> float:
-    return percentile([d.latency_s * 1000 for d in run.done if start <= d.due < end], 0.99)
+def _cpu(run: Run, start: float, end: float) -> dict[str, float]:
+    """CPU per operation and CPU share between the last samples before and in the window."""
+    before = [s for s in run.samples if s.at < start] or run.samples[:1]
+    inside = [s for s in run.samples if start <= s.at < end] or run.samples[-1:]
+    a, b = before[-1], inside[-1]
+    finished = sum(a.at <= d.due + d.latency_s < b.at for d in run.done)
+    used = b.cpu_s - a.cpu_s
+    return {"cpu_ms_per_op": 1000 * used / finished if finished else 0.0,
+            "cpu_share": used / (b.at - a.at) if b.at > a.at else 0.0}
+
+
+def _typical_p99_ms(windows: list[Window]) -> float:
+    """The median of these windows' p99: one window a neighbour slowed does not decide."""
+    return median(w.p99_ms for w in windows) if windows else 0.0
+
+
+def _unexplained(run: Run, fds: int, threads: int) -> int:
+    return fds - run.fds_before - FDS_PER_THREAD * max(0, threads - run.threads_before)
 
 
 def _rss(samples: list[Sample]) -> float:
@@ -110,7 +144,8 @@ def summarise(run: Run, window_s: float) -> Summary:
     moved = {id(d) for d in takeovers(run.done)}
     windows = [_window(run, a, a + window_s, moved) for a in edges if a < run.soak_until]
     warm = run.soak_from + max(window_s, span * WARM_UP_FRACTION)
-    quarter = (run.soak_until - warm) / 4
+    warmed = [w for w in windows if run.soak_from + w.start_s >= warm - 1e-6]
+    third = max(1, len(warmed) // 3)
     soak_samples = [s for s in run.samples if s.at >= run.soak_from]
     warm_samples = [s for s in soak_samples if warm <= s.at < warm + window_s]
     return Summary(
@@ -120,13 +155,17 @@ def summarise(run: Run, window_s: float) -> Summary:
         rss_warm_mib=_rss(warm_samples),
         rss_end_mib=_rss(soak_samples[-3:]),
         fds_before=run.fds_before, fds_max=max((s.fds for s in soak_samples), default=0),
-        fds_after=run.fds_after, sockets_before=run.sockets_before,
-        sockets_after=run.sockets_after,
-        files_warm=max((s.files for s in warm_samples), default=0),
-        files_max=max((s.files for s in soak_samples if s.at >= warm), default=0),
-        p99_early_ms=_p99_ms(run, warm, warm + quarter),
-        p99_late_ms=_p99_ms(run, run.soak_until - quarter, run.soak_until),
+        fds_after=run.fds_after, threads_before=run.threads_before,
+        threads_max=max((s.threads for s in soak_samples), default=0),
+        threads_after=run.threads_after,
+        fds_unexplained_max=max((_unexplained(run, s.fds, s.threads) for s in soak_samples),
+                                default=0),
+        fds_unexplained_after=_unexplained(run, run.fds_after, run.threads_after),
+        p99_early_ms=_typical_p99_ms(warmed[:third]),
+        p99_late_ms=_typical_p99_ms(warmed[-third:]),
         worst_window_p99_ms=max((w.p99_ms for w in windows), default=0.0),
+        cpu_ms_per_op_early=median(w.cpu_ms_per_op for w in warmed[:third]),
+        cpu_ms_per_op_late=median(w.cpu_ms_per_op for w in warmed[-third:]),
         takeovers=len(moved), windows_with_takeovers=sum(w.takeovers > 0 for w in windows),
         recent_calls_max_rows=max((s.rows["recent_calls"] for s in soak_samples), default=0),
         approved=run.approved, windows=windows)
