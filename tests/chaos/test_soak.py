@@ -23,17 +23,21 @@ from tests.support.soak_report import summarise
 
 pytestmark = [pytest.mark.soak, pytest.mark.slow]
 
-RSS_GROWTH_MIB = 64.0
-"""RSS may grow this much from the end of warm-up to the end (a leak of 1 KiB per operation
-at the CI rate would exceed it within minutes)."""
-FDS_DURING = 64 + 50 + 16
-"""Descriptors during the load beyond those before it and those of the worker threads
-started since (``soak_report.FDS_PER_THREAD`` each): the client's 64 connections, a
-PostgreSQL pool's 50 at most, a little churn. A descriptor leaked per call exceeds it."""
-FDS_AFTER = 10 + 16
-"""The same once the client's connections are closed (a PostgreSQL pool keeps 10)."""
-THREADS = 64
-"""Threads beyond those before the load (the thread pool's 40 and the gateway's own)."""
+RSS_GROWTH_MIB = 32.0
+"""RSS may grow this much from the end of warm-up to the end: a leak of 1 KiB per operation
+exceeds it in a 15-minute soak (tens of thousands of operations), of 5 KiB in CI's 2 minutes."""
+WORKER_LOOPS = 40
+"""The server's worker threads (anyio's default limit): the gateway runs an event loop on
+each, and each loop may start its default executor's 6 threads (2 cores)."""
+THREADS = WORKER_LOOPS * (1 + 6)
+"""Threads beyond those before the load: a thread started per call would exceed it."""
+FDS_AFTER = 10 + WORKER_LOOPS * 5 + 16
+"""Descriptors beyond those before the load, once its connections are closed: a PostgreSQL
+pool keeps 10 connections, each worker loop holds an epoll descriptor and a socket pair (and
+on SQLite a reader connection, its database and WAL), a little churn."""
+FDS_DURING = FDS_AFTER + 64 + 40
+"""The same during the load: the client's 64 connections, the PostgreSQL pool's overflow
+(40). These ceilings are set by pools, not by the calls made: thousands of calls run."""
 P99_RATIO = 5.0
 P99_FLOOR_MS = 1000.0
 """The typical p99 of the last third of the windows (the median of their p99s) stays under
@@ -43,8 +47,10 @@ CPU_RATIO = 2.0
 """The server's CPU per operation in the last third of the windows stays under this times
 that of the first third (medians): its work per call does not grow with the run, whatever
 the neighbours do to latency."""
-STALL_MS = 5000.0
-"""No window's p99 reaches this: expiry and trimming never stall calls."""
+STALL_MS = 15_000.0
+"""No window's p99 reaches this (half the request timeout): expiry and trimming, which run
+in every window, never hold calls up. Generous: on a machine loaded by other jobs a window's
+p99 reached 9 s while the server's CPU per call stayed flat."""
 
 
 @pytest.mark.parametrize("backend", [
@@ -73,8 +79,8 @@ def test_soak_keeps_resources_flat_and_every_call_accounted(
     assert summary.http_5xx == 0
     assert checked.double_executions == 0 and checked.audit_verified
     assert summary.rss_growth_mib < RSS_GROWTH_MIB
-    assert summary.fds_unexplained_max <= FDS_DURING
-    assert summary.fds_unexplained_after <= FDS_AFTER
+    assert summary.fds_max <= summary.fds_before + FDS_DURING
+    assert summary.fds_after <= summary.fds_before + FDS_AFTER
     assert summary.threads_max <= summary.threads_before + THREADS
     assert summary.p99_late_ms <= max(P99_RATIO * summary.p99_early_ms, P99_FLOOR_MS)
     assert summary.worst_window_p99_ms < STALL_MS

@@ -151,7 +151,10 @@ async def _open_loop(ops: Ops, rate: float, seconds: float, run: Run, seed: int)
 async def _drive(url: str, tokens: dict[str, str], work: Path, pid: int, db: Database, *,
                  seconds: float, capacity_s: float, fraction: float, seed: int) -> Run:
     run = Run()
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    # idle connections are dropped before the server's keep-alive timeout (5 s) closes them:
+    # at the same 5 s, a request sent as the server closes reads nothing (ReadError)
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64,
+                          keepalive_expiry=2.0)
     async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S, limits=limits) as client:
         ops = Ops(url, tokens, work / "executions.txt", work / "released.txt", client,
                   random.Random(seed))

@@ -16,13 +16,6 @@ WARM_UP_FRACTION = 0.1
 early p99 are measured from its end. ``p99_early_ms``/``p99_late_ms``: the median of the
 window p99s of the first and the last third of the windows after it."""
 
-FDS_PER_THREAD = 6
-"""Descriptors a worker thread of ``serve`` may hold for as long as it lives (measured about
-3: the event loop it keeps, an epoll descriptor and a socket pair; on SQLite its reader
-connection, the database and its WAL). Threads are capped by the server's thread pool, so
-these are bounded; what is left over (``fds_unexplained_*``) must not grow with calls."""
-
-
 @dataclass(frozen=True, slots=True)
 class Window:
     start_s: float
@@ -70,10 +63,6 @@ class Summary:
     threads_before: int
     threads_max: int
     threads_after: int
-    fds_unexplained_max: int
-    """The most descriptors at any sample beyond those before the load and
-    :data:`FDS_PER_THREAD` for each worker thread started since."""
-    fds_unexplained_after: int
     p99_early_ms: float
     p99_late_ms: float
     worst_window_p99_ms: float
@@ -129,10 +118,6 @@ def _typical_p99_ms(windows: list[Window]) -> float:
     return median(w.p99_ms for w in windows) if windows else 0.0
 
 
-def _unexplained(run: Run, fds: int, threads: int) -> int:
-    return fds - run.fds_before - FDS_PER_THREAD * max(0, threads - run.threads_before)
-
-
 def _rss(samples: list[Sample]) -> float:
     return median(s.rss_mib for s in samples) if samples else 0.0
 
@@ -158,9 +143,6 @@ def summarise(run: Run, window_s: float) -> Summary:
         fds_after=run.fds_after, threads_before=run.threads_before,
         threads_max=max((s.threads for s in soak_samples), default=0),
         threads_after=run.threads_after,
-        fds_unexplained_max=max((_unexplained(run, s.fds, s.threads) for s in soak_samples),
-                                default=0),
-        fds_unexplained_after=_unexplained(run, run.fds_after, run.threads_after),
         p99_early_ms=_typical_p99_ms(warmed[:third]),
         p99_late_ms=_typical_p99_ms(warmed[-third:]),
         worst_window_p99_ms=max((w.p99_ms for w in windows), default=0.0),
