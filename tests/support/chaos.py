@@ -97,13 +97,15 @@ class Fleet:
     replicas: list[Replica]
     tokens: dict[str, str]
     kills: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+    """Added to each replica's environment (e.g. ``TOOLKEEPER_CONFIG``)."""
 
     def start(self, r: Replica) -> None:
         with r.log.open("ab") as out:  # a file, not a pipe nobody drains
             r.proc = subprocess.Popen(
                 [sys.executable, "-m", "toolkeeper.cli", "serve", "--port", str(r.port)],
-                env=child_env(TOOLKEEPER_DATABASE_URL=self.db), cwd=self.work, stdout=out,
-                stderr=subprocess.STDOUT)
+                env=child_env(TOOLKEEPER_DATABASE_URL=self.db, **self.env), cwd=self.work,
+                stdout=out, stderr=subprocess.STDOUT)
         wait_until(partial(_healthy, r), timeout=60, what=f"{r.url}/healthz answers",
                    ignoring=(httpx.HTTPError,))
 
