@@ -17,17 +17,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
-from tests.ui.conftest import ConsolePage
-
-CONFIG = """\
-version: 1
-tools:
-  - native: tests.support.replica_tools:pay
-profiles:
-  - {name: payer, autonomy: 0, activations: [{tool: pay}]}
-agents:
-  - {name: pay-bot, profile: payer}
-"""
+from tests.ui.conftest import CONFIG, ConsolePage
 
 HOSTILE = "<img src=x onerror=window.__pwned=1><script>window.__pwned=2</script><b>bold</b>"
 WATCH = """
