@@ -135,15 +135,21 @@ def _healthy(r: Replica) -> bool:
     return httpx.get(r.url + "/healthz", timeout=1).status_code == 200
 
 
+def role_tokens(db: str, config: Path, agent: str, roles: tuple[str, ...]) -> dict[str, str]:
+    """``config`` applied to the store at ``db`` and a token per role (``agent``'s for the
+    ``agent`` role), made before any replica starts."""
+    with Gateway.open(db, config=config) as gw:
+        return {role: gw.store.tokens.create(tenant_id="default", role=role,
+                                             agent=agent if role == "agent" else None)[1]
+                for role in roles}
+
+
 @contextmanager
 def fleet(db: str, work: Path, size: int) -> Iterator[Fleet]:
     """``size`` replicas on ``db``, with an agent, an operator and an admin token."""
     config = work / "toolkeeper.yaml"
     config.write_text(CONFIG)
-    with Gateway.open(db, config=config) as gw:
-        tokens = {role: gw.store.tokens.create(tenant_id="default", role=role,
-                                               agent=AGENT if role == "agent" else None)[1]
-                  for role in ("agent", "operator", "admin")}
+    tokens = role_tokens(db, config, AGENT, ("agent", "operator", "admin"))
     running = Fleet(db, work, [Replica(free_port(), work / f"serve-{i}.log")
                                for i in range(size)], tokens)
     try:

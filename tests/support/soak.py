@@ -19,9 +19,8 @@ from typing import Any
 
 import httpx
 
-from tests.support.chaos import Fleet, Replica
+from tests.support.chaos import Fleet, Replica, role_tokens
 from tests.support.serve import free_port
-from toolkeeper import Gateway
 
 AGENT = "soak-bot"
 OUTCOME_TTL_S = 10
@@ -64,10 +63,7 @@ def soak_server(db: str, work: Path) -> Iterator[Fleet]:
     tokens (one replica of the crash chaos's fleet: its start, health wait and stop)."""
     config = work / "toolkeeper.yaml"
     config.write_text(CONFIG)
-    with Gateway.open(db, config=config) as gw:
-        tokens = {role: gw.store.tokens.create(tenant_id="default", role=role,
-                                               agent=AGENT if role == "agent" else None)[1]
-                  for role in ("agent", "approver", "admin")}
+    tokens = role_tokens(db, config, AGENT, ("agent", "approver", "admin"))
     running = Fleet(db, work, [Replica(free_port(), work / "serve.log")], tokens,
                     env={"TOOLKEEPER_CONFIG": str(config)})
     try:
