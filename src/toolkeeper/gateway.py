@@ -48,6 +48,7 @@ from toolkeeper.services.changes import DefinitionChanges
 from toolkeeper.services.events import system_event
 from toolkeeper.services.identities import IdentityService
 from toolkeeper.services.registry import RegistryService
+from toolkeeper.services.retention import Retention
 from toolkeeper.services.retrieval import RetrievalService
 from toolkeeper.services.retrieval import wire as wire_retrieval
 from toolkeeper.services.upstreams import UpstreamSync
@@ -148,6 +149,10 @@ class Gateway:
             definitions_changed=self.definitions_changed,
             secrets_changed=self.refresh_secrets, policy_model=self.factory.policy_model,
             bounds=self.settings.tenant_bounds)
+        self.retention = Retention(
+            store, self.metrics, outcome_retention=self.settings.outcome_retention,
+            audit_retention=self.settings.audit_retention,
+            every_s=self.settings.retention_every_s, closed=lambda: self._closed)
         self.webhooks = WebhookNotifier(
             setting=store.registry.get_setting, bounds=self.settings.tenant_bounds,
             secrets=lambda tenant: tenant_getter(self._secrets, self.credentials, tenant,
@@ -351,8 +356,8 @@ class Gateway:
 
     def _housekeeping(self) -> None:
         """Runs about once a second on the audit writer thread: SQLite checkpoint, periodic
-        recovery of stale ``in_progress`` outcomes (SPEC §4), and listing the upstream MCP
-        servers again for drift (in a thread of its own)."""
+        recovery of stale ``in_progress`` outcomes (SPEC §4), and, each on a thread of its
+        own, listing the upstream MCP servers again for drift and the retention sweeps."""
         self.store.db.checkpoint()
         if self.store.registry.definitions_version() != self._definitions_seen:
             self.reload()  # another process changed tools, profiles or agents
@@ -368,6 +373,7 @@ class Gateway:
             if stale:
                 log.warning("marked %d stale in_progress outcomes unknown", len(stale))
         self._upstream.tick()
+        self.retention.tick()
 
     def flush(self) -> None:
         """Write queued audit events (and recent calls) now."""
@@ -389,6 +395,7 @@ class Gateway:
         self._closed = True
         self._unredact_logs()
         self.webhooks.close()  # delivers what is queued first (bounded)
+        self.retention.close()  # a running sweep stops at its next chunk
         self.upstreams.close()
         if self._notifier is not None:
             self._notifier.close()

@@ -105,19 +105,26 @@ def test_the_key_expiry_policy_is_published_with_the_defaults(document: dict[str
     policy = document["info"]["x-key-expiry-policy"]
     assert policy == {"outcome_ttl_s": 86400, "stale_grace_s": 30, "approval_ttl_s": 86400,
                       "expiring_statuses": ["succeeded", "failed"],
-                      "never_expiring_statuses": ["in_progress", "unknown"]}
+                      "never_expiring_statuses": ["in_progress", "unknown"],
+                      "outcome_retention_s": 86400, "audit_retention_s": None}
     text = document["info"]["description"]
     assert "## Key expiry policy" in text and "24 hours" in text
+    assert "deleted **24 hours** after their expiry" in text
+    assert "Audit events are kept forever" in text
     assert "idempotency_key_reused" in text and "unknown" in text
 
 
 def test_the_key_expiry_policy_is_this_servers(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/tk.db"
     with Gateway.open(url, outcome_ttl=timedelta(hours=2),
-                      approval_ttl=timedelta(minutes=30)) as gw, \
+                      approval_ttl=timedelta(minutes=30), outcome_retention=None,
+                      audit_retention=timedelta(hours=720)) as gw, \
             TestClient(create_app(gw)) as client:
         doc = client.get("/openapi.json").json()
-    assert doc["info"]["x-key-expiry-policy"]["outcome_ttl_s"] == 7200
-    assert doc["info"]["x-key-expiry-policy"]["approval_ttl_s"] == 1800
+    policy = doc["info"]["x-key-expiry-policy"]
+    assert (policy["outcome_ttl_s"], policy["approval_ttl_s"]) == (7200, 1800)
+    assert (policy["outcome_retention_s"], policy["audit_retention_s"]) == (None, 2592000)
+    assert "Expired records are kept" in doc["info"]["description"]
+    assert "older than **720 hours** are deleted" in doc["info"]["description"]
     assert "2 hours" in doc["info"]["description"]
     assert "30 minutes" in doc["info"]["description"]

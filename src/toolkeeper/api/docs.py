@@ -87,13 +87,20 @@ def key_expiry_policy(settings: Settings) -> dict[str, Any]:
             "stale_grace_s": int(settings.stale_grace.total_seconds()),
             "approval_ttl_s": int(settings.approval_ttl.total_seconds()),
             "expiring_statuses": ["succeeded", "failed"],
-            "never_expiring_statuses": ["in_progress", "unknown"]}
+            "never_expiring_statuses": ["in_progress", "unknown"],
+            "outcome_retention_s": _seconds(settings.outcome_retention),
+            "audit_retention_s": _seconds(settings.audit_retention)}
+
+
+def _seconds(span: timedelta | None) -> int | None:
+    return None if span is None else int(span.total_seconds())
 
 
 def description(settings: Settings) -> str:
     """The document's overview (Markdown, rendered at the top of ``/docs``)."""
     outcome, approval = _span(settings.outcome_ttl), _span(settings.approval_ttl)
     grace = _span(settings.stale_grace)
+    retention = _retention(settings)
     return f"""The governed tool gateway for AI agents.
 
 Every request carries `Authorization: Bearer <token>`; the token decides tenant, role and agent.
@@ -118,8 +125,22 @@ replaced by a new execution. `in_progress` and `unknown` records never expire by
 themselves: an `in_progress` record older than its tool's timeout plus {grace} becomes
 `unknown`, which never re-executes until an operator records the real outcome
 (`POST /calls/{{call_id}}/resolve`). Approvals expire after **{approval}** (setting
-`approval_ttl_s`). The same values as data: `info.x-key-expiry-policy`.
+`approval_ttl_s`). {retention} The same values as data: `info.x-key-expiry-policy`.
 """
+
+
+def _retention(settings: Settings) -> str:
+    """What the retention sweeps delete (services/retention.py), in words."""
+    keep = settings.outcome_retention
+    outcomes = ("Expired records are kept (no outcome retention)." if keep is None else
+                f"Expired `succeeded`/`failed` records and expired approvals are deleted "
+                f"**{_span(keep)}** after their expiry (setting `outcome_retention_s`); "
+                f"`GET /calls/{{call_id}}` then answers `not_found`.")
+    audit = settings.audit_retention
+    events = ("Audit events are kept forever (no `audit_retention_s`)." if audit is None else
+              f"Audit events older than **{_span(audit)}** are deleted from the start of "
+              f"each chain (setting `audit_retention_s`); the chain stays verifiable.")
+    return f"{outcomes} {events}"
 
 
 def install(app: FastAPI, settings: Settings) -> None:

@@ -147,6 +147,9 @@ class VerifyOut(Out):
     events: int
     problems: list[str]
     warnings: list[str]
+    first_seq: int
+    """The first event kept: audit retention (``audit_retention_s``) deleted the ones
+    before it; 1 when none were deleted."""
 
 
 class StatusOut(Out):

@@ -161,9 +161,9 @@ def verify(
 
 
 def _verify_table(reports: list[VerifyReport]) -> None:
-    table("audit chains", ["tenant", "events", "ok", "problems", "warnings"],
+    table("audit chains", ["tenant", "events", "ok", "problems", "warnings", "first seq"],
           [[r.tenant_id or "global", r.events, "yes" if r.ok else "NO", len(r.problems),
-            len(r.warnings)]
+            len(r.warnings), r.first_seq]
            for r in reports], empty="no audit events yet")
     if reports and all(r.ok for r in reports):
         out().print("[green]audit chains verified[/]")

@@ -297,13 +297,14 @@ def config_settings(config: ConfigFile) -> dict[str, Any]:
     (only what the file sets, so the caller's defaults stay)."""
     s = config.settings
     out: dict[str, Any] = {} if config.mode is None else {"mode": config.mode}
-    for name in ("approval_ttl", "outcome_ttl", "stale_grace"):
+    for name in ("approval_ttl", "outcome_ttl", "stale_grace", "outcome_retention",
+                 "audit_retention"):
         value = getattr(s, f"{name}_s")
         if value is not None:
             out[name] = timedelta(seconds=value)
     for name in ("max_payload_bytes", "audit_level", "audit_arguments", "audit_durability",
                  "mcp_resync_s", "tenant_bounds", "recent_calls_max",
-                 "max_pending_approvals"):
+                 "max_pending_approvals", "retention_every_s"):
         if getattr(s, name) is not None:
             out[name] = getattr(s, name)
     for name in ("max_top_k", "max_document_chars", "max_batch_documents"):

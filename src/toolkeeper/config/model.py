@@ -74,6 +74,14 @@ class SettingsConfig(_Section):
     """How long an approval stays valid (default 86400)."""
     outcome_ttl_s: float | None = Field(default=None, gt=0)
     """How long outcome records are kept (default 86400)."""
+    outcome_retention_s: float | None = Field(default=None, ge=0)
+    """How long a finished outcome stays readable after its TTL before it is deleted
+    (default 86400)."""
+    audit_retention_s: float | None = Field(default=None, gt=0)
+    """Delete audit events older than this from the start of each chain (default: keep
+    every event); the chains stay verifiable (docs/audit-integrity.md)."""
+    retention_every_s: float | None = Field(default=None, gt=0)
+    """How often the retention sweeps run (default 300)."""
     stale_grace_s: float | None = Field(default=None, ge=0)
     """Added to a tool's timeout before an in_progress outcome is presumed dead."""
     max_payload_bytes: int | None = Field(default=None, ge=1)

@@ -31,6 +31,9 @@ class EventType(StrEnum):
     TOOL_QUARANTINED = "tool.quarantined"
     TOOL_PUBLISHED = "tool.published"
     CONFIG_APPLIED = "config.applied"
+    AUDIT_PRUNED = "audit.pruned"
+    """Audit retention deleted the start of this chain (``events``, ``through_seq``,
+    ``before``): the chain now starts after ``through_seq``."""
     TOKEN_CREATED = "token.created"
     """A token minted straight in the store by an operator holding the database
     (``toolkeeper tokens create --local``): no token authenticated it."""

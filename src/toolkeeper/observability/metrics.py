@@ -43,6 +43,9 @@ class Metrics(Collector):
         self._denials: dict[tuple[str, str], int] = {}
         self._recent_dropped: dict[tuple[str], int] = {}
         self._redis_fallbacks: dict[tuple[str], int] = {}
+        self._retention: dict[tuple[str], int] = {}
+        self._sweeps = 0
+        self._sweep_max_s = 0.0
         self._pending: Callable[[str | None], Mapping[str, int]] | None = None
         self.registry.register(self)
 
@@ -92,6 +95,17 @@ class Metrics(Collector):
         with self._lock:
             self._redis_fallbacks[(use,)] = self._redis_fallbacks.get((use,), 0) + 1
 
+    def retention_deleted(self, table: str, n: int) -> None:
+        """``n`` rows of ``table`` (``outcomes``, ``audit_events``) deleted by retention."""
+        with self._lock:
+            self._retention[(table,)] = self._retention.get((table,), 0) + n
+
+    def retention_sweep(self, seconds: float) -> None:
+        """One retention sweep finished, taking ``seconds``."""
+        with self._lock:
+            self._sweeps += 1
+            self._sweep_max_s = max(self._sweep_max_s, seconds)
+
     def pending_from(self, fn: Callable[[str | None], Mapping[str, int]]) -> None:
         """``fn(tenant)``: pending approvals by tenant (every tenant's for ``None``)."""
         self._pending = fn
@@ -132,6 +146,14 @@ class Metrics(Collector):
         if tenant is None:  # the process's, not a tenant's
             yield _counter("toolkeeper_redis_fallbacks_total", "Work done without Redis "
                            "(unreachable), by use", ["use"], dict(self._redis_fallbacks))
+            yield _counter("toolkeeper_retention_deleted_total", "Rows deleted by the "
+                           "retention sweeps, by table", ["table"], dict(self._retention))
+            yield _counter("toolkeeper_retention_sweeps_total", "Retention sweeps run",
+                           [], {(): self._sweeps})
+            longest = GaugeMetricFamily("toolkeeper_retention_sweep_max_seconds",
+                                        "The longest retention sweep so far")
+            longest.add_metric([], self._sweep_max_s)
+            yield longest
         pending = GaugeMetricFamily("approvals_pending", "Approvals waiting for a human",
                                     labels=["tenant"])
         counts = dict(self._pending(tenant)) if self._pending else {}

@@ -32,6 +32,14 @@ class Settings:
     outcome_ttl: timedelta = timedelta(hours=24)
     stale_grace: timedelta = timedelta(seconds=30)
     """Added to a tool's timeout before an in_progress outcome is presumed dead."""
+    outcome_retention: timedelta | None = timedelta(hours=24)
+    """How long a finished outcome is kept after its key expired (``outcome_ttl``) before
+    the retention sweep deletes it; ``None`` keeps them forever."""
+    audit_retention: timedelta | None = None
+    """Audit events older than this are deleted from the start of each chain (the chain
+    stays verifiable from there); ``None`` (the default) keeps every event."""
+    retention_every_s: float = 300.0
+    """How often the retention sweeps run (in each process, on a thread of their own)."""
     recovery_every_s: float = 30.0
     """How often stale ``in_progress`` outcomes are looked for (besides start-up)."""
     retry_base_s: float = 0.05
@@ -82,6 +90,8 @@ class Settings:
             raise ValueError("recent_calls_max must be 0 or more")
         if self.max_pending_approvals < 0:
             raise ValueError("max_pending_approvals must be 0 or more")
+        if self.retention_every_s <= 0:
+            raise ValueError("retention_every_s must be more than 0")
 
 
 @dataclass(slots=True, kw_only=True)

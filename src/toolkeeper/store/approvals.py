@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -12,7 +12,7 @@ from sqlalchemy import func, insert, select, update
 
 from toolkeeper.model.enums import ApprovalStatus
 from toolkeeper.store.audit import AuditRepo
-from toolkeeper.store.db import Database, as_utc, utcnow
+from toolkeeper.store.db import Database, as_utc, delete_chunked, utcnow
 from toolkeeper.store.records import ApprovalRecord, AuditDraft
 from toolkeeper.store.schema import approvals
 
@@ -36,6 +36,13 @@ class ApprovalRepo:
         with self._db.write() as conn:
             conn.execute(insert(approvals).values(**row))
             self._audit.append(events, conn)
+
+    def purge_expired(self, before: datetime, chunk: int = 1000,
+                      stop: Callable[[], bool] = lambda: False) -> int:
+        """Delete approvals (whatever their status) that expired before ``before``: past
+        its expiry an approval can no longer be decided or consumed."""
+        return delete_chunked(self._db, approvals, approvals.c.id,
+                              (approvals.c.expires_at < before,), chunk, stop)
 
     def get(self, approval_id: str) -> ApprovalRecord | None:
         with self._db.read() as conn:

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, and_, delete, select, update
 
 from toolkeeper.canonical import canonical_bytes
 from toolkeeper.errors import ConfigError
@@ -25,7 +25,7 @@ from toolkeeper.store.audit_key import AuditKey
 from toolkeeper.store.audit_verify import ChainWalk
 from toolkeeper.store.db import Database, as_utc, utcnow
 from toolkeeper.store.raw import RawTxn, raw_of, raw_write
-from toolkeeper.store.records import AuditDraft, AuditEvent, VerifyReport
+from toolkeeper.store.records import AuditDraft, AuditEvent, PruneReport, VerifyReport
 from toolkeeper.store.schema import GLOBAL_TENANT, audit_events, audit_heads
 
 GENESIS = "sha256:" + "0" * 64
@@ -109,7 +109,7 @@ def append_chained(txn: RawTxn, prepared: Prepared, key: AuditKey | None = None)
             row["hash"] = prev = (chain_hash(seq, prev, body) if key is None
                                   else key.event(seq, prev, body))
             rows.append(row)
-        mac = None if key is None else key.head(tenant_key, seq, prev)
+        mac = None if key is None else key.head(tenant_key, seq, prev, int(head[3]), head[4])
         txn.execute("head_set", {"k": tenant_key, "seq": seq, "hash": prev, "mac": mac})
     txn.executemany("event", rows)
 
@@ -165,13 +165,23 @@ class AuditRepo:
 
     def verify(self, tenant_id: str | None, batch: int = 5000) -> VerifyReport:
         """Recompute the chain: finds edited, deleted, reordered or truncated events, a
-        moved head, a downgrade to unkeyed hashes, and a rollback behind a checkpoint."""
+        moved head, a downgrade to unkeyed hashes, and a rollback behind a checkpoint.
+
+        One snapshot throughout (PostgreSQL: repeatable read; SQLite: one read
+        transaction), so appends and retention running meanwhile are never seen half-done.
+        """
         tenant_key = tenant_id or GLOBAL_TENANT
         walk = ChainWalk(tenant_key=tenant_key, key=self.key, genesis=GENESIS,
                          report=VerifyReport(tenant_id=tenant_id, ok=True, events=0))
         walk.load_checkpoints(self.checkpoints)
-        last = 0
         with self._db.read() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execution_options(isolation_level="REPEATABLE READ")
+            head = conn.execute(
+                select(audit_heads).where(audit_heads.c.tenant_key == tenant_key)).first()
+            if head is not None:
+                walk.start(head.base_seq, head.base_hash)
+            last = walk.last
             while True:
                 rows = conn.execute(
                     select(audit_events).where(
@@ -183,9 +193,74 @@ class AuditRepo:
                     last = r.seq
                 if len(rows) < batch:
                     break
-            head = conn.execute(
-                select(audit_heads).where(audit_heads.c.tenant_key == tenant_key)).first()
         return walk.finish(head)
+
+    def prune(self, before: datetime, chunk: int = 500,
+              stop: Callable[[], bool] = lambda: False) -> builtins.list[PruneReport]:
+        """Audit retention: delete each chain's events older than ``before``, oldest first.
+
+        Only a chain's start goes (the longest prefix older than ``before``), in
+        transactions of at most ``chunk`` events, each holding the chain's head only that
+        long; the head then records the new base, re-MAC'd with the key. Each chunk is
+        verified before it is deleted, and a chain whose chunk or head fails is left
+        whole (reported, ``refused``): retention never erases the evidence of an edit.
+        Between chunks ``stop()`` may end it early (the gateway is closing).
+        """
+        out = []
+        with self._db.read() as conn:
+            keys = conn.execute(select(audit_heads.c.tenant_key).where(
+                audit_heads.c.seq > audit_heads.c.base_seq)).scalars().all()
+        for tenant_key in sorted(keys):
+            rep = PruneReport(tenant_id=None if tenant_key == GLOBAL_TENANT else tenant_key)
+            while not stop():
+                n = self._prune_chunk(tenant_key, before, chunk, rep)
+                if n < chunk or rep.refused:
+                    break
+            if rep.deleted or rep.refused:
+                out.append(rep)
+        return out
+
+    def _prune_chunk(self, tenant_key: str, before: datetime, chunk: int,
+                     rep: PruneReport) -> int:
+        key, h, e = self.key, audit_heads.c, audit_events.c
+        with self._db.write() as conn:
+            head = conn.execute(select(audit_heads).where(h.tenant_key == tenant_key)
+                                .with_for_update()).first()
+            if head is None or head.seq <= head.base_seq:
+                return 0
+            if (head.mac is not None) != (key is not None) or (key is not None and not (
+                    AuditKey.matches(key.head(tenant_key, head.seq, head.hash, head.base_seq,
+                                              head.base_hash), head.mac))):
+                rep.refused = ("the chain head's MAC does not check (or the chain is keyed "
+                               "and no audit key is configured, or not yet sealed)")
+                return 0
+            rows = conn.execute(select(audit_events).where(
+                e.tenant_key == tenant_key, e.seq > head.base_seq).order_by(e.seq)
+                .limit(chunk)).all()
+            walk = ChainWalk(tenant_key=tenant_key, key=key, genesis=GENESIS,
+                             report=VerifyReport(tenant_id=rep.tenant_id, ok=True, events=0))
+            walk.start(head.base_seq, head.base_hash)
+            cut = None
+            for r in rows:
+                if as_utc(r.ts) >= before:  # type: ignore[operator]
+                    break
+                walk.event(dict(r._mapping), event_hash, event_body)
+                cut = r
+            if cut is None:
+                return 0
+            if walk.report.problems:
+                rep.refused = "; ".join(walk.report.problems[:3])
+                return 0
+            deleted = conn.execute(delete(audit_events).where(
+                e.tenant_key == tenant_key, e.seq > head.base_seq,
+                e.seq <= cut.seq)).rowcount
+            mac = None if key is None else key.head(tenant_key, head.seq, head.hash,
+                                                    cut.seq, cut.hash)
+            conn.execute(update(audit_heads).where(h.tenant_key == tenant_key).values(
+                base_seq=cut.seq, base_hash=cut.hash, mac=mac))
+        rep.deleted += deleted
+        rep.through_seq = cut.seq
+        return int(deleted)
 
     def verify_all(self) -> builtins.list[VerifyReport]:
         """Every chain: those with a head, with events, or named by a checkpoint."""
@@ -211,13 +286,13 @@ class AuditRepo:
             return 0
         sealed = 0
         with self._db.write() as conn:
-            for k, seq, hash_ in conn.execute(select(
-                    audit_heads.c.tenant_key, audit_heads.c.seq, audit_heads.c.hash)
-                    .where(audit_heads.c.mac.is_(None), audit_heads.c.seq > 0)
-                    .with_for_update()).all():
+            h = audit_heads.c
+            for k, seq, hash_, base_seq, base_hash in conn.execute(select(
+                    h.tenant_key, h.seq, h.hash, h.base_seq, h.base_hash)
+                    .where(h.mac.is_(None), h.seq > 0).with_for_update()).all():
                 sealed += conn.execute(audit_heads.update().where(
-                    audit_heads.c.tenant_key == k, audit_heads.c.seq == seq,
-                    audit_heads.c.mac.is_(None)).values(mac=key.head(k, seq, hash_))).rowcount
+                    h.tenant_key == k, h.seq == seq, h.mac.is_(None)).values(
+                    mac=key.head(k, seq, hash_, base_seq, base_hash))).rowcount
         return sealed
 
     def checkpoint(self, force: bool = False) -> int:
@@ -227,10 +302,11 @@ class AuditRepo:
         if cps is None or key is None or not (force or cps.due()):
             return 0
         with self._db.read() as conn:
-            heads = conn.execute(select(audit_heads.c.tenant_key, audit_heads.c.seq,
-                                        audit_heads.c.hash, audit_heads.c.mac)).all()
-        good = [(k, seq, h) for k, seq, h, mac in heads
-                if seq and AuditKey.matches(key.head(k, seq, h), mac)]
+            heads = conn.execute(select(
+                audit_heads.c.tenant_key, audit_heads.c.seq, audit_heads.c.hash,
+                audit_heads.c.mac, audit_heads.c.base_seq, audit_heads.c.base_hash)).all()
+        good = [(k, seq, h) for k, seq, h, mac, base_seq, base_hash in heads
+                if seq and AuditKey.matches(key.head(k, seq, h, base_seq, base_hash), mac)]
         return cps.write(good, utcnow())
 
     def tenants(self) -> builtins.list[str | None]:

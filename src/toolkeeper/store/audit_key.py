@@ -64,9 +64,15 @@ class AuditKey:
         """An event's keyed chain hash (same input as the plain one, domain-tagged)."""
         return self._mac(b"e|", f"{seq}|{prev_hash}|".encode(), body)
 
-    def head(self, tenant_key: str, seq: int, hash_: str) -> str:
-        """The MAC of a chain head: the tenant is in it, so heads cannot swap tenants."""
-        return self._mac(b"h|", orjson.dumps([tenant_key, seq, hash_]))
+    def head(self, tenant_key: str, seq: int, hash_: str, base_seq: int = 0,
+             base_hash: str | None = None) -> str:
+        """The MAC of a chain head: the tenant is in it, so heads cannot swap tenants. Once
+        retention deleted a prefix, the base (where the kept chain starts) is in it too, so
+        nobody without the key can delete more of the chain's start and call it retention."""
+        parts: list[object] = [tenant_key, seq, hash_]
+        if base_seq:
+            parts += [base_seq, base_hash]
+        return self._mac(b"h|", orjson.dumps(parts))
 
     def checkpoint(self, tenant_key: str, seq: int, hash_: str, ts: str) -> str:
         """The MAC of one checkpoint line."""

@@ -7,7 +7,10 @@ The rules (docs/audit-integrity.md says what they catch):
 - once a keyed event appears, a later unkeyed one is a downgrade;
 - the head names the last event and, with a key, carries a valid MAC;
 - without a key a keyed chain cannot be checked (a problem), an unkeyed one is a warning;
-- every checkpoint's ``(seq, hash)`` is still in the chain and the head is at or past it.
+- every checkpoint's ``(seq, hash)`` is still in the chain and the head is at or past it;
+- after audit retention the chain starts at the head's base (``base_seq``, ``base_hash``:
+  the last deleted event), which the head's MAC covers; checkpoints before the base name
+  deleted events and are skipped, one at the base must match its hash.
 """
 
 from __future__ import annotations
@@ -53,6 +56,20 @@ class ChainWalk:
         self.report.problems.extend(read.problems)
         for cp in read.entries:
             self.marks.setdefault(cp.seq, []).append(cp)
+
+    def start(self, base_seq: int, base_hash: str | None) -> None:
+        """Begin after the events retention deleted (``base_seq`` 0: at genesis)."""
+        if not base_seq:
+            return
+        self.last, self.prev = base_seq, base_hash or ""
+        if self.prev.startswith(KEYED):
+            self.keyed += 1  # an unkeyed event after a keyed base is still a downgrade
+        self.report.first_seq = base_seq + 1
+        for seq in [s for s in self.marks if s <= base_seq]:
+            for cp in self.marks.pop(seq):
+                if seq == base_seq and cp.hash != base_hash:
+                    self.problem(f"the chain's base (seq {seq}, where retention cut it) "
+                                 f"differs from checkpoint line {cp.line} ({cp.ts})")
 
     def event(self, m: dict[str, Any], plain_hash: Any, body: Any) -> None:
         """Check one stored event (``plain_hash(m)``/``body(m)`` recompute it)."""
@@ -116,6 +133,7 @@ class ChainWalk:
         if mac is None:
             self.problem("chain head is not sealed with the audit key (chain rewritten as "
                          "unkeyed, or written before the key and not yet sealed by a gateway)")
-        elif not AuditKey.matches(self.key.head(self.tenant_key, head.seq, head.hash), mac):
+        elif not AuditKey.matches(self.key.head(self.tenant_key, head.seq, head.hash,
+                                                head.base_seq, head.base_hash), mac):
             self.problem("chain head's MAC does not match (head moved or replaced, or a "
                          "different audit key)")

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import Column, Connection, Engine, Table, create_engine, delete, event, select
 from sqlalchemy.pool import NullPool
 
 DEFAULT_URL = "sqlite:///./toolkeeper.db"
@@ -157,6 +157,23 @@ class Database:
         self.engine.dispose()
         if self._reader is not self.engine:
             self._reader.dispose()
+
+
+def delete_chunked(db: Database, table: Table, key: Column[Any], where: Sequence[Any],
+                   chunk: int = 1000, stop: Callable[[], bool] = lambda: False) -> int:
+    """Delete the rows of ``table`` matching ``where``, ``chunk`` per write transaction
+    (ids read first, outside it: the writer lock is held only for the delete, which checks
+    ``where`` again), until none is left or ``stop()``. Returns how many went."""
+    total = 0
+    while not stop():
+        with db.read() as conn:
+            ids = conn.execute(select(key).where(*where).limit(chunk)).scalars().all()
+        if ids:
+            with db.write() as conn:
+                total += conn.execute(delete(table).where(key.in_(ids), *where)).rowcount
+        if len(ids) < chunk:
+            break
+    return total
 
 
 def _sqlite_path(url: str) -> str:

@@ -23,6 +23,15 @@ def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
 
 
+def head() -> str:
+    """The newest revision this package ships (what ``upgrade`` brings a database to)."""
+    from alembic.script import ScriptDirectory
+
+    rev = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    assert rev is not None
+    return rev
+
+
 def current(url: str) -> str | None:
     from alembic.runtime.migration import MigrationContext
 

@@ -8,7 +8,7 @@ row that won.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import fields
 from datetime import datetime
 from typing import Any
@@ -17,7 +17,7 @@ from sqlalchemy import Connection, and_, insert, select, update
 
 from toolkeeper.model.enums import OutcomeState
 from toolkeeper.store.audit import AuditRepo, Prepared, append_chained, prepare
-from toolkeeper.store.db import Database, as_utc, utcnow
+from toolkeeper.store.db import Database, as_utc, delete_chunked, utcnow
 from toolkeeper.store.group_commit import GroupCommit, Pending
 from toolkeeper.store.raw import RawTxn, raw_write
 from toolkeeper.store.records import AuditDraft, OutcomeRecord, SideEffectRecord
@@ -46,6 +46,8 @@ def _outcome(m: Any) -> OutcomeRecord:
     data["state"] = OutcomeState(data["state"])
     return OutcomeRecord(**data)
 
+
+_FINISHED = (OutcomeState.SUCCEEDED.value, OutcomeState.FAILED.value)
 
 GROUP_WAIT_MARGIN_S = 30.0
 """How much longer than the database's busy timeout a caller waits for its batch."""
@@ -196,6 +198,22 @@ class OutcomeRepo:
             if stale:
                 self._audit.append(make_events(stale), conn)
             return stale
+
+    def purge_expired(self, before: datetime, chunk: int = 1000,
+                      stop: Callable[[], bool] = lambda: False) -> int:
+        """Delete finished outcomes whose TTL ended before ``before``. ``in_progress`` and
+        ``unknown`` ones stay until resolved; a row taken over by a new claim meanwhile is
+        no longer finished and stays too."""
+        o = outcomes.c
+        return delete_chunked(self._db, outcomes, o.call_id,
+                              (o.state.in_(_FINISHED), o.expires_at <= before), chunk, stop)
+
+    def purge_side_effects(self, before: datetime, chunk: int = 1000,
+                           stop: Callable[[], bool] = lambda: False) -> int:
+        """Delete side-effect records created before ``before`` (with audit retention:
+        they are the same history; a deleted one can no longer be compensated)."""
+        return delete_chunked(self._db, side_effects, side_effects.c.id,
+                              (side_effects.c.created_at < before,), chunk, stop)
 
     def get(self, call_id: str) -> OutcomeRecord | None:
         with self._db.read() as conn:

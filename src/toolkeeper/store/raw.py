@@ -53,7 +53,8 @@ STATEMENTS = {
         ":created_at)"),
     "superseded": ("SELECT 1 FROM superseded_turns WHERE tenant_id = :t AND "
                    "turn_group_id = :g"),
-    "head": "SELECT seq, hash, mac FROM audit_heads WHERE tenant_key = :k",
+    "head": ("SELECT seq, hash, mac, base_seq, base_hash FROM audit_heads "
+             "WHERE tenant_key = :k"),
     "head_new": ("INSERT INTO audit_heads (tenant_key, seq, hash) VALUES (:k, 0, :h) "
                  "ON CONFLICT (tenant_key) DO NOTHING"),
     "head_set": ("UPDATE audit_heads SET seq = :seq, hash = :hash, mac = :mac "

@@ -163,6 +163,18 @@ class TokenRecord:
 
 
 @dataclass(slots=True, kw_only=True)
+class PruneReport:
+    """What audit retention did to one chain."""
+
+    tenant_id: str | None
+    deleted: int = 0
+    through_seq: int = 0
+    """The last deleted event: the chain now starts after it."""
+    refused: str | None = None
+    """Why the rest of this chain was kept (a head or an event that does not verify)."""
+
+
+@dataclass(slots=True, kw_only=True)
 class VerifyReport:
     """Result of re-computing a tenant's audit chain."""
 
@@ -172,3 +184,5 @@ class VerifyReport:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     """What verify could not rule out (e.g. an unkeyed chain); they do not make it fail."""
+    first_seq: int = 1
+    """The first event kept: audit retention deleted the ones before it (1: none deleted)."""

@@ -127,6 +127,10 @@ outcomes = Table(
           sqlite_where=text("state = 'in_progress'"),
           postgresql_where=text("state = 'in_progress'")),
     Index("ix_outcomes_tenant_created", "tenant_id", "created_at"),
+    # finished rows by expiry, for the retention sweep (running calls are never purged)
+    Index("ix_outcomes_finished_expires", "expires_at",
+          sqlite_where=text("state IN ('succeeded', 'failed')"),
+          postgresql_where=text("state IN ('succeeded', 'failed')")),
 )
 
 approvals = Table(
@@ -220,7 +224,12 @@ audit_heads = Table(
     Column("seq", BigInteger, nullable=False),
     Column("hash", String(80), nullable=False),
     Column("mac", String(80)),
-    # HMAC of (tenant_key, seq, hash) under the audit key; NULL when written unkeyed
+    # HMAC of (tenant_key, seq, hash[, base_seq, base_hash]) under the audit key; NULL when
+    # written unkeyed
+    Column("base_seq", BigInteger, nullable=False, server_default=text("0")),
+    Column("base_hash", String(80)),
+    # audit retention deleted the events up to base_seq; base_hash is the last one's hash
+    # (the chain now starts after it). 0/NULL: nothing deleted, the chain starts at genesis.
 )
 
 secret_blobs = Table(

@@ -42,4 +42,5 @@ async def verify_audit(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     await anyio.to_thread.run_sync(gw.flush)
     report = await anyio.to_thread.run_sync(gw.store.audit.verify, caller.tenant_id)
     return {"tenant_id": report.tenant_id, "ok": report.ok, "events": report.events,
-            "problems": report.problems, "warnings": report.warnings}
+            "problems": report.problems, "warnings": report.warnings,
+            "first_seq": report.first_seq}
