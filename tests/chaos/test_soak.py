@@ -2,9 +2,10 @@
 few seconds, then driven open-loop at half that capacity for ``SOAK_SECONDS`` with mixed
 traffic (a pure tool over REST and over its own ``/mcp``, an irreversible tool, a critical
 tool an approver approves over REST as its approvals appear, keys reused past a 10 s outcome
-TTL), while outcome keys expire and the recent-calls log is trimmed. Prints a table of time
-windows and a summary; asserts bounded RSS and file descriptors, a stable p99, no stall,
-zero 5xx, and what the run left behind (``tests.support.soak_checks``).
+TTL), while outcome keys expire, the retention sweeps delete expired outcomes and approvals
+and audit events older than 40 s, and the recent-calls log is trimmed. Prints a table of
+time windows and a summary; asserts bounded RSS and file descriptors, a stable p99, no stall,
+zero 5xx, retention keeping up, and what the run left behind (``tests.support.soak_checks``).
 
 ``make soak`` runs 900 s per backend (``SOAK_SECONDS``); ``.ci/run`` runs a bounded form.
 Not in ``make test`` or ``make chaos`` (marker ``soak``)."""
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.chaos import env_int
-from tests.support.soak import RECENT_CALLS_MAX, soak_server
+from tests.support.soak import RECENT_CALLS_MAX, RETENTION_EVERY_S, soak_server
 from tests.support.soak_checks import verify_soak
 from tests.support.soak_load import soak
 from tests.support.soak_report import summarise
@@ -47,10 +48,13 @@ CPU_RATIO = 2.0
 """The server's CPU per operation in the last third of the windows stays under this times
 that of the first third (medians): its work per call does not grow with the run, whatever
 the neighbours do to latency."""
+SWEEP_S = 5.0
+"""The longest a retention sweep may take (it runs beside the calls, in short transactions;
+at the soak's rates one deletes a few thousand rows)."""
 STALL_MS = 15_000.0
-"""No window's p99 reaches this (half the request timeout): expiry and trimming, which run
-in every window, never hold calls up. Generous: on a machine loaded by other jobs a window's
-p99 reached 9 s while the server's CPU per call stayed flat."""
+"""No window's p99 reaches this (half the request timeout): expiry, retention and
+trimming, which run in every window, never hold calls up. Generous: on a machine loaded by
+other jobs a window's p99 reached 9 s while the server's CPU per call stayed flat."""
 
 
 @pytest.mark.parametrize("backend", [
@@ -88,3 +92,9 @@ def test_soak_keeps_resources_flat_and_every_call_accounted(
     assert summary.windows_with_takeovers >= len(summary.windows) - 1
     assert 0 < summary.recent_calls_max_rows <= RECENT_CALLS_MAX
     assert summary.ops.get("gated", 0) > 0 and summary.approved >= summary.ops["gated"]
+    # retention ran all along (once events were old enough), and no sweep held anything up
+    assert checked.sweeps >= seconds // (2 * RETENTION_EVERY_S)
+    if summary.windows_prunable:
+        assert checked.pruned_events > 0
+        assert summary.windows_pruning >= summary.windows_prunable - 1
+    assert checked.sweep_max_s < SWEEP_S

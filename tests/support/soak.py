@@ -32,9 +32,21 @@ TTL_KEYS = 8
 TTL_PER_S = 2.0
 """``ttl`` operations per second, besides the mix and whatever its rate: each key comes back
 every few seconds, so it expires and is taken over several times a minute."""
+OUTCOME_RETENTION_S = 10
+"""Finished outcomes are deleted this long after their TTL ended (and approvals after theirs)."""
+APPROVAL_TTL_S = 90
+"""Approvals expire (and are then deleted) within the soak: longer than a gated call waits
+for its approval (60 s) on a loaded machine; the approver decides in ~0.2 s."""
+AUDIT_RETENTION_S = 40
+"""Audit events older than this are deleted from the start of the chain while the soak runs
+(longer than an outcome lives, so every outcome still has its events)."""
+RETENTION_EVERY_S = 5
+"""How often the server's retention sweeps run during the soak."""
 CONFIG = f"""\
 version: 1
-settings: {{outcome_ttl_s: {OUTCOME_TTL_S}, recent_calls_max: {RECENT_CALLS_MAX}}}
+settings: {{outcome_ttl_s: {OUTCOME_TTL_S}, recent_calls_max: {RECENT_CALLS_MAX},
+            outcome_retention_s: {OUTCOME_RETENTION_S}, approval_ttl_s: {APPROVAL_TTL_S},
+            audit_retention_s: {AUDIT_RETENTION_S}, retention_every_s: {RETENTION_EVERY_S}}}
 tools:
   - native: tests.support.soak_tools:add
   - native: tests.support.soak_tools:release
@@ -65,7 +77,9 @@ def soak_server(db: str, work: Path) -> Iterator[Fleet]:
     config.write_text(CONFIG)
     tokens = role_tokens(db, config, AGENT, ("agent", "approver", "admin"))
     running = Fleet(db, work, [Replica(free_port(), work / "serve.log")], tokens,
-                    env={"TOOLKEEPER_CONFIG": str(config)})
+                    env={"TOOLKEEPER_CONFIG": str(config),
+                         # the admin token then reads the process's metrics too
+                         "TOOLKEEPER_SYSTEM_TENANT": "default"})
     try:
         running.start(running.replicas[0])
         yield running
@@ -90,6 +104,10 @@ class Done:
     """The stored result of an earlier execution came back (``deduped: true``), or 409
     while another call held the key: both are audited ``call.deduped``."""
     problem: str | None = None
+    call_id: str | None = None
+    """The call id of its last REST answer (``None`` over MCP or on a transport error)."""
+    ended: float = 0.0
+    """Wall-clock time (``time.time``) of its last answer, to compare with the store's."""
 
 
 @dataclass
@@ -115,6 +133,7 @@ class Ops:
                                       headers=self._auth("agent", key))
         done.http = max(done.http, resp.status_code)
         answer: dict[str, Any] = resp.json()
+        done.call_id = answer.get("call_id")
         return answer
 
     async def run(self, kind: str, due: float) -> Done:
@@ -126,6 +145,7 @@ class Ops:
             done.http, done.problem = 0, f"{kind}: {type(exc).__name__}: {exc}"
         if not done.latency_s:
             done.latency_s = time.monotonic() - due
+        done.ended = time.time()
         return done
 
     async def pure(self, done: Done) -> None:

@@ -26,7 +26,7 @@ SAMPLE_EVERY_S = 2.0
 MAX_IN_FLIGHT = 2000
 """More operations outstanding than this means the server fell far behind: counted as
 problems instead of piling up more tasks."""
-TABLES = ("outcomes", "audit_events", "recent_calls")
+TABLES = ("outcomes", "audit_events", "recent_calls", "approvals")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +76,14 @@ def resources(pid: int) -> tuple[float, int, int]:
 
 
 def row_counts(db: Database) -> dict[str, int]:
+    """Each table's rows, and ``pruned``: the audit events retention deleted so far (the
+    chains' bases)."""
     with db.read() as conn:
-        return {t: int(conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one())
+        rows = {t: int(conn.execute(text(f"SELECT count(*) FROM {t}")).scalar_one())
                 for t in TABLES}
+        rows["pruned"] = int(conn.execute(text(
+            "SELECT coalesce(sum(base_seq), 0) FROM audit_heads")).scalar_one())
+    return rows
 
 
 async def _sampler(pid: int, db: Database, run: Run, stop: asyncio.Event) -> None:

@@ -8,7 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from statistics import median
 
-from tests.support.soak import RECENT_CALLS_MAX
+from tests.support.soak import AUDIT_RETENTION_S, RECENT_CALLS_MAX, RETENTION_EVERY_S
 from tests.support.soak_load import Run, Sample, percentile, takeovers
 
 WARM_UP_FRACTION = 0.1
@@ -41,12 +41,13 @@ class Window:
         return (f"  {self.start_s:7.0f} {self.ops:6d} {self.p50_ms:7.1f} {self.p99_ms:7.1f} "
                 f"{self.max_ms:7.1f} {self.http_5xx:4d} {self.problems:4d} {self.takeovers:5d} "
                 f"{self.rss_mib:7.1f} {self.fds:4d} {self.threads:4d} {r.get('outcomes', 0):8d} "
-                f"{r.get('audit_events', 0):8d} {r.get('recent_calls', 0):6d} {self.load:5.1f} "
+                f"{r.get('audit_events', 0):8d} {r.get('pruned', 0):8d} {r.get('approvals', 0):5d} "
+                f"{r.get('recent_calls', 0):6d} {self.load:5.1f} "
                 f"{self.cpu_ms_per_op:6.2f} {self.cpu_share:5.2f}")
 
 
 HEADER = ("  start_s    ops  p50_ms  p99_ms  max_ms  5xx prob ttl_x rss_mib  fds thrd outcomes "
-          "   audit recent  load cpu/op   cpu")
+          "   audit   pruned appr. recent  load cpu/op   cpu")
 
 
 @dataclass
@@ -72,6 +73,11 @@ class Summary:
     windows_with_takeovers: int
     recent_calls_max_rows: int
     approved: int
+    pruned_events: int
+    """Audit events retention deleted by the end (the chains' bases)."""
+    windows_pruning: int
+    """Windows (of those starting once events were old enough) in which that number grew."""
+    windows_prunable: int
     windows: list[Window] = field(default_factory=list)
 
     @property
@@ -150,4 +156,20 @@ def summarise(run: Run, window_s: float) -> Summary:
         cpu_ms_per_op_late=median(w.cpu_ms_per_op for w in warmed[-third:]),
         takeovers=len(moved), windows_with_takeovers=sum(w.takeovers > 0 for w in windows),
         recent_calls_max_rows=max((s.rows["recent_calls"] for s in soak_samples), default=0),
-        approved=run.approved, windows=windows)
+        approved=run.approved, windows=windows, **_pruning(run, windows))
+
+
+def _pruning(run: Run, windows: list[Window]) -> dict[str, int]:
+    """Whether audit retention kept running: the windows that start once the first events
+    are older than the retention plus two sweeps should each delete some."""
+    first = run.samples[0].at if run.samples else run.soak_from
+    due = first + AUDIT_RETENTION_S + 2 * RETENTION_EVERY_S
+    prunable, pruning, before = 0, 0, None
+    for w in windows:
+        pruned = w.rows.get("pruned", 0)
+        if run.soak_from + w.start_s >= due and before is not None:
+            prunable += 1
+            pruning += pruned > before
+        before = pruned
+    last = run.samples[-1].rows.get("pruned", 0) if run.samples else 0
+    return {"pruned_events": last, "windows_pruning": pruning, "windows_prunable": prunable}
