@@ -5,12 +5,18 @@ no execution without an outcome), and once the fault is lifted the file is intac
 audit chain verifies and calls succeed again without reopening the gateway.
 
 The faults are injected with SQLite's own per-connection limits (``PRAGMA query_only``,
-``PRAGMA max_page_count``) on every connection the store writes through: root ignores
-file permissions, so a ``chmod 0444`` would not make the file read-only in CI."""
+``PRAGMA max_page_count``) on every connection the store writes through, and at the file
+level with the immutable attribute (``chattr +i``) on the database and its WAL: root ignores
+file permissions, so a ``chmod 0444`` would not make the file read-only in CI, but not the
+immutable attribute. (The ``-shm`` index stays writable: SQLite maps it into memory, and a
+write to a mapping of an immutable file kills any SQLite process with SIGBUS.)"""
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,6 +65,33 @@ def _fault(gw: Gateway, pragma: Callable[[Any], None]) -> Iterator[None]:
         writer.execute("PRAGMA max_page_count=1073741823")
 
 
+@contextmanager
+def _immutable(gw: Gateway) -> Iterator[None]:
+    """The database file and its WAL made immutable (``chattr +i``; lifted on exit)."""
+    db = Path(gw.store.db.url.removeprefix("sqlite:///"))
+    files = [str(f) for f in (db, db.with_name(db.name + "-wal")) if f.exists()]
+    _chattr("+i", files)
+    try:
+        yield
+    finally:
+        _chattr("-i", files)
+
+
+def _chattr(flag: str, files: list[str]) -> None:
+    if shutil.which("chattr") is None:
+        _unavailable("chattr is not installed (e2fsprogs)")
+    done = subprocess.run(["chattr", flag, *files], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        _unavailable(f"chattr {flag} failed: {done.stderr.strip()} (needs root and a file "
+                     "system with the immutable attribute, e.g. ext4)")
+
+
+def _unavailable(why: str) -> None:
+    if os.environ.get("CI") in ("true", "1"):
+        pytest.fail(f"the immutable-file fault cannot be injected in CI: {why}")
+    pytest.skip(f"LOUD SKIP: the immutable-file fault cannot be injected here: {why}")
+
+
 def _read_only(conn: Any) -> None:
     conn.execute("PRAGMA query_only=1")
 
@@ -66,6 +99,13 @@ def _read_only(conn: Any) -> None:
 def _full(conn: Any) -> None:
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     conn.execute(f"PRAGMA max_page_count={pages + 2}")
+
+
+FAULTS: dict[str, Callable[[Gateway], Any]] = {
+    "read_only": lambda gw: _fault(gw, _read_only),
+    "disk_full": lambda gw: _fault(gw, _full),
+    "immutable_file": _immutable,
+}
 
 
 @pytest.fixture
@@ -105,15 +145,15 @@ def _assert_consistent(gw: Gateway, db_path: Path, lines: Path) -> None:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
-@pytest.mark.parametrize("pragma", [_read_only, _full], ids=["read_only", "disk_full"])
+@pytest.mark.parametrize("fault", list(FAULTS))
 def test_a_sqlite_store_that_cannot_write_stops_calls_cleanly_and_recovers(
-        opened: tuple[Gateway, Path, Path], pragma: Callable[[Any], None],
+        opened: tuple[Gateway, Path, Path], fault: str,
         caplog: pytest.LogCaptureFixture) -> None:
     gw, db_path, lines = opened
     first = _call(gw, lines, "before")
     assert first.status == "succeeded", (first.reason, first.message)
     stopped = []
-    with _fault(gw, pragma):
+    with FAULTS[fault](gw):
         for i in range(20):  # a full database fills within a few calls
             result = _call(gw, lines, f"during-{i}")
             if result.status != "succeeded":
@@ -144,16 +184,16 @@ def test_a_sqlite_store_that_cannot_write_stops_calls_cleanly_and_recovers(
     _assert_consistent(gw, db_path, lines)
 
 
-@pytest.mark.parametrize("pragma", [_read_only, _full], ids=["read_only", "disk_full"])
+@pytest.mark.parametrize("fault", list(FAULTS))
 def test_over_rest_a_store_that_cannot_write_answers_503_store_unavailable(
-        tmp_path: Path, pragma: Callable[[Any], None]) -> None:
+        tmp_path: Path, fault: str) -> None:
     with api_for(tmp_path) as api:
         def charge(key: str) -> Any:
             return api.execute("bot", "charge", {"invoice": "x" * 300, "amount": 1},
                                headers={"Idempotency-Key": key})
 
         assert charge("before").status_code == 200
-        with _fault(api.gw, pragma):
+        with FAULTS[fault](api.gw):
             answers = [charge(f"during-{i}") for i in range(20)]
         refused = [r for r in answers if r.status_code != 200]
         assert refused, "no call was refused while the store could not write"
