@@ -6,6 +6,7 @@ variant starts from a restored copy of the untouched rows (a control row proves 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,8 @@ def _at(seq: int) -> Any:
 
 def _edit(column: str, value: Any) -> Tamper:
     def run(conn: Any, rows: list[dict[str, Any]], saved: dict[str, Any]) -> None:
-        conn.execute(update(audit_events).where(_at(len(rows) // 2)).values({column: value}))
+        conn.execute(update(audit_events).where(_at(rows[len(rows) // 2]["seq"]))
+                     .values({column: value}))
     return run
 
 
@@ -89,6 +91,27 @@ def _truncate(move_head: str) -> Tamper:
     return run
 
 
+def _fake_retention(mac: str) -> Tamper:
+    """Delete the chain's start and move the base after it, as retention would."""
+    def run(conn: Any, rows: list[dict[str, Any]], saved: dict[str, Any]) -> None:
+        cut = rows[2]
+        conn.execute(delete(audit_events).where(
+            (EV.tenant_key == "default") & (EV.seq <= cut["seq"])))
+        values: dict[str, Any] = {"base_seq": cut["seq"], "base_hash": cut["hash"]}
+        if mac == "cleared":
+            values["mac"] = None
+        conn.execute(update(audit_heads).where(HD.tenant_key == "default").values(values))
+    return run
+
+
+def _base_forged(conn: Any, rows: list[dict[str, Any]], saved: dict[str, Any]) -> None:
+    """After genuine retention: the base (and first kept link) rewritten to hide more."""
+    first = rows[0]
+    conn.execute(delete(audit_events).where(_at(first["seq"])))
+    conn.execute(update(audit_heads).where(HD.tenant_key == "default").values(
+        base_seq=first["seq"], base_hash=first["hash"]))
+
+
 def _wipe(conn: Any, rows: list[dict[str, Any]], saved: dict[str, Any]) -> None:
     conn.execute(delete(audit_events).where(EV.tenant_key == "default"))
     conn.execute(delete(audit_heads).where(HD.tenant_key == "default"))
@@ -112,7 +135,15 @@ VARIANTS: dict[str, Tamper] = {
     "truncate tail (head forged)": _truncate("forged"),
     "truncate tail (saved head replayed)": _truncate("replayed"),
     "delete the whole chain": _wipe,
+    "delete the start, base moved (head MAC kept)": _fake_retention("kept"),
+    "delete the start, base moved (head MAC cleared)": _fake_retention("cleared"),
 }
+PRUNED: dict[str, Tamper] = {
+    "after retention: delete the first kept event, base moved": _base_forged,
+    "after retention: edit a kept event": _edit("reason", "forged"),
+    "after retention: delete a kept event": _delete("middle"),
+}
+"""Variants tried on a chain audit retention really pruned (its rows as it left them)."""
 
 
 def test_every_tamper_variant_is_detected(db_url: str, tmp_path: Path) -> None:
@@ -136,8 +167,39 @@ def test_every_tamper_variant_is_detected(db_url: str, tmp_path: Path) -> None:
         _restore(db_url, rows, heads)
         ok, observed = _verify(db_url, cps)
         table.add(f"  restored after {name}", "verifies", observed, ok)
+    _pruned_variants(db_url, cps, table)
     detected = sum(1 for r in table.rows if r[1] == "detected" and r[3])
-    print(f"\ndetected {detected}/{len(VARIANTS)} tamper variants")
+    print(f"\ndetected {detected}/{len(VARIANTS) + len(PRUNED)} tamper variants")
     table.check()
 
 
+
+
+def _pruned_variants(db_url: str, cps: Path, table: ProbeTable) -> None:
+    """Retention deletes the chain's start for real; the chain still verifies, and
+    tampering with what it kept is still detected."""
+    key = AuditKey(attack.KEY)
+    store = Store.open(db_url, audit_key=key, checkpoints=Checkpoints(cps, key))
+    try:
+        events = attack.events(db_url)
+        cut = events[len(events) // 3]["ts"]
+        pruned = [r for r in store.audit.prune(_aware(cut)) if r.tenant_id == "default"]
+    finally:
+        store.close()
+    rows, heads = attack.events(db_url), [attack.head(db_url)]
+    ok, observed = _verify(db_url, cps)
+    table.add("control: chain pruned by retention", "verifies", observed,
+              ok and bool(pruned) and pruned[0].deleted > 0)
+    for name, tamper in PRUNED.items():
+        engine = create_engine(db_url)
+        with engine.begin() as conn:
+            tamper(conn, rows, heads[0])
+        engine.dispose()
+        ok, observed = _verify(db_url, cps)
+        table.add(name, "detected", observed, not ok)
+        _restore(db_url, rows, heads)
+
+
+def _aware(ts: datetime) -> datetime:
+    """A stored timestamp (naive UTC on SQLite) as an aware one."""
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
