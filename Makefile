@@ -55,7 +55,8 @@ chaos: venv
 		$(BIN)/pytest -q -s -m chaos tests/chaos $(PYTEST_ARGS)
 
 # The soak (issue 13; docs/guarantees.md): one serve per backend (SQLite, PostgreSQL) takes
-# mixed traffic (pure, irreversible, approved, MCP, keys past their TTL) at half its measured
+# mixed traffic (pure, irreversible, approved, MCP, keys past their TTL; the retention sweeps
+# deleting expired outcomes and approvals and audit events past 40 s) at half its measured
 # capacity for SOAK_SECONDS each; prints a table of windows (latency, RSS, descriptors,
 # table sizes) and asserts bounded growth. .ci/run runs a bounded form (SOAK_SECONDS=120).
 SOAK_SECONDS ?= 900
