@@ -534,15 +534,18 @@ async def test_the_lean_client_maps_failures_as_before() -> None:
 
     async with serving(mcp_reply(slow=slow, cut=cut, garbage=garbage,
                                  gone=await status(404), refused=await status(400),
-                                 broken=await status(500))) as srv:
+                                 broken=await status(500), moved=await status(307),
+                                 )) as srv:
         client = LeanHttpClient(srv.url, headers={}, timeout_s=BOUND_S,
                                 connect_timeout_s=BOUND_S)
         await client.start()
         expected = {"slow": -32001, "cut": -32000, "garbage": -32000, "gone": -32000,
-                    "refused": -32600, "broken": -32000}
+                    "refused": -32600, "broken": -32000,
+                    "moved": -32000}  # httpx did not follow redirects either
         for how, code in expected.items():
             with pytest.raises(MCPError) as caught:
-                await client.call_tool("echo", {"how": how}, read_timeout_seconds=0.3)
+                await client.call_tool("echo", {"how": how},
+                                       read_timeout_seconds=0.3 if how == "slow" else BOUND_S)
             assert caught.value.error.code == code, (how, caught.value)
         assert client.transport == "raw"
         await client.aclose()
