@@ -607,3 +607,37 @@ async def test_an_answer_it_does_not_read_switches_to_httpx() -> None:
         assert client.transport == "httpx"
         assert client.protocol_version == "2026-07-28"
         await client.aclose()
+
+
+@pytest.mark.parametrize("eol", [b"\r\n", b"\n", b"\r"], ids=["crlf", "lf", "cr"])
+def test_the_sse_reader_finds_our_response_however_the_stream_is_cut(eol: bytes) -> None:
+    from toolkeeper.upstream.http_client import _Sse
+
+    mine = orjson.dumps({"jsonrpc": "2.0", "id": 7, "result": {"ok": True}})
+    other = orjson.dumps({"jsonrpc": "2.0", "id": 8, "result": {"ok": False}})
+    assert mine[16:17] == b","  # split between JSON tokens: the data lines join with LF
+    stream = eol.join([b"event: message", b"data: " + other, b"", b": ping", b"",
+                       b"data: " + mine[:17], b"data:" + mine[17:], b"", b"data: tail"])
+    splits = [[stream[:cut], stream[cut:]] for cut in range(len(stream) + 1)]
+    splits.append([stream[i:i + 1] for i in range(len(stream))])  # byte by byte
+    for cut, pieces in enumerate(splits):
+        sse, found = _Sse(7), None
+        for piece in pieces:
+            found = found or sse.feed(piece)
+        assert found == {"jsonrpc": "2.0", "id": 7, "result": {"ok": True}}, (cut, eol)
+    sse = _Sse(7)  # no blank line after the last event: the stream's end completes it
+    assert sse.feed(b"data: " + mine) is None
+    assert sse.end() == orjson.loads(mine)
+
+
+async def test_endless_interim_answers_are_refused() -> None:
+    async def reply(req: Req, w: asyncio.StreamWriter) -> bool:
+        for _ in range(100):
+            w.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n")
+        return True
+
+    async with serving(reply) as srv:
+        p = pool(srv.url)
+        with pytest.raises(rawhttp.ProtocolFailure, match="interim"):
+            await post(p)
+        await p.aclose()

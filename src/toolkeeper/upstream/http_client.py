@@ -302,17 +302,20 @@ class _Sse:
 
     def __init__(self, rid: int) -> None:
         self._rid = rid
-        self._rest = b""
+        self._rest = bytearray()
         self._data: list[bytes] = []
 
     def feed(self, piece: bytes) -> Any:
         """Our response if this piece completes it, else ``None``."""
-        text = self._rest + piece
+        if b"\n" not in piece and b"\r" not in piece and not self._rest.endswith(b"\r"):
+            self._rest += piece  # a long line: gathered without copying it again and again
+            return None
+        text = bytes(self._rest) + piece
         hold = text.endswith(b"\r")  # maybe half of a CRLF
         if hold:
             text = text[:-1]
         lines = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        self._rest = lines.pop() + (b"\r" if hold else b"")
+        self._rest = bytearray(lines.pop() + (b"\r" if hold else b""))
         for line in lines:
             if (event := self._line(line)) is not None:
                 return event
@@ -330,7 +333,7 @@ class _Sse:
 
     def end(self) -> Any:
         """At the end of the stream: the last event if no blank line ended it."""
-        rest, self._rest = self._rest.rstrip(b"\r"), b""
+        rest, self._rest = bytes(self._rest).rstrip(b"\r"), bytearray()
         if rest and (event := self._line(rest)) is not None:
             return event
         return _loads(b"\n".join(self._data)) if self._data else None

@@ -49,6 +49,8 @@ KEEPALIVE_EXPIRY_S = 5.0
 _HIGH_WATER = 256 * 1024
 """Reading pauses while this much is buffered unread."""
 _NO_BODY = frozenset({204, 304})
+_MAX_INTERIM = 8
+"""1xx answers skipped before the final one, at most."""
 
 
 class HttpFailure(Exception):
@@ -472,12 +474,14 @@ class Pool:
         try:
             await conn.write(b"".join((self._prefix[method], headers, b"Content-Length: ",
                                        str(len(body)).encode(), b"\r\n\r\n", body)), timeout_s)
-            while True:
+            for _ in range(_MAX_INTERIM + 1):
                 status, fields, keep = _parse_head(await conn.read_head(timeout_s))
                 if status >= 200:
                     break
                 if status == 101:
                     raise ProtocolFailure("the server switched protocols unasked (101)")
+            else:
+                raise ProtocolFailure(f"more than {_MAX_INTERIM} interim (1xx) answers")
             return Response(self, conn, status, fields, keep, timeout_s)
         except BaseException:
             self._release(conn, reuse=False)
