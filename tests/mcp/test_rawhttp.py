@@ -487,6 +487,7 @@ async def test_sse_answers_are_read_until_our_response_then_drained_for_reuse() 
         assert call.headers["mcp-method"] == "tools/call"
         assert call.headers["mcp-name"] == "echo"
         assert call.headers["authorization"] == "Bearer t"
+        assert call.headers["user-agent"].startswith("toolkeeper/")
         await client.aclose()
 
 

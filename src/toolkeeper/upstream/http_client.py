@@ -73,8 +73,11 @@ class LeanHttpClient:
             self.fallback_reason = f"the environment sets a proxy ({', '.join(sorted(proxies))})"
         else:
             try:
+                agent = {} if any(k.lower() == "user-agent" for k in headers) else {
+                    "User-Agent": f"toolkeeper/{__version__}"}  # httpx sent its own
                 self._raw = rawhttp.Pool(
-                    url, headers=self._headers, connect_timeout_s=connect_timeout_s,
+                    url, headers={**agent, **self._headers},
+                    connect_timeout_s=connect_timeout_s,
                     max_connections=64, max_idle=32, ssl_context=_ssl_context(url))
             except rawhttp.Unsupported as exc:
                 self.fallback_reason = str(exc)
