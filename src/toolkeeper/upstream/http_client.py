@@ -2,15 +2,19 @@
 
 The SDK's client costs about 3 ms of Python per call on a 2-core machine, more than the
 whole budget SPEC §10 gives the gateway's MCP hop (1.5 ms added). Upstream calls are one
-request and one response, so this client does only that over one pooled ``httpx``
-connection set. It asks ``server/discover`` first: a server speaking 2026-07-28 is then used
-statelessly (each request carries the ``_meta`` envelope and routing headers, and answers
-as plain JSON — the cheapest path through an SDK server); otherwise ``initialize`` once
-(keeping ``Mcp-Session-Id``). Each answer is read as JSON or from the SSE stream until its
-response arrives.
-Server-to-client requests and notifications on that stream are ignored. A server it cannot
-handshake with (e.g. one speaking only 2026-07-28) makes the pool fall back to the SDK's
-client; stdio servers always use the SDK's.
+request and one response, so this client does only that, over the keep-alive connections
+of :mod:`toolkeeper.upstream.rawhttp` — or ``httpx``'s when the environment sets a proxy
+(``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, which httpx honours) or the server answers
+in a way the small client does not read (then for the rest of this client's life; a request
+that surely did not go out, or one of the handshake, is sent again over httpx). It asks
+``server/discover`` first: a server speaking 2026-07-28 is then used statelessly (each
+request carries the ``_meta`` envelope and routing headers, and answers as plain JSON —
+the cheapest path through an SDK server); otherwise ``initialize`` once (keeping
+``Mcp-Session-Id``). Each answer is read as JSON or from the SSE stream until its response
+arrives (the rest of that stream is then read in the background, bounded, so the connection
+can serve again). Server-to-client requests and notifications on that stream are ignored.
+A server it cannot handshake with (e.g. one speaking only 2026-07-28) makes the pool fall
+back to the SDK's client; stdio servers always use the SDK's.
 
 Listings are validated with the SDK's own types (``mcp_types``), so callers see the same
 ``ListToolsResult`` as from the SDK client; a ``tools/call`` answer is handed on as its wire
@@ -21,12 +25,15 @@ block.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+import logging
+import urllib.request
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
 import orjson
 
+from toolkeeper.upstream import rawhttp
 from toolkeeper.upstream.errors import UpstreamUnavailable
 from toolkeeper.version import __version__
 
@@ -38,6 +45,7 @@ ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
 NAMED = {"tools/call", "resources/read", "prompts/get"}
 """2026-07-28 methods whose ``Mcp-Name`` header repeats ``params.name`` (or ``uri``)."""
 ACCEPT = "application/json, text/event-stream"
+log = logging.getLogger(__name__)
 
 
 class HandshakeRefused(Exception):
@@ -50,13 +58,45 @@ class LeanHttpClient:
     def __init__(self, url: str, *, headers: Mapping[str, str], timeout_s: float,
                  connect_timeout_s: float) -> None:
         self.url = url
-        self._http = httpx.AsyncClient(
-            headers={**headers, "Accept": ACCEPT, "Content-Type": "application/json"},
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        self._headers = {**headers, "Accept": ACCEPT, "Content-Type": "application/json"}
+        self._timeout_s = timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._http: httpx.AsyncClient | None = None
+        self._raw: rawhttp.Pool | None = None
+        self._retired: list[rawhttp.Pool] = []
+        self._started = False
+        self.fallback_reason: str | None = None
+        """Why this client uses httpx (``None``: it uses :mod:`rawhttp`)."""
+        proxies = {k for k, v in urllib.request.getproxies().items() if v} & {
+            "http", "https", "all"}
+        if proxies:
+            self.fallback_reason = f"the environment sets a proxy ({', '.join(sorted(proxies))})"
+        else:
+            try:
+                agent = {} if any(k.lower() == "user-agent" for k in headers) else {
+                    "User-Agent": f"toolkeeper/{__version__}"}  # httpx sent its own
+                self._raw = rawhttp.Pool(
+                    url, headers={**agent, **self._headers},
+                    connect_timeout_s=connect_timeout_s,
+                    max_connections=64, max_idle=32, ssl_context=_ssl_context(url))
+            except rawhttp.Unsupported as exc:
+                self.fallback_reason = str(exc)
         self._ids = itertools.count(1)
         self._session: dict[str, str] = {}
         self.protocol_version: str | None = None
+
+    @property
+    def transport(self) -> str:
+        """``"raw"`` (:mod:`rawhttp`) or ``"httpx"``."""
+        return "raw" if self._raw is not None else "httpx"
+
+    def _httpx(self) -> httpx.AsyncClient:
+        if self._http is None:
+            self._http = httpx.AsyncClient(
+                headers=self._headers,
+                timeout=httpx.Timeout(self._timeout_s, connect=self._connect_timeout_s),
+                limits=httpx.Limits(max_connections=64, max_keepalive_connections=32))
+        return self._http
 
     async def start(self) -> None:
         from mcp.shared.exceptions import MCPError
@@ -76,6 +116,7 @@ class LeanHttpClient:
         self._session["MCP-Protocol-Version"] = self.protocol_version
         await self._post({"jsonrpc": "2.0", "method": "notifications/initialized"}, None,
                          None, self._session)
+        self._started = True
 
     async def _discover(self) -> bool:
         """Use the stateless 2026-07-28 era if the server offers it."""
@@ -87,6 +128,7 @@ class LeanHttpClient:
         except MCPError:
             found = {}
         if MODERN in (found.get("supportedVersions") or ()):
+            self._started = True
             return True
         self.protocol_version = None
         return False
@@ -129,11 +171,35 @@ class LeanHttpClient:
                     timeout_s: float | None, headers: dict[str, str]) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
-        timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(
-            timeout_s, connect=min(timeout_s, 10.0))
+        body = orjson.dumps(message)
+        raw = self._raw
+        if raw is not None:
+            try:
+                return await self._raw_post(raw, body, rid, timeout_s, headers)
+            except rawhttp.Unsupported as exc:
+                self._fall_back(raw, exc)
+                if exc.sent and self._started:  # it may have run: not sent twice
+                    raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
+        return await self._httpx_post(body, rid, timeout_s, headers)
+
+    def _fall_back(self, raw: rawhttp.Pool, exc: rawhttp.Unsupported) -> None:
+        if self._raw is raw:
+            log.warning("upstream %s: using httpx from now on: %s", self.url, exc)
+            self.fallback_reason = str(exc)
+            self._raw = None
+            self._retired.append(raw)
+
+    async def _raw_post(self, raw: rawhttp.Pool, body: bytes, rid: int | None,
+                        timeout_s: float | None, headers: dict[str, str],
+                        ) -> dict[str, Any] | None:
+        from mcp.shared.exceptions import MCPError
+
+        read_s = self._timeout_s if timeout_s is None else timeout_s
+        connect_s = self._connect_timeout_s if timeout_s is None else min(timeout_s, 10.0)
         try:
-            async with self._http.stream("POST", self.url, content=orjson.dumps(message),
-                                         headers=headers, timeout=timeout) as resp:
+            resp = await raw.request("POST", rawhttp.encode_headers(headers), body, read_s,
+                                     connect_s)
+            try:
                 sid = resp.headers.get("mcp-session-id")
                 if sid and "Mcp-Session-Id" not in self._session:
                     self._session["Mcp-Session-Id"] = sid
@@ -141,9 +207,44 @@ class LeanHttpClient:
                     return None
                 kind = resp.headers.get("content-type", "").split(";")[0].strip()
                 if kind == "text/event-stream":
-                    return _answer(await _from_sse(resp, rid), resp.status_code)
-                body = await resp.aread()
-                return _answer(_loads(body), resp.status_code)
+                    sse = _Sse(rid)
+                    while (piece := await resp.next_piece()) is not None:
+                        if (event := sse.feed(piece)) is not None:
+                            raw.drain_later(resp)  # the connection is reused once read
+                            return _answer(event, resp.status)
+                    return _answer(sse.end(), resp.status)
+                return _answer(_loads(await resp.read()), resp.status)
+            finally:
+                if rid is None:
+                    resp.discard()
+        except rawhttp.ConnectFailed as exc:
+            raise UpstreamUnavailable(f"cannot connect to {self.url}: {exc}") from exc
+        except rawhttp.ReadTimeout as exc:
+            raise MCPError(code=-32001, message="timed out: ReadTimeout") from exc
+        except rawhttp.Unsupported:
+            raise
+        except rawhttp.ProtocolFailure as exc:
+            raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
+
+    async def _httpx_post(self, body: bytes, rid: int | None, timeout_s: float | None,
+                          headers: dict[str, str]) -> dict[str, Any] | None:
+        from mcp.shared.exceptions import MCPError
+
+        timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(
+            timeout_s, connect=min(timeout_s, 10.0))
+        try:
+            async with self._httpx().stream("POST", self.url, content=body,
+                                            headers=headers, timeout=timeout) as resp:
+                sid = resp.headers.get("mcp-session-id")
+                if sid and "Mcp-Session-Id" not in self._session:
+                    self._session["Mcp-Session-Id"] = sid
+                if rid is None:
+                    return None
+                kind = resp.headers.get("content-type", "").split(";")[0].strip()
+                if kind == "text/event-stream":
+                    return _answer(await _from_sse(resp.aiter_bytes(), rid),
+                                   resp.status_code)
+                return _answer(_loads(await resp.aread()), resp.status_code)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise UpstreamUnavailable(f"cannot connect to {self.url}: {exc}") from exc
         except httpx.TimeoutException as exc:
@@ -154,12 +255,30 @@ class LeanHttpClient:
     async def aclose(self) -> None:
         sid = self._session.get("Mcp-Session-Id")
         try:
-            if sid:
-                await self._http.delete(self.url, headers=self._session, timeout=2.0)
-        except httpx.HTTPError:
+            if sid and self._raw is not None:
+                resp = await self._raw.request("DELETE", rawhttp.encode_headers(self._session),
+                                               b"", 2.0, 2.0)
+                resp.discard()
+            elif sid:
+                await self._httpx().delete(self.url, headers=self._session, timeout=2.0)
+        except (httpx.HTTPError, rawhttp.HttpFailure):
             pass
         finally:
-            await self._http.aclose()
+            for raw in (self._raw, *self._retired):
+                if raw is not None:
+                    await raw.aclose()
+            if self._http is not None:
+                await self._http.aclose()
+
+
+def _ssl_context(url: str) -> Any:
+    """For https: the context httpx would use (its CA bundle, ``SSL_CERT_FILE``/``_DIR``),
+    offering HTTP/1.1 by ALPN as httpx does."""
+    if not url.lower().startswith("https:"):
+        return None
+    ctx = httpx.create_ssl_context()
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
 
 
 def _loads(body: bytes) -> Any:
@@ -169,18 +288,58 @@ def _loads(body: bytes) -> Any:
         return None
 
 
-async def _from_sse(resp: httpx.Response, rid: int) -> Any:
+async def _from_sse(pieces: AsyncIterator[bytes], rid: int) -> Any:
     """The JSON-RPC response to ``rid`` on an SSE stream (other events are skipped)."""
-    data: list[str] = []
-    async for line in resp.aiter_lines():
-        if line.startswith("data:"):
-            data.append(line[5:].lstrip())
-        elif not line and data:
-            event, data = _loads("\n".join(data).encode()), []
-            if isinstance(event, dict) and event.get("id") == rid and (
+    sse = _Sse(rid)
+    async for piece in pieces:
+        if (event := sse.feed(piece)) is not None:
+            return event
+    return sse.end()
+
+
+class _Sse:
+    """An SSE stream read piece by piece until the JSON-RPC response to ``rid``: lines end
+    with CRLF, LF or CR; ``data:`` lines gather until a blank line ends the event."""
+
+    __slots__ = ("_data", "_rest", "_rid")
+
+    def __init__(self, rid: int) -> None:
+        self._rid = rid
+        self._rest = bytearray()
+        self._data: list[bytes] = []
+
+    def feed(self, piece: bytes) -> Any:
+        """Our response if this piece completes it, else ``None``."""
+        if b"\n" not in piece and b"\r" not in piece and not self._rest.endswith(b"\r"):
+            self._rest += piece  # a long line: gathered without copying it again and again
+            return None
+        text = bytes(self._rest) + piece
+        hold = text.endswith(b"\r")  # maybe half of a CRLF
+        if hold:
+            text = text[:-1]
+        lines = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._rest = bytearray(lines.pop() + (b"\r" if hold else b""))
+        for line in lines:
+            if (event := self._line(line)) is not None:
+                return event
+        return None
+
+    def _line(self, line: bytes) -> Any:
+        if line.startswith(b"data:"):
+            self._data.append(line[5:].lstrip())
+        elif not line and self._data:
+            event, self._data = _loads(b"\n".join(self._data)), []
+            if isinstance(event, dict) and event.get("id") == self._rid and (
                     "result" in event or "error" in event):
                 return event
-    return _loads("\n".join(data).encode()) if data else None
+        return None
+
+    def end(self) -> Any:
+        """At the end of the stream: the last event if no blank line ended it."""
+        rest, self._rest = bytes(self._rest).rstrip(b"\r"), bytearray()
+        if rest and (event := self._line(rest)) is not None:
+            return event
+        return _loads(b"\n".join(self._data)) if self._data else None
 
 
 def _answer(event: Any, status: int) -> dict[str, Any]:
