@@ -8,14 +8,19 @@ half of start-up to ``/healthz``. A :class:`RouteTable` records its operations i
 and :meth:`RouteTable.install` builds them directly on the app's router, with
 ``include_router``'s merging (prefix, tags, responses, ``include_in_schema``), so each
 is built once, before the server listens, and the app's ``dependency_overrides`` apply.
+Documented error responses (``responses={code: {"model": ErrorOut}}``, ten per operation)
+are read only by the OpenAPI document: they share one serializer per model.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from fastapi import APIRouter
+from fastapi.routing import APIRoute
+from fastapi.utils import create_model_field
 
 
 class RouteTable(APIRouter):
@@ -59,7 +64,29 @@ class RouteTable(APIRouter):
                 "responses": {**responses, **(kwargs.get("responses") or {})},
                 "include_in_schema": include_in_schema and kwargs.get("include_in_schema",
                                                                       True),
+                "route_class_override": _DocumentedResponses,
             })
+
+
+class _DocumentedResponses(APIRoute):
+    """An ``APIRoute`` whose documented responses share one serializer per model (FastAPI
+    builds one per operation and status code; the OpenAPI document alone reads them)."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], *,
+                 responses: dict[int | str, dict[str, Any]] | None = None,
+                 **kwargs: Any) -> None:
+        declared = responses or {}
+        super().__init__(path, endpoint, **kwargs, responses={
+            code: {k: v for k, v in r.items() if k != "model"} for code, r in declared.items()})
+        self.responses = declared  # as declared: the document drops "model" itself
+        self.response_fields = {code: _documented(r["model"]) for code, r in declared.items()
+                                if r.get("model")}
+
+
+@functools.cache
+def _documented(model: type[Any]) -> Any:
+    return create_model_field(name=f"Response_{model.__name__}", type_=model,
+                              mode="serialization")
 
 
 __all__ = ["RouteTable"]
