@@ -1,5 +1,6 @@
 """Start-up imports only what serving needs: the page reader's libraries (trafilatura and
-its helpers), the MCP SDK and the OpenTelemetry SDK load when first used (SPEC §10 start-up)."""
+its helpers, lxml, charset_normalizer), the MCP SDK, the OpenTelemetry SDK and alembic (on a
+database already migrated) load when first used (SPEC §10 start-up)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import sys
 from pathlib import Path
 
 from tests.support.processes import child_env
+from toolkeeper.store import Store
 
-LAZY = ("trafilatura", "courlan", "htmldate", "justext", "mcp", "opentelemetry.sdk")
+LAZY = ("trafilatura", "courlan", "htmldate", "justext", "lxml", "charset_normalizer", "mcp",
+        "opentelemetry.sdk", "alembic")
 
 _STARTUP = """
 import json, sys
@@ -32,6 +35,7 @@ print(json.dumps(loaded))
 
 def _run(tmp_path: Path, then: str) -> dict[str, bool]:
     url = f"sqlite:///{tmp_path / 'lazy.db'}"
+    Store.open(url).close()  # migrated here: the server opens a database at the newest revision
     out = subprocess.run([sys.executable, "-c", _STARTUP, url, json.dumps(LAZY), then],
                          env=child_env(), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
