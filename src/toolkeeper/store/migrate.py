@@ -2,11 +2,12 @@
 
 Alembic loads only when there is something to do: ``Store.open`` first reads the stored
 revision (one query) and skips the migration machinery (~0.1 s of imports and script
-loading at every start) when the database is already at :data:`HEAD`.
+loading at every start) when the database is already at the newest revision.
 """
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,8 +18,13 @@ if TYPE_CHECKING:
     from alembic.config import Config
 
 MIGRATIONS = Path(__file__).parent / "migrations"
-HEAD = "0007"
-"""The newest revision in ``migrations/versions`` (a test holds it to alembic's head)."""
+
+
+@functools.cache
+def head() -> str:
+    """The newest revision: each migration file is named after its revision, in order
+    (``0007_recent_calls.py``); a test holds this to alembic's head."""
+    return max(p.name.split("_", 1)[0] for p in (MIGRATIONS / "versions").glob("[0-9]*_*.py"))
 
 
 def alembic_config(url: str) -> Config:
@@ -41,7 +47,7 @@ def upgrade(url: str, revision: str = "head") -> None:
 def ensure_head(url: str) -> None:
     """Bring the database at ``url`` to the latest schema; without alembic when it is
     there already."""
-    if _stored_revisions(url) != [HEAD]:
+    if _stored_revisions(url) != [head()]:
         upgrade(url)
 
 
