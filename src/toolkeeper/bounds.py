@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolkeeper.errors import OperationRefused
 from toolkeeper.model.reasons import Reason
@@ -132,15 +132,14 @@ def _subnet(a: IPNetwork, b: IPNetwork) -> bool:
 class TenantBounds(BaseModel):
     """The operator's ceiling for host-touching values a tenant writes (default: none)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    paths: tuple[str, ...] = ()
-    """Host directories a tenant may point a path field at (that directory or below)."""
-    networks: tuple[str, ...] = ()
-    """CIDRs a tenant may allow-list, or subnets of them. Loopback, link-local and metadata
-    ranges only when listed by themselves (``127.0.0.0/8``), never through ``0.0.0.0/0``."""
-    commands: tuple[str, ...] = ()
-    """Commands a tenant may name."""
+    paths: tuple[str, ...] = Field(default=(), description=(
+        "Host directories a tenant may point a path field at (that directory or below)."))
+    networks: tuple[str, ...] = Field(default=(), description=(
+        "CIDRs a tenant may allow-list, or subnets of them. Loopback, link-local and metadata\n"
+        "ranges only when listed by themselves (``127.0.0.0/8``), never through ``0.0.0.0/0``."))
+    commands: tuple[str, ...] = Field(default=(), description="Commands a tenant may name.")
 
     @field_validator("paths", "commands")
     @classmethod

@@ -11,7 +11,7 @@ import pytest
 
 from toolkeeper import ApprovalStatus, Risk, SideEffect, ToolDefinition
 from toolkeeper.store import Store
-from toolkeeper.store.migrate import current, head
+from toolkeeper.store.migrate import alembic_config, current, head, upgrade
 from toolkeeper.store.records import ApprovalRecord, AuditDraft
 
 
@@ -24,6 +24,20 @@ def store(db_url: str) -> Iterator[Store]:
 
 def test_migrations_reach_head_and_are_idempotent(db_url: str) -> None:
     Store.open(db_url).close()
+    Store.open(db_url).close()
+    assert current(db_url) == head()
+
+
+def test_head_is_the_newest_migration() -> None:
+    """``Store.open`` skips alembic on a database at ``head()``, read from the files' names."""
+    from alembic.script import ScriptDirectory
+
+    assert ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head() == head()
+
+
+def test_open_migrates_a_database_behind_head(db_url: str) -> None:
+    upgrade(db_url, "0006")
+    assert current(db_url) == "0006"
     Store.open(db_url).close()
     assert current(db_url) == head()
 

@@ -62,10 +62,11 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     app.state.gateway = gw
     for exc_type, handler in HANDLERS.items():
         app.add_exception_handler(exc_type, handler)
-    # tools first: its fixed paths (/tools/health, /tools/builtins/…) precede /tools/{id}
+    # tools first: its fixed paths (/tools/health, /tools/builtins/…) precede /tools/{id};
+    # built here, once per app (api/route_table.py)
     for module in (tools, execute, calls, approvals, audit, discovery, identities, ops,
                    retrieval):
-        app.include_router(module.router)
+        module.router.install(app.router)
     if settings.ui:
         from toolkeeper import ui
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Response
+from fastapi import Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.bounds import excess, refuse
 from toolkeeper.errors import ConfigError, ToolDenied
 from toolkeeper.gateway import Gateway
@@ -22,7 +23,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.secrets.base import parse_ref
 from toolkeeper.services.webhooks import WebhookConfig, setting_key
 
-router = APIRouter(tags=["webhooks"])
+router = RouteTable(tags=["webhooks"])
 
 
 class WebhookBody(BaseModel):

@@ -73,18 +73,18 @@ def _pattern(value: str) -> str:
 class CommandRule(BaseModel):
     """One allow-listed program and the arguments it may get."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    path: Annotated[str, HostCommand()]
-    """Absolute path of the program. A tenant may name only the operator's commands."""
-    subcommands: tuple[str, ...] | None = None
-    """When set, the first argument must be one of these (``[status, log]``)."""
-    flags: tuple[str, ...] = ()
-    """Patterns an argument starting with ``-`` must match whole (``-l``, ``-[la]{1,2}``,
-    ``--max-count=[0-9]{1,3}``); ``--`` ends the flags when it matches one."""
-    positional: tuple[str, ...] = ()
-    """Patterns every other argument must match whole (``[A-Za-z0-9._/-]+``); empty admits
-    none. Each is also a path that must stay inside ``cwd``."""
+    path: Annotated[str, HostCommand()] = Field(description=(
+        "Absolute path of the program. A tenant may name only the operator's commands."))
+    subcommands: tuple[str, ...] | None = Field(default=None, description=(
+        "When set, the first argument must be one of these (``[status, log]``)."))
+    flags: tuple[str, ...] = Field(default=(), description=(
+        "Patterns an argument starting with ``-`` must match whole (``-l``, ``-[la]{1,2}``,\n"
+        "``--max-count=[0-9]{1,3}``); ``--`` ends the flags when it matches one."))
+    positional: tuple[str, ...] = Field(default=(), description=(
+        "Patterns every other argument must match whole (``[A-Za-z0-9._/-]+``); empty admits\n"
+        "none. Each is also a path that must stay inside ``cwd``."))
     max_args: int = Field(default=16, ge=0, le=256)
 
     @field_validator("path")

@@ -28,7 +28,6 @@ import httpx
 from pydantic import Field
 
 from toolkeeper.builtins._net_policy import NetworkPolicy
-from toolkeeper.builtins._web_page import Page, decode, read_html
 from toolkeeper.errors import ToolError
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
@@ -133,6 +132,9 @@ class WebFetchTool(BaseTool):
         kind = _kind(fetched.mime) if fetched.mime else _sniff(fetched.data)
         if kind is None:
             raise _unsupported(fetched.mime or "unknown")
+        # the page reader (lxml, charset_normalizer, trafilatura) loads with the first page
+        from toolkeeper.builtins._web_page import Page, decode, read_html
+
         text, encoding = decode(fetched.data, fetched.charset, html=kind == "text/html")
         page = (await asyncio.to_thread(read_html, text, fetched.final_url,
                                         max_links=policy.max_links)

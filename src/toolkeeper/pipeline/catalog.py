@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -26,7 +26,7 @@ from toolkeeper.model.profile import Activation, Adjuster, Agent, Condition, Lim
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.coercions import Coercions
 from toolkeeper.providers.base import Provider, ToolPolicy
-from toolkeeper.store.registry import RegistryRepo, StoredTool
+from toolkeeper.store.registry import RegistryRepo, StoredProfile, StoredTool, parse_profile
 from toolkeeper.upstream.link import SERVERS_SETTING, servers_from
 
 ProviderFactory = Callable[[ToolDefinition], Provider]
@@ -188,6 +188,68 @@ class CompiledProfile:
         return pol
 
 
+ProfileKey = tuple[str, str]
+"""A profile's tenant and name."""
+
+
+class CompiledProfiles(Mapping[ProfileKey, CompiledProfile]):
+    """The snapshot's profiles by tenant and name, each parsed and compiled the first time
+    it is looked up (1,000 profiles need not be compiled to start). One that does not
+    compile is logged then and is absent: its agents get nothing, the rest still works."""
+
+    __slots__ = ("_compiled", "_pending", "_tenants")
+
+    def __init__(self, tenants: Mapping[str, TenantPolicy]) -> None:
+        self._tenants = tenants
+        self._pending: dict[ProfileKey, Profile | StoredProfile] = {}
+        self._compiled: dict[ProfileKey, CompiledProfile | None] = {}
+
+    def add(self, item: Profile | StoredProfile) -> None:
+        self._pending[(item.tenant_id, item.name)] = item
+
+    def get(self, key: ProfileKey,  # type: ignore[override]
+            default: CompiledProfile | None = None) -> CompiledProfile | None:
+        found = self._compiled.get(key, _MISSING)
+        if found is _MISSING:
+            found = self._compile(key)
+        return default if found is None else found
+
+    def __getitem__(self, key: ProfileKey) -> CompiledProfile:
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, tuple) and self.get(key) is not None
+
+    def __iter__(self) -> Iterator[ProfileKey]:
+        return iter([key for key in list(self._pending) if self.get(key) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def _compile(self, key: ProfileKey) -> CompiledProfile | None:
+        # concurrent first lookups may both compile: equal results, the last one stays
+        item = self._pending.get(key)
+        if item is None:
+            return None  # no such profile (not remembered: any name can be asked for)
+        compiled = None
+        try:
+            profile = (parse_profile(item.definition_json) if isinstance(item, StoredProfile)
+                       else item)
+            compiled = CompiledProfile(profile, self._tenants.get(key[0], TenantPolicy()),
+                                       stored=True)
+        except (ConfigError, ValidationError):  # fail closed, for this profile only
+            logging.getLogger("toolkeeper").exception(
+                "profile %s/%s is invalid and was not loaded", key[0], key[1])
+        self._compiled[key] = compiled
+        return compiled
+
+
+_MISSING: Any = object()
+
+
 def merged_activations(profile: Profile) -> dict[str, Activation]:
     """The profile's enabled activations by tool. A tool activated more than once gets the
     strictest of their gate statements (whatever their order); they must agree otherwise."""
@@ -295,7 +357,7 @@ class Catalog:
         self._factory = provider_factory
         self._records: dict[tuple[str, str], _Record | _Unparsed] = {}
         self._runnable: dict[tuple[str, str, str | None], CompiledTool | None] = {}
-        self.profiles: dict[tuple[str, str], CompiledProfile] = {}
+        self.profiles = CompiledProfiles({})
         self.agents: dict[tuple[str, str], Agent] = {}
         self.tenants: dict[str, TenantPolicy] = {}
         self._visible: dict[str, list[ToolDefinition]] = {}
@@ -307,10 +369,11 @@ class Catalog:
 
     def load(self, tools: Iterable[tuple[str, ToolDefinition] | StoredTool],
              versions: dict[str, list[ToolDefinition]] | SnapshotLoader,
-             profiles: Iterable[Profile], agents: Iterable[Agent],
+             profiles: Iterable[Profile | StoredProfile], agents: Iterable[Agent],
              tenants: dict[str, TenantPolicy]) -> None:
         """``versions``: every tool's snapshots, or a loader called once per tool on use.
-        A ``StoredTool``'s JSON is parsed when the tool is first looked up or listed."""
+        A ``StoredTool``'s JSON is parsed when the tool is first looked up or listed, a
+        profile when it is first looked up."""
         self.tenants = tenants
         for item in tools:
             record_id = item.record_id if isinstance(item, StoredTool) else item[0]
@@ -322,13 +385,9 @@ class Catalog:
             else:
                 tool = item[1]
                 self._records[(tool.tenant_id or "*", tool.name)] = (record_id, tool, snaps)
+        self.profiles = CompiledProfiles(tenants)
         for p in profiles:
-            try:
-                self.profiles[(p.tenant_id, p.name)] = CompiledProfile(
-                    p, tenants.get(p.tenant_id, TenantPolicy()), stored=True)
-            except ConfigError:  # fail closed: its agents get nothing, the rest still works
-                logging.getLogger("toolkeeper").exception(
-                    "profile %s/%s is invalid and was not loaded", p.tenant_id, p.name)
+            self.profiles.add(p)
         for a in agents:
             self.agents[(a.tenant_id, a.name)] = a
 
@@ -417,6 +476,6 @@ def snapshot(reg: RegistryRepo, *, mode: Mode, factory: ProviderFactory,
     catalog = Catalog(mode=mode, provider_factory=factory)
     catalog.tenant_bounds = bounds
     catalog.mcp_servers = servers_from(reg.get_setting(SERVERS_SETTING))
-    catalog.load(reg.stored_tools(), reg.versions, reg.profiles(), reg.agents(),
+    catalog.load(reg.stored_tools(), reg.versions, reg.stored_profiles(), reg.agents(),
                  tenants)
     return catalog

@@ -39,7 +39,8 @@ class ArtifactInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=r"^[A-Za-z_]\w{0,63}$")
+    # the same as ^[A-Za-z_]\w{0,63}$, whose counted Unicode \w costs 30 ms to compile
+    name: str = Field(pattern=r"^[A-Za-z_]\w*$", max_length=64)
     type: Literal["string", "integer", "number", "boolean", "object", "array", "any"] = "any"
     required: bool = False
     description: str = ""

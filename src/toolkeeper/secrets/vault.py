@@ -55,32 +55,30 @@ _RELOGIN_AT = 0.8  # of the AppRole token's lease
 class VaultConfig(BaseModel):
     """``secrets: {backend: vault, vault: {...}}``; never holds a token or secret id."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    url: str | None = None
-    """Vault's address (``https://vault:8200``); default ``VAULT_ADDR``."""
-    mount: str = Field(default="secret", min_length=1)
-    """The KV version 2 mount."""
-    path_prefix: str = "toolkeeper"
-    """Prefix of every path: ``{path_prefix}/{connector}``."""
-    auth: Literal["token", "approle"] = "token"
-    """``token``: from ``TOOLKEEPER_VAULT_TOKEN``/``VAULT_TOKEN``; ``approle``: login."""
-    approle_mount: str = Field(default="approle", min_length=1)
-    """Where the AppRole auth method is mounted."""
-    role_id_file: str | None = None
-    """AppRole: file holding the role id (``TOOLKEEPER_VAULT_ROLE_ID`` wins)."""
-    secret_id_file: str | None = None
-    """AppRole: file holding the secret id (``TOOLKEEPER_VAULT_SECRET_ID`` wins)."""
-    namespace: str | None = None
-    """Vault Enterprise / OpenBao namespace."""
-    cache_ttl_s: float = Field(default=30, ge=0, le=3600)
-    """How long a read path is reused (0: read at every use)."""
-    cache_max_entries: int = Field(default=256, ge=1, le=100_000)
-    """Paths kept in the cache at most (oldest dropped first)."""
-    timeout_s: float = Field(default=5, gt=0, le=120)
-    """Bound on one secret read (login and retry included)."""
-    verify: bool | str = True
-    """TLS verification: ``true``, ``false`` or a CA bundle file."""
+    url: str | None = Field(default=None, description=(
+        "Vault's address (``https://vault:8200``); default ``VAULT_ADDR``."))
+    mount: str = Field(default="secret", min_length=1, description="The KV version 2 mount.")
+    path_prefix: str = Field(default="toolkeeper", description=(
+        "Prefix of every path: ``{path_prefix}/{connector}``."))
+    auth: Literal["token", "approle"] = Field(default="token", description=(
+        "``token``: from ``TOOLKEEPER_VAULT_TOKEN``/``VAULT_TOKEN``; ``approle``: login."))
+    approle_mount: str = Field(default="approle", min_length=1, description=(
+        "Where the AppRole auth method is mounted."))
+    role_id_file: str | None = Field(default=None, description=(
+        "AppRole: file holding the role id (``TOOLKEEPER_VAULT_ROLE_ID`` wins)."))
+    secret_id_file: str | None = Field(default=None, description=(
+        "AppRole: file holding the secret id (``TOOLKEEPER_VAULT_SECRET_ID`` wins)."))
+    namespace: str | None = Field(default=None, description="Vault Enterprise / OpenBao namespace.")
+    cache_ttl_s: float = Field(default=30, ge=0, le=3600, description=(
+        "How long a read path is reused (0: read at every use)."))
+    cache_max_entries: int = Field(default=256, ge=1, le=100_000, description=(
+        "Paths kept in the cache at most (oldest dropped first)."))
+    timeout_s: float = Field(default=5, gt=0, le=120, description=(
+        "Bound on one secret read (login and retry included)."))
+    verify: bool | str = Field(default=True, description=(
+        "TLS verification: ``true``, ``false`` or a CA bundle file."))
 
     def relative_to(self, base_dir: Path) -> VaultConfig:
         """This config with its files (and a CA bundle) relative to ``base_dir``."""

@@ -44,9 +44,9 @@ class Store:
         """Open (and by default migrate to the latest schema) the database at ``url``;
         the audit chain is keyed with ``audit_key`` and checkpointed to ``checkpoints``."""
         if migrate:
-            from toolkeeper.store.migrate import upgrade
+            from toolkeeper.store.migrate import ensure_head
 
-            upgrade(url)
+            ensure_head(url)
         return cls(Database(url), audit_key=audit_key, checkpoints=checkpoints)
 
     @property

@@ -44,6 +44,14 @@ class StoredTool(NamedTuple):
     definition_json: str
 
 
+class StoredProfile(NamedTuple):
+    """One profile row as stored, its definition unparsed (see :func:`parse_profile`)."""
+
+    tenant_id: str
+    name: str
+    definition_json: str
+
+
 class RegistryRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -160,9 +168,14 @@ class RegistryRepo:
                      {"profile": agent.profile, "definition": agent.model_dump(mode="json")})
 
     def profiles(self) -> list[Profile]:
+        return [parse_profile(p.definition_json) for p in self.stored_profiles()]
+
+    def stored_profiles(self) -> list[StoredProfile]:
+        """Every tenant's profiles with their definitions as stored JSON text, unparsed:
+        the catalog parses each on first use."""
+        q = select(profiles.c.tenant_id, profiles.c.name, cast(profiles.c.definition, Text))
         with self._db.read() as conn:
-            rows = conn.execute(select(cast(profiles.c.definition, Text))).all()
-        return [_profile(r[0]) for r in rows]
+            return [StoredProfile(*r) for r in conn.execute(q).all()]
 
     def agents(self) -> list[Agent]:
         with self._db.read() as conn:
@@ -244,7 +257,8 @@ class ToolRow:
     updated_at: datetime
 
 
-def _profile(text: str) -> Profile:
+def parse_profile(text: str) -> Profile:
+    """A stored profile's definition."""
     profile = Profile.model_validate_json(text)
     if "origin" not in profile.model_fields_set:
         # stored before profiles recorded who wrote them: trusted no more than a tenant's

@@ -23,31 +23,30 @@ class ToolOverride(BaseModel):
 class ServerConfig(BaseModel):
     """One upstream MCP server (config ``servers:``): a stdio command or a URL."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(pattern=SERVER_NAME)
-    """Prefix of the imported tools' names (``{server}_{tool}``)."""
-    command: tuple[str, ...] | None = None
-    """stdio: the program and its arguments."""
-    env: dict[str, str] = Field(default_factory=dict)
-    """stdio: extra environment (values may be ``${secret:…}``)."""
+    name: str = Field(pattern=SERVER_NAME, description=(
+        "Prefix of the imported tools' names (``{server}_{tool}``)."))
+    command: tuple[str, ...] | None = Field(default=None, description=(
+        "stdio: the program and its arguments."))
+    env: dict[str, str] = Field(default_factory=dict, description=(
+        "stdio: extra environment (values may be ``${secret:…}``)."))
     cwd: str | None = None
-    url: str | None = None
-    """Streamable HTTP endpoint."""
-    headers: dict[str, str] = Field(default_factory=dict)
-    """HTTP: headers sent on every request (values may be ``${secret:…}``)."""
-    tenant: str | None = None
-    """Tenant owning the imported tools; ``null`` (default) makes them global."""
-    timeout_s: float = Field(default=30.0, gt=0, le=3600)
-    """Per-call deadline (the imported tools' ``execution.timeout_s``)."""
+    url: str | None = Field(default=None, description="Streamable HTTP endpoint.")
+    headers: dict[str, str] = Field(default_factory=dict, description=(
+        "HTTP: headers sent on every request (values may be ``${secret:…}``)."))
+    tenant: str | None = Field(default=None, description=(
+        "Tenant owning the imported tools; ``null`` (default) makes them global."))
+    timeout_s: float = Field(default=30.0, gt=0, le=3600, description=(
+        "Per-call deadline (the imported tools' ``execution.timeout_s``)."))
     connect_timeout_s: float = Field(default=15.0, gt=0, le=600)
-    include: tuple[str, ...] | None = None
-    """Import only these upstream tools (``None``: all)."""
-    side_effect: SideEffect = SideEffect.IRREVERSIBLE
-    """Of every imported tool unless ``tools`` says otherwise."""
+    include: tuple[str, ...] | None = Field(default=None, description=(
+        "Import only these upstream tools (``None``: all)."))
+    side_effect: SideEffect = Field(default=SideEffect.IRREVERSIBLE, description=(
+        "Of every imported tool unless ``tools`` says otherwise."))
     risk: Risk = Risk.MEDIUM
-    tools: dict[str, ToolOverride] = Field(default_factory=dict)
-    """Per upstream tool name: side effect, risk, confirmation, scopes."""
+    tools: dict[str, ToolOverride] = Field(default_factory=dict, description=(
+        "Per upstream tool name: side effect, risk, confirmation, scopes."))
 
     @model_validator(mode="after")
     def _one_transport(self) -> ServerConfig:

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Annotated, Any, TypeVar, TypeVarTuple
 
 import anyio
-from fastapi import APIRouter, Request, Response
 from fastapi import Path as PathParam
+from fastapi import Request, Response
 from pydantic import Field
 
 from toolkeeper.api.auth import Caller, GatewayDep
@@ -28,6 +28,7 @@ from toolkeeper.api.responses import (
     TenantOut,
     TokenOut,
 )
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import Body
 from toolkeeper.model.call import Principal
@@ -37,7 +38,7 @@ from toolkeeper.store.records import TokenRecord
 
 T = TypeVar("T")
 Ts = TypeVarTuple("Ts")
-router = APIRouter(tags=["access"], responses=ERRORS)
+router = RouteTable(tags=["access"], responses=ERRORS)
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 """Names of agents, tenants (path-safe, no '/')."""
 SYSTEM_TENANT_DEFAULT = "system"

@@ -7,11 +7,12 @@ import math
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Query, Request
+from fastapi import Query, Request
 
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.responses import ApprovalOut
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ApproveBody, DenyBody
 from toolkeeper.model.call import Principal
@@ -20,7 +21,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.services.approvals import approval_json
 from toolkeeper.store.records import ApprovalRecord
 
-router = APIRouter(tags=["approvals"])
+router = RouteTable(tags=["approvals"])
 
 MAX_WAIT_S = 30.0
 """The longest one ``/wait`` request holds its connection (clients loop for longer)."""

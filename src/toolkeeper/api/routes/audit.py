@@ -6,14 +6,15 @@ from datetime import datetime
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Query
+from fastapi import Query
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.responses import AuditPage, VerifyOut
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.model.enums import Role
 
-router = APIRouter(tags=["audit"])
+router = RouteTable(tags=["audit"])
 
 
 @router.get("/audit", response_model=AuditPage,

@@ -6,11 +6,12 @@ from dataclasses import asdict
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Query
+from fastapi import Query
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.responses import OutcomeOut, RecentCallOut
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ResolveBody
 from toolkeeper.model.call import Principal
@@ -18,7 +19,7 @@ from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 from toolkeeper.store.records import OutcomeRecord
 
-router = APIRouter(tags=["calls"])
+router = RouteTable(tags=["calls"])
 
 
 def outcome_out(rec: OutcomeRecord) -> dict[str, Any]:

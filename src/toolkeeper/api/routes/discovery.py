@@ -13,11 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-from fastapi import APIRouter
 
 from toolkeeper.api.auth import Caller, GatewayDep, require, seen_as_agent
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.responses import EnabledOut, ListingOut, UnavailableOut
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
@@ -36,7 +36,7 @@ from toolkeeper.services.discovery import (
 )
 from toolkeeper.services.tool_views import enabled_body, listing_body, unavailable_body
 
-router = APIRouter(tags=["discovery"])
+router = RouteTable(tags=["discovery"])
 _READERS = (Role.OPERATOR, Role.APPROVER, Role.AGENT)
 
 

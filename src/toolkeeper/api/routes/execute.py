@@ -12,17 +12,18 @@ from typing import Annotated, Any
 
 import anyio
 import orjson
-from fastapi import APIRouter, Header, Response
+from fastapi import Header, Response
 
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.schemas import BatchBody, ErrorOut, ExecuteBody
 from toolkeeper.builtins.agent_call import CHAIN_HEADER, parse_chain
 from toolkeeper.model.call import CallResult, Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 
-router = APIRouter(tags=["execution"])
+router = RouteTable(tags=["execution"])
 
 _HTTP_OF_CALL: dict[str, int] = {
     Reason.UNAUTHENTICATED: 401,

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Query, Response
+from fastapi import Query, Response
 from pydantic import Field
 
 from toolkeeper.api import webhook
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.responses import ActivationOut
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes import access
 from toolkeeper.api.routes.access import NAME, blocking
 from toolkeeper.api.routes.execute import ERRORS
@@ -27,7 +28,7 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.profile import Activation, Agent, AgentEndpoint, Profile, agent_id
 from toolkeeper.services.identities import invalid, not_found
 
-router = APIRouter(tags=["identities"], responses=ERRORS)
+router = RouteTable(tags=["identities"], responses=ERRORS)
 router.include_router(access.router)
 router.include_router(webhook.router)
 

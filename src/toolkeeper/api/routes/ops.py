@@ -5,19 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
-from fastapi import APIRouter, Request, Response
+from fastapi import Request, Response
 from sqlalchemy import text
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.responses import StatusOut, SupersedeOut
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.access import system_tenant
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ErrorOut
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import Role
 
-router = APIRouter(tags=["ops"])
+router = RouteTable(tags=["ops"])
 
 
 @router.get("/healthz", response_model=StatusOut, summary="The process is alive")

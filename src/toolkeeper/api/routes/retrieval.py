@@ -12,15 +12,16 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 from pydantic import BaseModel, Field
 
 from toolkeeper.api.auth import Caller, GatewayDep
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.access import blocking
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import Body
 
-router = APIRouter(prefix="/retrieval", tags=["retrieval"], responses=ERRORS)
+router = RouteTable(prefix="/retrieval", tags=["retrieval"], responses=ERRORS)
 
 
 class PipelineBody(Body):

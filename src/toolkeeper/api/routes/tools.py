@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import anyio
-from fastapi import APIRouter, Query
+from fastapi import Query
 
 from toolkeeper.api.auth import Caller, GatewayDep, require, seen_as_agent
 from toolkeeper.api.errors import ApiError
@@ -27,6 +27,7 @@ from toolkeeper.api.responses import (
     ToolSourcesOut,
     ToolVersionOut,
 )
+from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.tool_bodies import (
     ToolChanges,
@@ -50,7 +51,7 @@ from toolkeeper.services.tool_views import (
 )
 from toolkeeper.store.registry import ToolRow
 
-router = APIRouter(tags=["tools"])
+router = RouteTable(tags=["tools"])
 _READERS = (Role.OPERATOR, Role.APPROVER, Role.AGENT)
 _PEOPLE = (Role.OPERATOR, Role.APPROVER)
 
