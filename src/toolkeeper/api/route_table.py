@@ -23,6 +23,15 @@ from fastapi.routing import APIRoute
 from fastapi.utils import create_model_field
 
 
+class _Unbuilt(list[Any]):
+    """A table's ``routes``: empty until installed, and loud if read as a router's (an
+    ``app.include_router(table)`` would otherwise add no route, silently)."""
+
+    def __iter__(self) -> Any:
+        raise TypeError("a RouteTable's operations are built by table.install(app.router), "
+                        "not by include_router")
+
+
 class RouteTable(APIRouter):
     """An ``APIRouter`` whose path operations (``@table.get(…)`` and the like) and
     included tables are recorded, in order, and built by :meth:`install`."""
@@ -33,6 +42,7 @@ class RouteTable(APIRouter):
         super().__init__(prefix=prefix, tags=list(tags or []), responses=responses,
                          include_in_schema=include_in_schema)
         self._recorded: list[tuple[str, Callable[..., Any], dict[str, Any]] | RouteTable] = []
+        self.routes = _Unbuilt()
 
     def add_api_route(self, path: str, endpoint: Callable[..., Any],
                       **kwargs: Any) -> None:
