@@ -48,5 +48,6 @@ def test_event_types_match_spec_vocabulary() -> None:
         "tool.published",
         "config.applied",
         "token.created",  # tokens create --local (issue 15): beyond SPEC §9's list
+        "audit.pruned",  # audit retention (issue 13): beyond SPEC §9's list
     ]
     assert sorted(e.value for e in toolkeeper.EventType) == sorted(spec)
