@@ -37,7 +37,7 @@ class ApprovalRepo:
             conn.execute(insert(approvals).values(**row))
             self._audit.append(events, conn)
 
-    def purge_expired(self, before: datetime, chunk: int = 1000,
+    def purge_expired(self, before: datetime, chunk: int = 200,
                       stop: Callable[[], bool] = lambda: False) -> int:
         """Delete approvals (whatever their status) that expired before ``before``: past
         its expiry an approval can no longer be decided or consumed."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -195,15 +196,16 @@ class AuditRepo:
                     break
         return walk.finish(head)
 
-    def prune(self, before: datetime, chunk: int = 500,
-              stop: Callable[[], bool] = lambda: False) -> builtins.list[PruneReport]:
+    def prune(self, before: datetime, chunk: int = 200, stop: Callable[[], bool] = lambda: False,
+              pause_s: float = 0.02) -> builtins.list[PruneReport]:
         """Audit retention: delete each chain's events older than ``before``, oldest first.
 
         Only a chain's start goes (the longest prefix older than ``before``), in
-        transactions of at most ``chunk`` events, each holding the chain's head only that
-        long; the head then records the new base, re-MAC'd with the key. Each chunk is
-        verified before it is deleted, and a chain whose chunk or head fails is left
-        whole (reported, ``refused``): retention never erases the evidence of an edit.
+        transactions of at most ``chunk`` events, ``pause_s`` apart. Each chunk is verified
+        from a read snapshot first; its transaction holds the chain's head (on SQLite: the
+        writer lock) only for the delete, and the head then records the new base, re-MAC'd
+        with the key. A chain whose chunk or head fails is left whole (reported,
+        ``refused``): retention never erases the evidence of an edit.
         Between chunks ``stop()`` may end it early (the gateway is closing).
         """
         out = []
@@ -216,51 +218,70 @@ class AuditRepo:
                 n = self._prune_chunk(tenant_key, before, chunk, rep)
                 if n < chunk or rep.refused:
                     break
+                time.sleep(pause_s)  # the writers (one at a time on SQLite) go first
             if rep.deleted or rep.refused:
                 out.append(rep)
         return out
 
     def _prune_chunk(self, tenant_key: str, before: datetime, chunk: int,
                      rep: PruneReport) -> int:
+        """Verify the next chunk from a read snapshot (no lock held), then, holding the
+        writer lock only for it, delete it and move the base — if the base did not move
+        meanwhile and the head still checks."""
         key, h, e = self.key, audit_heads.c, audit_events.c
-        with self._db.write() as conn:
-            head = conn.execute(select(audit_heads).where(h.tenant_key == tenant_key)
-                                .with_for_update()).first()
+        with self._db.read() as conn:
+            head = conn.execute(select(audit_heads).where(h.tenant_key == tenant_key)).first()
             if head is None or head.seq <= head.base_seq:
-                return 0
-            if (head.mac is not None) != (key is not None) or (key is not None and not (
-                    AuditKey.matches(key.head(tenant_key, head.seq, head.hash, head.base_seq,
-                                              head.base_hash), head.mac))):
-                rep.refused = ("the chain head's MAC does not check (or the chain is keyed "
-                               "and no audit key is configured, or not yet sealed)")
                 return 0
             rows = conn.execute(select(audit_events).where(
                 e.tenant_key == tenant_key, e.seq > head.base_seq).order_by(e.seq)
                 .limit(chunk)).all()
-            walk = ChainWalk(tenant_key=tenant_key, key=key, genesis=GENESIS,
-                             report=VerifyReport(tenant_id=rep.tenant_id, ok=True, events=0))
-            walk.start(head.base_seq, head.base_hash)
-            cut = None
-            for r in rows:
-                if as_utc(r.ts) >= before:  # type: ignore[operator]
-                    break
-                walk.event(dict(r._mapping), event_hash, event_body)
-                cut = r
-            if cut is None:
-                return 0
-            if walk.report.problems:
-                rep.refused = "; ".join(walk.report.problems[:3])
+        if not self._head_checks(tenant_key, head):
+            rep.refused = ("the chain head's MAC does not check (or the chain is keyed and "
+                           "no audit key is configured, or not yet sealed)")
+            return 0
+        walk = ChainWalk(tenant_key=tenant_key, key=key, genesis=GENESIS,
+                         report=VerifyReport(tenant_id=rep.tenant_id, ok=True, events=0))
+        walk.start(head.base_seq, head.base_hash)
+        cut = None
+        for r in rows:
+            if as_utc(r.ts) >= before:  # type: ignore[operator]
+                break
+            walk.event(dict(r._mapping), event_hash, event_body)
+            cut = r
+        if cut is None:
+            return 0
+        if walk.report.problems:
+            rep.refused = "; ".join(walk.report.problems[:3])
+            return 0
+        with self._db.write() as conn:
+            now = conn.execute(select(audit_heads).where(h.tenant_key == tenant_key)
+                               .with_for_update()).first()
+            if now is None or (now.base_seq, now.base_hash) != (head.base_seq,
+                                                                  head.base_hash):
+                return 0  # another process pruned meanwhile: the next sweep goes on
+            if not self._head_checks(tenant_key, now):
+                rep.refused = "the chain head's MAC does not check"
                 return 0
             deleted = conn.execute(delete(audit_events).where(
                 e.tenant_key == tenant_key, e.seq > head.base_seq,
                 e.seq <= cut.seq)).rowcount
-            mac = None if key is None else key.head(tenant_key, head.seq, head.hash,
+            mac = None if key is None else key.head(tenant_key, now.seq, now.hash,
                                                     cut.seq, cut.hash)
             conn.execute(update(audit_heads).where(h.tenant_key == tenant_key).values(
                 base_seq=cut.seq, base_hash=cut.hash, mac=mac))
         rep.deleted += deleted
         rep.through_seq = cut.seq
         return int(deleted)
+
+    def _head_checks(self, tenant_key: str, head: Any) -> bool:
+        """Whether ``head`` may be re-sealed: its MAC checks with this store's key (or
+        neither has one)."""
+        key = self.key
+        if key is None or head.mac is None:
+            return key is None and head.mac is None
+        return AuditKey.matches(key.head(tenant_key, head.seq, head.hash, head.base_seq,
+                                         head.base_hash), head.mac)
 
     def verify_all(self) -> builtins.list[VerifyReport]:
         """Every chain: those with a head, with events, or named by a checkpoint."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -160,10 +161,12 @@ class Database:
 
 
 def delete_chunked(db: Database, table: Table, key: Column[Any], where: Sequence[Any],
-                   chunk: int = 1000, stop: Callable[[], bool] = lambda: False) -> int:
+                   chunk: int = 200, stop: Callable[[], bool] = lambda: False,
+                   pause_s: float = 0.02) -> int:
     """Delete the rows of ``table`` matching ``where``, ``chunk`` per write transaction
     (ids read first, outside it: the writer lock is held only for the delete, which checks
-    ``where`` again), until none is left or ``stop()``. Returns how many went."""
+    ``where`` again), ``pause_s`` apart so that the calls' own writes go first, until none
+    is left or ``stop()``. Returns how many went."""
     total = 0
     while not stop():
         with db.read() as conn:
@@ -173,6 +176,7 @@ def delete_chunked(db: Database, table: Table, key: Column[Any], where: Sequence
                 total += conn.execute(delete(table).where(key.in_(ids), *where)).rowcount
         if len(ids) < chunk:
             break
+        time.sleep(pause_s)
     return total
 
 

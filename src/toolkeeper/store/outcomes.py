@@ -199,7 +199,7 @@ class OutcomeRepo:
                 self._audit.append(make_events(stale), conn)
             return stale
 
-    def purge_expired(self, before: datetime, chunk: int = 1000,
+    def purge_expired(self, before: datetime, chunk: int = 200,
                       stop: Callable[[], bool] = lambda: False) -> int:
         """Delete finished outcomes whose TTL ended before ``before``. ``in_progress`` and
         ``unknown`` ones stay until resolved; a row taken over by a new claim meanwhile is
@@ -208,7 +208,7 @@ class OutcomeRepo:
         return delete_chunked(self._db, outcomes, o.call_id,
                               (o.state.in_(_FINISHED), o.expires_at <= before), chunk, stop)
 
-    def purge_side_effects(self, before: datetime, chunk: int = 1000,
+    def purge_side_effects(self, before: datetime, chunk: int = 200,
                            stop: Callable[[], bool] = lambda: False) -> int:
         """Delete side-effect records created before ``before`` (with audit retention:
         they are the same history; a deleted one can no longer be compensated)."""
