@@ -200,19 +200,15 @@ class LeanHttpClient:
             resp = await raw.request("POST", rawhttp.encode_headers(headers), body, read_s,
                                      connect_s)
             try:
-                sid = resp.headers.get("mcp-session-id")
-                if sid and "Mcp-Session-Id" not in self._session:
-                    self._session["Mcp-Session-Id"] = sid
-                if rid is None:
-                    return None
-                kind = resp.headers.get("content-type", "").split(";")[0].strip()
-                if kind == "text/event-stream":
+                if self._is_sse(resp.headers) and rid is not None:
                     sse = _Sse(rid)
                     while (piece := await resp.next_piece()) is not None:
                         if (event := sse.feed(piece)) is not None:
                             raw.drain_later(resp)  # the connection is reused once read
                             return _answer(event, resp.status)
                     return _answer(sse.end(), resp.status)
+                if rid is None:
+                    return None
                 return _answer(_loads(await resp.read()), resp.status)
             finally:
                 if rid is None:
@@ -226,6 +222,15 @@ class LeanHttpClient:
         except rawhttp.ProtocolFailure as exc:
             raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
 
+    def _is_sse(self, headers: Mapping[str, str]) -> bool:
+        """Keep the session id the answer carries (the first one); whether it is an SSE
+        stream (else one JSON body)."""
+        sid = headers.get("mcp-session-id")
+        if sid and "Mcp-Session-Id" not in self._session:
+            self._session["Mcp-Session-Id"] = sid
+        kind = headers.get("content-type", "").split(";")[0].strip()
+        return kind == "text/event-stream"
+
     async def _httpx_post(self, body: bytes, rid: int | None, timeout_s: float | None,
                           headers: dict[str, str]) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
@@ -235,15 +240,11 @@ class LeanHttpClient:
         try:
             async with self._httpx().stream("POST", self.url, content=body,
                                             headers=headers, timeout=timeout) as resp:
-                sid = resp.headers.get("mcp-session-id")
-                if sid and "Mcp-Session-Id" not in self._session:
-                    self._session["Mcp-Session-Id"] = sid
-                if rid is None:
-                    return None
-                kind = resp.headers.get("content-type", "").split(";")[0].strip()
-                if kind == "text/event-stream":
+                if self._is_sse(resp.headers) and rid is not None:
                     return _answer(await _from_sse(resp.aiter_bytes(), rid),
                                    resp.status_code)
+                if rid is None:
+                    return None
                 return _answer(_loads(await resp.aread()), resp.status_code)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise UpstreamUnavailable(f"cannot connect to {self.url}: {exc}") from exc
