@@ -119,6 +119,16 @@ async def post(p: rawhttp.Pool, body: bytes = b"{}", timeout_s: float = BOUND_S,
     return resp.status, resp.headers, await resp.read()
 
 
+async def assert_protocol_failure(reply: Reply, match: str) -> None:
+    """One POST to a server answering with ``reply`` fails with a :class:`ProtocolFailure`
+    whose message says ``match``, within the test's bound."""
+    async with serving(reply) as srv:
+        p = pool(srv.url)
+        with pytest.raises(rawhttp.ProtocolFailure, match=match):
+            await asyncio.wait_for(post(p), BOUND_S)
+        await p.aclose()
+
+
 # -- the pool -------------------------------------------------------------------------------
 
 async def test_keep_alive_reuses_one_connection_and_reads_headers_case_insensitively(
@@ -314,11 +324,7 @@ async def test_oversized_answers_are_refused_without_reading_them_all(what: str)
         await asyncio.sleep(BOUND_S)
         return False
 
-    async with serving(reply) as srv:
-        p = pool(srv.url)
-        with pytest.raises(rawhttp.ProtocolFailure, match="exceed"):
-            await asyncio.wait_for(post(p), BOUND_S)
-        await p.aclose()
+    await assert_protocol_failure(reply, "exceed")
 
 
 async def test_a_connection_cut_mid_body_is_a_protocol_failure() -> None:
@@ -326,11 +332,7 @@ async def test_a_connection_cut_mid_body_is_a_protocol_failure() -> None:
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b")
         return False
 
-    async with serving(reply) as srv:
-        p = pool(srv.url)
-        with pytest.raises(rawhttp.ProtocolFailure, match="closed"):
-            await post(p)
-        await p.aclose()
+    await assert_protocol_failure(reply, "closed")
 
 
 async def test_nobody_listening_is_a_connect_failure() -> None:
@@ -637,8 +639,4 @@ async def test_endless_interim_answers_are_refused() -> None:
             w.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n")
         return True
 
-    async with serving(reply) as srv:
-        p = pool(srv.url)
-        with pytest.raises(rawhttp.ProtocolFailure, match="interim"):
-            await post(p)
-        await p.aclose()
+    await assert_protocol_failure(reply, "interim")
