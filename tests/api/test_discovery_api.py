@@ -15,8 +15,9 @@ from tests.support.rest import RestClient, assert_error
 from toolkeeper.builtins import BUILTINS, definition
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Activation, Agent, Profile
-from toolkeeper.pipeline.catalog import Catalog, TenantPolicy
+from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.pipeline.health import HealthBoard
+from toolkeeper.pipeline.profiles import TenantPolicy
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.services.discovery import Why, agent_enabled, agent_tools
 

@@ -20,7 +20,8 @@ from toolkeeper.pipeline.state import CallState
 from toolkeeper.store.records import ApprovalRecord
 
 if TYPE_CHECKING:
-    from toolkeeper.pipeline.catalog import CompiledProfile, CompiledTool
+    from toolkeeper.pipeline.catalog import CompiledTool
+    from toolkeeper.pipeline.profiles import CompiledProfile
 
 _NEEDS = {Gate.CONFIRM: (CallStatus.CONFIRMATION_REQUIRED, Reason.CONFIRMATION_REQUIRED),
           Gate.APPROVE: (CallStatus.APPROVAL_REQUIRED, Reason.APPROVAL_REQUIRED)}

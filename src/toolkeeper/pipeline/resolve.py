@@ -13,7 +13,8 @@ from toolkeeper.model.events import EventType
 from toolkeeper.model.profile import Activation
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
-from toolkeeper.pipeline.catalog import Catalog, CompiledProfile, CompiledTool
+from toolkeeper.pipeline.catalog import Catalog, CompiledTool
+from toolkeeper.pipeline.profiles import CompiledProfile
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.providers.base import ToolPolicy
@@ -98,7 +99,7 @@ def tool_policy(profile: CompiledProfile, tool: CompiledTool, activation: Activa
     if exceeded:
         return Refusal(Reason.POLICY_EXCEEDS_BOUNDS,
                        f"{tool.definition.name}: {exceeded[0].message}")
-    return profile.policy_for(tool)
+    return profile.policy_for(tool.definition, tool.provider)
 
 
 def policy_allows(policy: ToolPolicy, action: str) -> bool:

@@ -16,7 +16,8 @@ from toolkeeper.pipeline.ids import new_event_id
 from toolkeeper.store.records import AuditDraft
 
 if TYPE_CHECKING:
-    from toolkeeper.pipeline.catalog import CompiledProfile, CompiledTool
+    from toolkeeper.pipeline.catalog import CompiledTool
+    from toolkeeper.pipeline.profiles import CompiledProfile
     from toolkeeper.providers.base import ToolPolicy
     from toolkeeper.secrets.redact import Redactor
     from toolkeeper.store.records import ApprovalRecord

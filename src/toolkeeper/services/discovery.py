@@ -17,9 +17,10 @@ from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import Gate, Health, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
-from toolkeeper.pipeline.catalog import Catalog, CompiledProfile
+from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.pipeline.gate import static_gate
 from toolkeeper.pipeline.health import HealthBoard
+from toolkeeper.pipeline.profiles import CompiledProfile
 from toolkeeper.pipeline.resolve import (
     RUNNABLE,
     Refusal,

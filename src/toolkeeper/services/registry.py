@@ -16,7 +16,8 @@ from toolkeeper.model.mcp_names import check_names, mcp_names
 from toolkeeper.model.profile import Agent, Profile
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
-from toolkeeper.pipeline.catalog import Catalog, CompiledProfile, TenantPolicy
+from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.pipeline.profiles import CompiledProfile, TenantPolicy
 from toolkeeper.pipeline.runtime import Settings
 from toolkeeper.providers.ceiling import check_tool
 from toolkeeper.providers.factory import ProviderFactory
