@@ -20,7 +20,6 @@ housekeeping starts them; one sweep at a time per process, replicas may overlap 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from datetime import datetime, timedelta
 from toolkeeper.model.events import EventType
 from toolkeeper.observability.metrics import Metrics
 from toolkeeper.services.events import system_event
+from toolkeeper.services.periodic import Periodic
 from toolkeeper.store import Store
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.records import PruneReport
@@ -61,10 +61,9 @@ class Retention:
         self._metrics = metrics
         self.outcome_retention = outcome_retention
         self.audit_retention = audit_retention
-        self._every = every_s
         self._closed = closed
-        self._next = time.monotonic() + every_s
-        self._running = threading.Lock()
+        self._periodic = Periodic("toolkeeper-retention", every_s, self._sweep,
+                                  what="retention sweep")
         self.last: SweepReport | None = None
         """The last sweep's report (``None`` before the first)."""
 
@@ -74,44 +73,36 @@ class Retention:
 
     def tick(self) -> None:
         """Start a sweep on a thread of its own when one is due and none is running."""
-        if not self.enabled or time.monotonic() < self._next:
-            return
-        self._next = time.monotonic() + self._every
-        if self._running.locked():
-            return
-        threading.Thread(target=self._sweep, name="toolkeeper-retention", daemon=True).start()
+        if self.enabled:
+            self._periodic.tick()
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Wait (bounded) for a running sweep to stop: it checks ``closed`` between chunks."""
-        if self._running.acquire(timeout=timeout_s):
-            self._running.release()
-        else:
+        if not self._periodic.wait_idle(timeout_s):
             log.warning("a retention sweep was still running after %.0f s at close", timeout_s)
-
-    def _sweep(self) -> None:
-        try:
-            self.run()
-        except Exception:  # the next sweep tries again; the calls never notice
-            log.exception("retention sweep failed")
 
     def run(self, now: datetime | None = None) -> SweepReport:
         """One sweep now (blocking; waits for a sweep already running in this process)."""
+        with self._periodic.lock:
+            return self._sweep(now)
+
+    def _sweep(self, now: datetime | None = None) -> SweepReport:
+        """One sweep (the caller holds the lock)."""
         now = now or utcnow()
-        with self._running:
-            start = time.perf_counter()
-            rep = SweepReport()
-            stop, store = self._closed, self._store
-            if self.outcome_retention is not None:
-                before = now - self.outcome_retention
-                rep.outcomes = store.outcomes.purge_expired(before, stop=stop)
-                rep.approvals = store.approvals.purge_expired(before, stop=stop)
-            if self.audit_retention is not None:
-                before = now - self.audit_retention
-                rep.audit = store.audit.prune(before, stop=stop)
-                self._audit_prunes(rep.audit, before)
-                rep.side_effects = store.outcomes.purge_side_effects(before, stop=stop)
-            rep.seconds = time.perf_counter() - start
-            self.last = rep
+        start = time.perf_counter()
+        rep = SweepReport()
+        stop, store = self._closed, self._store
+        if self.outcome_retention is not None:
+            before = now - self.outcome_retention
+            rep.outcomes = store.outcomes.purge_expired(before, stop=stop)
+            rep.approvals = store.approvals.purge_expired(before, stop=stop)
+        if self.audit_retention is not None:
+            before = now - self.audit_retention
+            rep.audit = store.audit.prune(before, stop=stop)
+            self._audit_prunes(rep.audit, before)
+            rep.side_effects = store.outcomes.purge_side_effects(before, stop=stop)
+        rep.seconds = time.perf_counter() - start
+        self.last = rep
         self._metrics.retention_sweep(rep.seconds)
         counts = {"outcomes": rep.outcomes, "approvals": rep.approvals,
                   "audit_events": rep.audit_events, "side_effects": rep.side_effects}

@@ -5,8 +5,6 @@ hash pinned), drifted ones quarantined (SPEC §7 MCP, §8) — now and every ``m
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -18,6 +16,7 @@ from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.secrets.base import SecretsStore
 from toolkeeper.services.events import system_event
+from toolkeeper.services.periodic import Periodic
 from toolkeeper.services.registry import RegistryService, content_hash
 from toolkeeper.store import Store
 from toolkeeper.upstream.imports import definition
@@ -52,9 +51,8 @@ class UpstreamSync:
         self._secrets = secrets
         self._batch = batch
         self._closed = closed
-        self._resync_s = resync_s
-        self._next = time.monotonic() + resync_s
-        self._running = threading.Lock()
+        self._resync = Periodic("toolkeeper-mcp-resync", resync_s, self.servers,
+                                what="periodic upstream MCP listing")
         self.pool = LazyPool(self._make_pool)
 
     def _make_pool(self) -> UpstreamPool:
@@ -87,19 +85,8 @@ class UpstreamSync:
     def tick(self) -> None:
         """List the servers again every ``mcp_resync_s``, on a thread of its own (the
         caller is the audit writer's housekeeping; a listing can take seconds)."""
-        if not self._catalog().mcp_servers or time.monotonic() < self._next:
-            return
-        self._next = time.monotonic() + self._resync_s
-        if self._running.locked():
-            return
-        threading.Thread(target=self._resync, name="toolkeeper-mcp-resync", daemon=True).start()
-
-    def _resync(self) -> None:
-        with self._running:
-            try:
-                self.servers()
-            except Exception:
-                log.exception("periodic upstream MCP listing failed")
+        if self._catalog().mcp_servers:
+            self._resync.tick()
 
     def listing(self, cfg: ServerConfig, tools: list[Any]) -> SyncReport:
         """Import new tools (published: their hash is pinned now), quarantine drifted ones."""
