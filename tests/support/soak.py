@@ -62,6 +62,8 @@ MIX = {"pure": 40, "irreversible": 25, "mcp": 30, "gated": 5}
 """Weights of the operations, in the capacity measurement and in the open-loop load (which
 adds ``ttl`` at :data:`TTL_PER_S`)."""
 REQUEST_TIMEOUT_S = 30.0
+AGENT_CONNECTIONS = 64
+"""The agents' connection pool (and how many of their requests are outstanding at once)."""
 APPROVAL_WAIT_S = 60.0
 MCP_VERSION = "2026-07-28"
 MCP_META = {"io.modelcontextprotocol/protocolVersion": MCP_VERSION,
@@ -119,9 +121,20 @@ class Ops:
     sink: Path
     gated_sink: Path
     client: httpx.AsyncClient
+    """The agents' operations (at most :data:`AGENT_CONNECTIONS` at once)."""
+    waiter: httpx.AsyncClient
+    """Gated operations' long polls for their decision: a waiting agent holds its own
+    connection, never one the other agents' calls (or the approver) need."""
+    approver_client: httpx.AsyncClient
+    """The approver, a person elsewhere: a connection of their own."""
     rng: random.Random
     numbers: Iterator[int] = field(default_factory=itertools.count)
     approved: int = 0
+    slots: asyncio.Semaphore = field(
+        default_factory=lambda: asyncio.Semaphore(AGENT_CONNECTIONS))
+    """Requests wait here rather than in httpcore's pool, whose queue costs O(waiters) per
+    request: a backlog of thousands would make the client, not the server, the bottleneck.
+    The latency still counts from when an operation was due."""
 
     def _auth(self, who: str, key: str | None = None) -> dict[str, str]:
         headers = {"Authorization": f"Bearer {self.tokens[who]}"}
@@ -129,8 +142,9 @@ class Ops:
 
     async def _execute(self, done: Done, body: dict[str, Any],
                        key: str | None = None) -> dict[str, Any]:
-        resp = await self.client.post(self.url + "/tools/execute", json=body,
-                                      headers=self._auth("agent", key))
+        async with self.slots:
+            resp = await self.client.post(self.url + "/tools/execute", json=body,
+                                          headers=self._auth("agent", key))
         done.http = max(done.http, resp.status_code)
         answer: dict[str, Any] = resp.json()
         done.call_id = answer.get("call_id")
@@ -182,9 +196,11 @@ class Ops:
         n = next(self.numbers)
         body = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {
             "_meta": MCP_META, "name": "add", "arguments": {"a": n, "b": 2}}}
-        resp = await self.client.post(self.url + "/mcp", json=body, headers={
-            **self._auth("agent"), "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MCP_VERSION, "Mcp-Method": "tools/call", "Mcp-Name": "add"})
+        async with self.slots:
+            resp = await self.client.post(self.url + "/mcp", json=body, headers={
+                **self._auth("agent"), "Accept": "application/json, text/event-stream",
+                "MCP-Protocol-Version": MCP_VERSION, "Mcp-Method": "tools/call",
+                "Mcp-Name": "add"})
         done.http = resp.status_code
         result = resp.json().get("result") or {}
         done.executed = result.get("isError") is False
@@ -216,7 +232,7 @@ class Ops:
     async def _approved(self, approval: str) -> bool:
         deadline = time.monotonic() + APPROVAL_WAIT_S
         while time.monotonic() < deadline:
-            resp = await self.client.get(f"{self.url}/approvals/{approval}/wait",
+            resp = await self.waiter.get(f"{self.url}/approvals/{approval}/wait",
                                          params={"timeout_s": 10}, headers=self._auth("agent"))
             if resp.json().get("status") == "approved":
                 return True
@@ -235,11 +251,13 @@ class Ops:
                 await asyncio.wait_for(stop.wait(), timeout=0.2)
 
     async def _approve_pending(self, problems: list[str]) -> None:
-        inbox = await self.client.get(self.url + "/approvals", params={"status": "pending"},
-                                      headers=self._auth("approver"))
+        inbox = await self.approver_client.get(
+            self.url + "/approvals", params={"status": "pending"},
+            headers=self._auth("approver"))
         for item in inbox.json():
-            resp = await self.client.post(f"{self.url}/approvals/{item['id']}/approve",
-                                          json={"note": "soak"}, headers=self._auth("approver"))
+            resp = await self.approver_client.post(
+                f"{self.url}/approvals/{item['id']}/approve", json={"note": "soak"},
+                headers=self._auth("approver"))
             if resp.status_code == 200:
                 self.approved += 1
             else:

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 from sqlalchemy import text
 
-from tests.support.soak import MIX, REQUEST_TIMEOUT_S, TTL_PER_S, Done, Ops
+from tests.support.soak import AGENT_CONNECTIONS, MIX, REQUEST_TIMEOUT_S, TTL_PER_S, Done, Ops
 from toolkeeper.store.db import Database
 
 CLOSED_LOOP_WORKERS = 16
@@ -26,6 +26,8 @@ SAMPLE_EVERY_S = 2.0
 MAX_IN_FLIGHT = 2000
 """More operations outstanding than this means the server fell far behind: counted as
 problems instead of piling up more tasks."""
+WAITING_CONNECTIONS = 256
+"""Gated operations waiting for their decision at once (each long poll holds one)."""
 TABLES = ("outcomes", "audit_events", "recent_calls", "approvals")
 
 
@@ -158,11 +160,14 @@ async def _drive(url: str, tokens: dict[str, str], work: Path, pid: int, db: Dat
     run = Run()
     # idle connections are dropped before the server's keep-alive timeout (5 s) closes them:
     # at the same 5 s, a request sent as the server closes reads nothing (ReadError)
-    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64,
-                          keepalive_expiry=2.0)
-    async with httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S, limits=limits) as client:
+    def pool(size: int) -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S, limits=httpx.Limits(
+            max_connections=size, max_keepalive_connections=size, keepalive_expiry=2.0))
+
+    async with (pool(AGENT_CONNECTIONS) as client, pool(WAITING_CONNECTIONS) as waiter,
+                pool(1) as approver):
         ops = Ops(url, tokens, work / "executions.txt", work / "released.txt", client,
-                  random.Random(seed))
+                  waiter, approver, random.Random(seed))
         stop = asyncio.Event()
         sampling = asyncio.create_task(_sampler(pid, db, run, stop))
         approving = asyncio.create_task(ops.approver(stop, run.problems))
