@@ -18,7 +18,15 @@ from pathlib import Path
 import httpx
 from sqlalchemy import text
 
-from tests.support.soak import AGENT_CONNECTIONS, MIX, REQUEST_TIMEOUT_S, TTL_PER_S, Done, Ops
+from tests.support.soak import (
+    AGENT_CONNECTIONS,
+    MIX,
+    REQUEST_TIMEOUT_S,
+    TTL_PER_S,
+    Clients,
+    Done,
+    Ops,
+)
 from toolkeeper.store.db import Database
 
 CLOSED_LOOP_WORKERS = 16
@@ -43,6 +51,9 @@ class Sample:
     cpu_s: float
     """CPU seconds (user and system) the server has used so far: its work per operation
     does not depend on what else the machine runs."""
+    client_cpu_s: float
+    """CPU seconds this (client) process has used so far: near one per second, the client,
+    not the server, is what falls behind."""
 
 
 @dataclass
@@ -94,7 +105,7 @@ async def _sampler(pid: int, db: Database, run: Run, stop: asyncio.Event) -> Non
         rows = await asyncio.to_thread(row_counts, db)
         load = float(Path("/proc/loadavg").read_text().split()[0])
         run.samples.append(Sample(time.monotonic(), rss, fds, threads, rows, load,
-                                  cpu_seconds(pid)))
+                                  cpu_seconds(pid), time.process_time()))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=SAMPLE_EVERY_S)
 
@@ -164,10 +175,11 @@ async def _drive(url: str, tokens: dict[str, str], work: Path, pid: int, db: Dat
         return httpx.AsyncClient(timeout=REQUEST_TIMEOUT_S, limits=httpx.Limits(
             max_connections=size, max_keepalive_connections=size, keepalive_expiry=2.0))
 
-    async with (pool(AGENT_CONNECTIONS) as client, pool(WAITING_CONNECTIONS) as waiter,
-                pool(1) as approver):
-        ops = Ops(url, tokens, work / "executions.txt", work / "released.txt", client,
-                  waiter, approver, random.Random(seed))
+    agents, waiters = Clients(partial(pool, 1), AGENT_CONNECTIONS), Clients(
+        partial(pool, 1), WAITING_CONNECTIONS)
+    async with pool(1) as approver:
+        ops = Ops(url, tokens, work / "executions.txt", work / "released.txt", agents,
+                  waiters, approver, random.Random(seed))
         stop = asyncio.Event()
         sampling = asyncio.create_task(_sampler(pid, db, run, stop))
         approving = asyncio.create_task(ops.approver(stop, run.problems))
@@ -180,6 +192,8 @@ async def _drive(url: str, tokens: dict[str, str], work: Path, pid: int, db: Dat
         finally:
             stop.set()
             await asyncio.wait_for(asyncio.gather(sampling, approving), timeout=60)
+            await agents.aclose()
+            await waiters.aclose()
         run.approved = ops.approved
     return run
 

@@ -35,6 +35,8 @@ class Window:
     """Server CPU per operation finished in the window."""
     cpu_share: float
     """Server CPU seconds per second (below what it needs: the machine starved it)."""
+    client_share: float
+    """The client's CPU seconds per second (near 1: the client is the bottleneck)."""
 
     def line(self) -> str:
         r = self.rows
@@ -43,11 +45,11 @@ class Window:
                 f"{self.rss_mib:7.1f} {self.fds:4d} {self.threads:4d} {r.get('outcomes', 0):8d} "
                 f"{r.get('audit_events', 0):8d} {r.get('pruned', 0):8d} {r.get('approvals', 0):5d} "
                 f"{r.get('recent_calls', 0):6d} {self.load:5.1f} "
-                f"{self.cpu_ms_per_op:6.2f} {self.cpu_share:5.2f}")
+                f"{self.cpu_ms_per_op:6.2f} {self.cpu_share:5.2f} {self.client_share:5.2f}")
 
 
 HEADER = ("  start_s    ops  p50_ms  p99_ms  max_ms  5xx prob ttl_x rss_mib  fds thrd outcomes "
-          "   audit   pruned appr. recent  load cpu/op   cpu")
+          "   audit   pruned appr. recent  load cpu/op   cpu  ccpu")
 
 
 @dataclass
@@ -114,9 +116,10 @@ def _cpu(run: Run, start: float, end: float) -> dict[str, float]:
     inside = [s for s in run.samples if start <= s.at < end] or run.samples[-1:]
     a, b = before[-1], inside[-1]
     finished = sum(a.at <= d.due + d.latency_s < b.at for d in run.done)
-    used = b.cpu_s - a.cpu_s
+    used, span = b.cpu_s - a.cpu_s, b.at - a.at
     return {"cpu_ms_per_op": 1000 * used / finished if finished else 0.0,
-            "cpu_share": used / (b.at - a.at) if b.at > a.at else 0.0}
+            "cpu_share": used / span if span > 0 else 0.0,
+            "client_share": (b.client_cpu_s - a.client_cpu_s) / span if span > 0 else 0.0}
 
 
 def _typical_p99_ms(windows: list[Window]) -> float:
