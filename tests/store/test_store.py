@@ -155,3 +155,36 @@ def test_concurrent_appends_never_fork_a_chain(store: Store) -> None:
         list(pool.map(append, range(40)))
     report = store.audit.verify("t1")
     assert report.ok and report.events == 120
+
+
+def test_a_sqlite_wal_grown_past_its_limit_is_truncated_when_it_restarts(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from toolkeeper.store import db as dbmod
+
+    limit = 256 * 1024
+    monkeypatch.setattr(dbmod, "SQLITE_WAL_LIMIT_BYTES", limit)
+    path = tmp_path / "wal.db"
+    database = dbmod.Database(f"sqlite:///{path}")
+    wal = tmp_path / "wal.db-wal"
+    try:
+        with database.write() as conn:
+            conn.exec_driver_sql("CREATE TABLE t (v BLOB)")
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchall()  # holds a snapshot: no restart
+        for _ in range(64):
+            with database.write() as conn:
+                conn.exec_driver_sql("INSERT INTO t VALUES (randomblob(16384))")
+            database.checkpoint()
+        grown = wal.stat().st_size
+        assert grown > 4 * limit
+        reader.execute("COMMIT")
+        reader.close()
+        database.checkpoint()  # now complete: the next writer restarts the WAL
+        with database.write() as conn:
+            conn.exec_driver_sql("INSERT INTO t VALUES (randomblob(100))")
+        assert wal.stat().st_size <= limit < grown
+    finally:
+        database.dispose()

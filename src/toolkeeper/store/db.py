@@ -20,6 +20,9 @@ from sqlalchemy import Column, Connection, Engine, Table, create_engine, delete,
 from sqlalchemy.pool import NullPool
 
 DEFAULT_URL = "sqlite:///./toolkeeper.db"
+# The WAL grows while checkpoints cannot catch up (a long read, a burst of writes) and is
+# then reused, never shrunk; SQLite truncates it back to this size whenever it restarts it.
+SQLITE_WAL_LIMIT_BYTES = 64 * 1024 * 1024
 
 
 def utcnow() -> datetime:
@@ -85,6 +88,7 @@ class Database:
             # checkpoint (copy + fsync). Checkpoints run in the background instead
             # (Database.checkpoint, called by the audit writer thread).
             cur.execute("PRAGMA wal_autocheckpoint=0")
+            cur.execute(f"PRAGMA journal_size_limit={SQLITE_WAL_LIMIT_BYTES}")
             cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
             cur.execute("PRAGMA foreign_keys=ON")
             cur.close()
