@@ -1,9 +1,17 @@
-"""Shared fixtures: a real PostgreSQL cluster per session, a fresh database per test."""
+"""Shared fixtures: a real PostgreSQL cluster per session, a fresh database per test.
+
+``db_url``'s databases start at the newest schema, copied from a template migrated once per
+session (migrating costs ~0.13 s on SQLite and ~0.26 s on PostgreSQL, paid by ~1,600 tests
+otherwise); a test that needs a database without tables (migration tests) says
+``@pytest.mark.empty_database``. ``pg_url``'s databases are always empty.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +42,33 @@ def pg_cluster(request: pytest.FixtureRequest) -> PgCluster:
     return cluster
 
 
+_PG_TEMPLATE = "toolkeeper_template"
+
+
+@pytest.fixture(scope="session")
+def _pg_template(pg_cluster: PgCluster) -> str:
+    """A database at the newest schema that ``db_url`` copies (nobody stays connected)."""
+    from toolkeeper.store.migrate import upgrade
+
+    upgrade(pg_cluster.fresh_database(_PG_TEMPLATE))
+    return _PG_TEMPLATE
+
+
+@pytest.fixture(scope="session")
+def _sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file at the newest schema, its WAL folded in, that ``db_url`` copies."""
+    from toolkeeper.store.migrate import upgrade
+
+    path = tmp_path_factory.mktemp("template") / "toolkeeper.db"
+    upgrade(f"sqlite:///{path}")
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    finally:
+        conn.close()
+    return path
+
+
 def _database_name(request: pytest.FixtureRequest) -> str:
     # Named after the test so a leftover database points back at who made it.
     slug = re.sub(r"[^a-z0-9]+", "_", request.node.name.lower()).strip("_")[:40]
@@ -52,13 +87,24 @@ def pg_url(pg_cluster: PgCluster, request: pytest.FixtureRequest) -> str:
         pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres),
     ]
 )
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """SQLAlchemy URL of an empty database, once per backend."""
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """SQLAlchemy URL of a database at the newest schema without rows (no tables at all
+    under ``@pytest.mark.empty_database``), once per backend."""
+    empty = request.node.get_closest_marker("empty_database") is not None
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path}/toolkeeper.db"
+        path = tmp_path / "toolkeeper.db"
+        if not empty:
+            shutil.copyfile(request.getfixturevalue("_sqlite_template"), path)
+        yield f"sqlite:///{path}"
+        return
     # Looked up lazily so SQLite-only runs (-m "not postgres") never start PostgreSQL.
     cluster: PgCluster = request.getfixturevalue("pg_cluster")
-    return cluster.fresh_database(_database_name(request))
+    template = None if empty else request.getfixturevalue("_pg_template")
+    name = _database_name(request)
+    yield cluster.fresh_database(name, template)
+    # Dropped at once: ~1,000 databases left to the end made the cluster's directory
+    # gigabytes that the session's last teardown spent ~40 s deleting.
+    cluster.drop_database(name)
 
 
 @pytest.fixture(scope="session")

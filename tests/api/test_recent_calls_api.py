@@ -147,6 +147,7 @@ def test_a_full_queue_drops_and_counts_instead_of_waiting(tmp_path: Path) -> Non
     assert [r.call_id for r in kept] == ["c1", "c0"]
 
 
+@pytest.mark.empty_database
 def test_migration_0007_adds_the_log_and_downgrades_cleanly(db_url: str) -> None:
     upgrade(db_url, "0006")
     Store.open(db_url).close()

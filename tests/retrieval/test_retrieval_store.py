@@ -69,6 +69,7 @@ def test_long_documents_are_cut_into_overlapping_chunks(db_url: str) -> None:
         assert all(len(c["text"]) <= 100 for c in hit)
 
 
+@pytest.mark.empty_database
 def test_migration_0006_copies_the_old_pipeline_settings(db_url: str) -> None:
     upgrade(db_url, "0005")
     db = Database(db_url)

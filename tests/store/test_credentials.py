@@ -94,6 +94,7 @@ def _old_state(url: str) -> None:
         db.dispose()
 
 
+@pytest.mark.empty_database
 def test_the_upgrade_turns_owned_credentials_into_rows_that_still_open(db_url: str) -> None:
     _old_state(db_url)
     store = Store.open(db_url)

@@ -22,6 +22,7 @@ def store(db_url: str) -> Iterator[Store]:
     s.close()
 
 
+@pytest.mark.empty_database
 def test_migrations_reach_head_and_are_idempotent(db_url: str) -> None:
     Store.open(db_url).close()
     Store.open(db_url).close()
@@ -35,6 +36,7 @@ def test_head_is_the_newest_migration() -> None:
     assert ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head() == head()
 
 
+@pytest.mark.empty_database
 def test_open_migrates_a_database_behind_head(db_url: str) -> None:
     upgrade(db_url, "0006")
     assert current(db_url) == "0006"
