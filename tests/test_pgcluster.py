@@ -31,3 +31,55 @@ def test_each_pg_url_is_a_separate_empty_database(pg_cluster: PgCluster, pg_url:
 
 def test_db_url_is_given_per_backend(db_url: str) -> None:
     assert db_url.startswith(("sqlite:///", "postgresql+psycopg://"))
+
+
+def test_db_url_starts_at_the_newest_schema_without_rows(db_url: str) -> None:
+    from sqlalchemy import func, select
+
+    from toolkeeper.store.db import single_connection_engine
+    from toolkeeper.store.migrate import current, head
+    from toolkeeper.store.schema import audit_events, outcomes
+
+    assert current(db_url) == head()
+    engine = single_connection_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            for table in (audit_events, outcomes):
+                assert conn.execute(select(func.count()).select_from(table)).scalar() == 0
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.empty_database
+def test_an_empty_database_has_no_tables(db_url: str) -> None:
+    from sqlalchemy import inspect
+
+    from toolkeeper.store.db import single_connection_engine
+    from toolkeeper.store.migrate import current
+
+    assert current(db_url) is None
+    engine = single_connection_engine(db_url)
+    try:
+        assert inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.postgres
+def test_a_copy_of_a_template_then_dropped(pg_cluster: PgCluster) -> None:
+    pg_cluster.fresh_database("t_tpl_source")
+    with psycopg.connect(libpq_url(pg_cluster.url_for("t_tpl_source")), connect_timeout=10,
+                         autocommit=True) as conn:
+        conn.execute("create table marker (id int)")
+    copy = pg_cluster.fresh_database("t_tpl_copy", template="t_tpl_source")
+    with psycopg.connect(libpq_url(copy), connect_timeout=10) as conn:
+        assert conn.execute("select to_regclass('marker')").fetchone() != (None,)
+    held = psycopg.connect(libpq_url(copy), connect_timeout=10)  # a test's leftover
+    try:
+        pg_cluster.drop_database("t_tpl_copy")
+    finally:
+        held.close()
+    with psycopg.connect(libpq_url(pg_cluster.url_for("postgres")), connect_timeout=10) as conn:
+        left = conn.execute("select count(*) from pg_database where datname = 't_tpl_copy'")
+        assert left.fetchone() == (0,)
+    pg_cluster.drop_database("t_tpl_source")
