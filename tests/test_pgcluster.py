@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from sqlalchemy import func, inspect, select
 
 from tests.support.pgcluster import PgCluster, libpq_url
+from toolkeeper.store.db import single_connection_engine
+from toolkeeper.store.migrate import current, head
+from toolkeeper.store.schema import audit_events, outcomes
 
 
 @pytest.mark.postgres
@@ -34,12 +38,6 @@ def test_db_url_is_given_per_backend(db_url: str) -> None:
 
 
 def test_db_url_starts_at_the_newest_schema_without_rows(db_url: str) -> None:
-    from sqlalchemy import func, select
-
-    from toolkeeper.store.db import single_connection_engine
-    from toolkeeper.store.migrate import current, head
-    from toolkeeper.store.schema import audit_events, outcomes
-
     assert current(db_url) == head()
     engine = single_connection_engine(db_url)
     try:
@@ -52,11 +50,6 @@ def test_db_url_starts_at_the_newest_schema_without_rows(db_url: str) -> None:
 
 @pytest.mark.empty_database
 def test_an_empty_database_has_no_tables(db_url: str) -> None:
-    from sqlalchemy import inspect
-
-    from toolkeeper.store.db import single_connection_engine
-    from toolkeeper.store.migrate import current
-
     assert current(db_url) is None
     engine = single_connection_engine(db_url)
     try:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from toolkeeper import ApprovalStatus, Risk, SideEffect, ToolDefinition
 from toolkeeper.store import Store
+from toolkeeper.store import db as dbmod
 from toolkeeper.store.migrate import alembic_config, current, head, upgrade
 from toolkeeper.store.records import ApprovalRecord, AuditDraft
 
@@ -160,11 +163,7 @@ def test_concurrent_appends_never_fork_a_chain(store: Store) -> None:
 
 
 def test_a_sqlite_wal_grown_past_its_limit_is_truncated_when_it_restarts(
-        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sqlite3
-
-    from toolkeeper.store import db as dbmod
-
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     limit = 256 * 1024
     monkeypatch.setattr(dbmod, "SQLITE_WAL_LIMIT_BYTES", limit)
     path = tmp_path / "wal.db"

@@ -37,6 +37,13 @@ _SERVER_SETTINGS = (
 )
 
 
+def _identifier(name: str) -> sql.Identifier:
+    """A database name this module creates or drops, checked against ``_DB_NAME``."""
+    if not _DB_NAME.fullmatch(name):
+        raise ValueError(f"database name must match {_DB_NAME.pattern}: {name!r}")
+    return sql.Identifier(name)
+
+
 class PgUnavailable(RuntimeError):
     """PostgreSQL cannot be run on this machine (binaries or the postgres OS user missing)."""
 
@@ -168,32 +175,26 @@ class PgCluster:
     def fresh_database(self, name: str, template: str | None = None) -> str:
         """Create a new database — empty, or a copy of ``template`` (a database nobody is
         connected to) — and return its SQLAlchemy URL."""
-        for checked in (name, template):
-            if checked is not None and not _DB_NAME.fullmatch(checked):
-                raise ValueError(f"database name must match {_DB_NAME.pattern}: {checked!r}")
-        admin = libpq_url(self.url_for("postgres"))
-        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        statement = sql.SQL("CREATE DATABASE {}").format(_identifier(name))
         if template is not None:
-            statement = sql.SQL("{} TEMPLATE {}").format(statement, sql.Identifier(template))
-        try:
-            with psycopg.connect(admin, autocommit=True, connect_timeout=_CONNECT_TIMEOUT) as conn:
-                conn.execute(statement)
-        except psycopg.Error as exc:
-            raise PgClusterError(f"could not create database {name!r}: {exc}") from exc
+            statement = sql.SQL("{} TEMPLATE {}").format(statement, _identifier(template))
+        self._admin(statement, f"could not create database {name!r}")
         return self.url_for(name)
 
     def drop_database(self, name: str) -> None:
         """Drop a database made by ``fresh_database``, disconnecting whoever is still on it
         (a test's leftovers); the cluster's directory then stays small until ``stop``."""
-        if not _DB_NAME.fullmatch(name):
-            raise ValueError(f"database name must match {_DB_NAME.pattern}: {name!r}")
+        self._admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(_identifier(name)),
+                    f"could not drop database {name!r}")
+
+    def _admin(self, statement: sql.Composed, failure: str) -> None:
+        """Run one statement outside a transaction on the ``postgres`` database."""
         admin = libpq_url(self.url_for("postgres"))
-        statement = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
         try:
             with psycopg.connect(admin, autocommit=True, connect_timeout=_CONNECT_TIMEOUT) as conn:
                 conn.execute(statement)
         except psycopg.Error as exc:
-            raise PgClusterError(f"could not drop database {name!r}: {exc}") from exc
+            raise PgClusterError(f"{failure}: {exc}") from exc
 
     def stop(self) -> None:
         """Stop the server without a checkpoint and delete its directory. Safe to repeat."""
