@@ -37,6 +37,7 @@ server that offers it; ``legacy`` the 2025-11-25 initialize handshake and sessio
 clients deployed today do."""
 IN_FLIGHT = 16
 PEERS_PYTHON = "TOOLKEEPER_BENCH_PEERS_PYTHON"
+WORKERS_ENV = "TOOLKEEPER_BENCH_MCP_WORKERS"
 TOOLS = {"direct": "echo", "governed": "up_echo", "fastmcp": "echo"}
 CONFIG = """version: 1
 servers:
@@ -62,7 +63,8 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
         db = f"sqlite:///{tmp}/bench.db"
         token = _agent_token(db, cfg)
         serve = [sys.executable, "-m", "toolkeeper.cli", "--db", db, "serve", "--port",
-                 "{port}", "--config", str(cfg), "--log-level", "warning", "--workers", "2"]
+                 "{port}", "--config", str(cfg), "--log-level", "warning",
+                 "--workers", str(_workers())]
         sides = {"direct": up, "governed": stack.enter_context(serving(serve))}
         if peers:
             sides["fastmcp"] = stack.enter_context(_fastmcp(peers, direct_url))
@@ -83,6 +85,19 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
                         "call: the side's own process(es), the upstream's excluded (the "
                         "direct side's CPU is the upstream's own)")
     return result
+
+
+def _workers() -> int:
+    """``serve --workers`` for the governed side: 1 (serve's default) unless
+    ``TOOLKEEPER_BENCH_MCP_WORKERS`` says otherwise."""
+    raw = os.environ.get(WORKERS_ENV, "1")
+    try:
+        n = int(raw)
+    except ValueError:
+        raise BenchError(f"{WORKERS_ENV} must be a whole number, not {raw!r}") from None
+    if not 1 <= n <= 64:
+        raise BenchError(f"{WORKERS_ENV} must be 1 to 64, not {n}")
+    return n
 
 
 def _peers_python() -> str | None:

@@ -8,9 +8,11 @@ app's lifespan opened, so a server nobody reaches over MCP pays nothing for it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+import math
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -60,6 +62,24 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
+@contextmanager
+def _in_flight(transport: Any) -> Iterator[None]:
+    """As the SDK transport's ``handle_request`` holds a session while it serves one of
+    its requests: the idle countdown stops, and restarts when the last one ends."""
+    idle, timeout = transport.idle_scope, transport._idle_timeout
+    if idle is None or timeout is None:
+        yield
+        return
+    transport._requests_in_flight += 1
+    idle.deadline = math.inf
+    try:
+        yield
+    finally:
+        transport._requests_in_flight -= 1
+        if not transport._requests_in_flight:
+            idle.deadline = anyio.current_time() + timeout
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that hands ``body`` over once, then defers to the real one."""
     sent = False
@@ -88,6 +108,9 @@ class McpEndpoint:
         self.allowed_origins = allowed_origins
         self.face: McpFace | None = None
         self._app: Any = None
+        self._manager: Any = None
+        self._running: dict[tuple[str, Any], asyncio.Future[Any]] = {}
+        """Requests on 2025-11-25 sessions the lean path is answering, by (session, id)."""
         self._tg: anyio.abc.TaskGroup | None = None
         self._lock = anyio.Lock()
 
@@ -135,6 +158,7 @@ class McpEndpoint:
             await self._tg.start(face.run)
             await self._tg.start(run_manager)
             self.face, self._app = face, StreamableHTTPASGIApp(manager)
+            self._manager = manager
             if security is not None:
                 from mcp.server.transport_security import TransportSecurityMiddleware
                 self._security = TransportSecurityMiddleware(security)
@@ -156,17 +180,67 @@ class McpEndpoint:
         """Answer on the lean path (:mod:`toolkeeper.mcp.lean`) when it takes the request."""
         from toolkeeper.mcp import lean
 
-        job = lean.plan(scope, body)
-        if job is None or self.face is None:
+        face = self.face
+        if face is None:
+            return False
+        sid = dict(scope["headers"]).get(b"mcp-session-id")
+        if sid is None:
+            job = lean.plan(scope, body)
+            transport = None
+        else:
+            job, transport = self._in_session(scope, body, sid.decode("latin-1"), face)
+        if job is None:
             return False
         if self._security is not None:
             from starlette.requests import Request
 
             if await self._security.validate_request(Request(scope), is_post=True):
                 return False  # the SDK answers the refusal
-        status, reply = await lean.answer(self.face, who, job)
-        await lean.send_json(send, status, reply)
+        if transport is None:
+            status, reply = await lean.answer(face, who, job)
+            await lean.send_json(send, status, reply)
+            return True
+        assert job.session is not None
+        with _in_flight(transport):
+            await lean.send_event(send, job.session, lean.answer(face, who, job),
+                                  self._running, job.ident)
         return True
+
+    def _cancel_lean(self, scope: Scope, body: bytes) -> None:
+        """A ``notifications/cancelled`` from the session's owner stops the lean request it
+        names, as the SDK's session would stop its own."""
+        from mcp.server.auth.middleware.bearer_auth import authorization_context
+
+        from toolkeeper.mcp import lean
+
+        raw = dict(scope["headers"]).get(b"mcp-session-id")
+        if raw is None or self._manager is None:
+            return
+        sid = raw.decode("latin-1")
+        if self._manager._session_owners.get(sid) == authorization_context(scope["user"]):
+            lean.cancel(self._running, sid, body)
+
+    def _in_session(self, scope: Scope, body: bytes, sid: str,
+                    face: McpFace) -> tuple[Any, Any]:
+        """The lean plan for a POST on 2025-11-25 session ``sid`` and the session's
+        transport, when the SDK would hand it to a live, initialized session of this
+        process, owned by this credential, whose client cannot elicit."""
+        from mcp.server.auth.middleware.bearer_auth import authorization_context
+
+        from toolkeeper.mcp import lean
+        from toolkeeper.mcp.server import ELICIT_CAPABILITY
+
+        manager = self._manager
+        tracked = face.notifier.session(sid)
+        transport = manager._server_instances.get(sid) if manager is not None else None
+        if tracked is None or transport is None or transport.is_terminated \
+                or (transport.idle_scope is not None and transport.idle_scope.cancel_called):
+            return None, None
+        conn = tracked[0]
+        if (manager._session_owners.get(sid) != authorization_context(scope["user"])
+                or not conn.initialize_accepted or conn.check_capability(ELICIT_CAPABILITY)):
+            return None, None
+        return lean.plan_in_session(scope, body, sid, conn.protocol_version), transport
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
@@ -214,6 +288,8 @@ class McpEndpoint:
             if self.fast_path and self.face is not None and await self._lean(
                     scope, receive, send, body, who):
                 return
+            if self._running:  # a cancellation for a lean request? (the SDK answers it)
+                self._cancel_lean(scope, body)
             scope["toolkeeper.mcp.body"] = body  # sessions.BODY_KEY: mints a session's id
             receive = _replay(body, receive)
         app = self._app or await self._start()

@@ -1,5 +1,6 @@
-"""The MCP hot path: plain stateless (2026-07-28) ``tools/list`` and ``tools/call``
-answered without the SDK's per-request task groups and stream plumbing (issue 12 item 1).
+"""The MCP hot path: plain ``tools/list`` and ``tools/call`` — stateless (2026-07-28), or
+on an established 2025-11-25 session — answered without the SDK's per-request task groups
+and stream plumbing (issue 12 item 1).
 
 The official SDK stays the reference: :func:`plan` takes a request only when it has the
 plainest shape the SDK would answer with a JSON body (the SDK's own envelope ladder
@@ -7,17 +8,26 @@ accepts it, no ``Mcp-Param-*`` or session headers, no cursor, progress token, el
 capability or extra ``_meta``); anything else — and anything in doubt — is ``None`` and
 goes to the SDK unchanged. The answer is built by the same :class:`McpFace` methods and
 serialised as the SDK serialises it. ``mcp_fast_path: false`` turns the path off.
+
+On a 2025-11-25 session (:func:`plan_in_session`) the request must also be one the SDK
+would hand to a live, initialized session of this process that already had a request
+served here (so its ``list_changed`` delivery is set up) and whose client cannot elicit
+(an in-band confirmation needs the SDK's session); the answer is the SDK's SSE response:
+the same headers, one ``message`` event, a keep-alive comment every 15 s while it runs.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import orjson
 from mcp.server.caching import apply_cache_hint
 from mcp.server.runner import modern_error_data
+from mcp.server.streamable_http import REQUEST_CANCELLED
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
@@ -39,6 +49,7 @@ from pydantic import ValidationError
 from starlette.types import Scope, Send
 
 from toolkeeper.mcp import results
+from toolkeeper.mcp.views import key_of
 
 if TYPE_CHECKING:
     from toolkeeper.mcp.server import McpFace
@@ -58,6 +69,8 @@ class Plan:
     method: str
     params: dict[str, Any]
     version: str
+    session: str | None = None
+    """The 2025-11-25 session's id (``None``: stateless 2026-07-28)."""
 
 
 def _accepts_both(accept: str) -> bool:
@@ -122,9 +135,52 @@ def plan(scope: Scope, body: bytes) -> Plan | None:
     return Plan(ident, msg["method"], msg["params"], verdict.protocol_version)
 
 
+SESSION_PARAMS = {"tools/list": frozenset(), "tools/call": frozenset({"name", "arguments"})}
+"""What a plain request on a 2025-11-25 session carries (``_meta``, e.g. a progress token,
+goes to the SDK)."""
+
+
+def _has_json_type(content_type: str) -> bool:
+    """The SDK transport's own Content-Type test."""
+    return any(part.strip() == "application/json"
+               for part in content_type.split(";")[0].split(","))
+
+
+def plan_in_session(scope: Scope, body: bytes, sid: str, version: str) -> Plan | None:
+    """What the lean path answers for this POST on session ``sid`` (negotiated
+    ``version``), or ``None`` (the SDK answers)."""
+    pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+    headers = dict(pairs)
+    mcp_headers = [k for k, _ in pairs if k.startswith("mcp-")]
+    if (headers.get("mcp-protocol-version") != version
+            or headers.get("mcp-session-id") != sid
+            or sorted(mcp_headers) != ["mcp-protocol-version", "mcp-session-id"]
+            or not _has_json_type(headers.get("content-type", ""))
+            or not _accepts_both(headers.get("accept", ""))):
+        return None
+    try:
+        msg = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if (not isinstance(msg, dict) or not {"jsonrpc", "id", "method"} <= msg.keys()
+            or not msg.keys() <= {"jsonrpc", "id", "method", "params"}
+            or msg["jsonrpc"] != "2.0" or msg["method"] not in SESSION_PARAMS):
+        return None
+    ident, method, params = msg["id"], msg["method"], msg.get("params", {})
+    if isinstance(ident, bool) or not isinstance(ident, str | int):
+        return None
+    if not isinstance(params, dict) or not params.keys() <= SESSION_PARAMS[method]:
+        return None
+    if method == "tools/call" and not (isinstance(params.get("name"), str) and isinstance(
+            params.get("arguments", {}), dict)):
+        return None
+    return Plan(ident, method, params, version, sid)
+
+
 def _shape(server: Any, job: Plan, result: Any) -> dict[str, Any]:
-    """The wire form of a handler's result, as the SDK's runner shapes a 2026-era core
-    result: cache hint, the per-version sieve, ``resultType``, the ``serverInfo`` stamp."""
+    """The wire form of a handler's result, as the SDK's runner shapes a core result:
+    cache hint, the per-version sieve and, in the 2026 era, ``resultType`` and the
+    ``serverInfo`` stamp."""
     hint = server.cache_hints.get(job.method)
     if hint is not None and isinstance(result, CacheableResult):
         result = apply_cache_hint(result, hint)
@@ -135,6 +191,8 @@ def _shape(server: Any, job: Plan, result: Any) -> dict[str, Any]:
         log.exception("handler for %r returned an invalid result", job.method)
         raise MCPError(code=INTERNAL_ERROR,
                        message="Handler returned an invalid result") from None
+    if job.session is not None:
+        return dumped
     if dumped.get("resultType") is None:
         dumped["resultType"] = "complete"
     meta = dumped.get("_meta")
@@ -152,17 +210,21 @@ async def answer(face: McpFace, who: Principal, job: Plan) -> tuple[int, dict[st
             result: Any = face.list_for(who)
         else:
             params = job.params
+            if job.session is not None:  # as the SDK's handler tracks its session
+                face.notifier.shown(key_of(who), None)
             _, request = face.request_for(who, params["name"], params.get("arguments"), None)
             result = results.wire(await face.gw.call_served(request, who))
         shaped = _shape(face.server, job, result)
     except MCPError as exc:
         error = modern_error_data(exc).model_dump(mode="json", by_alias=True,
                                                   exclude_none=True)
-        return (ERROR_CODE_HTTP_STATUS.get(error["code"], 200),
-                {"jsonrpc": "2.0", "id": job.ident, "error": error})
+        status = 200 if job.session is not None else ERROR_CODE_HTTP_STATUS.get(
+            error["code"], 200)
+        return status, {"jsonrpc": "2.0", "id": job.ident, "error": error}
     except Exception:
         log.exception("MCP %s failed", job.method)
-        return (ERROR_CODE_HTTP_STATUS.get(INTERNAL_ERROR, 200),
+        return (200 if job.session is not None else ERROR_CODE_HTTP_STATUS.get(
+            INTERNAL_ERROR, 200),
                 {"jsonrpc": "2.0", "id": job.ident, "error": {
                     "code": INTERNAL_ERROR, "message": "internal error (logged by the gateway)"}})
     return 200, {"jsonrpc": "2.0", "id": job.ident, "result": shaped}
@@ -174,3 +236,71 @@ async def send_json(send: Send, status: int, reply: dict[str, Any]) -> None:
         (b"content-length", str(len(body)).encode()),
         (b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": body})
+
+
+PING_INTERVAL_S = 15.0
+"""sse-starlette's keep-alive period, which the SDK's SSE responses use."""
+
+
+async def send_event(send: Send, sid: str, answering: Any,
+                     running: dict[tuple[str, Any], asyncio.Future[Any]], ident: Any) -> None:
+    """The SDK's SSE response to request ``ident`` on session ``sid``: its headers, then
+    the reply ``answering`` (an awaitable of :func:`answer`) resolves to as one
+    ``message`` event, with a keep-alive comment every :data:`PING_INTERVAL_S` while it
+    runs. While it runs it is in ``running``, where a ``notifications/cancelled`` finds it
+    (:func:`cancel`): then, as the SDK's transport does, it is answered ``Request
+    cancelled``."""
+    task = asyncio.ensure_future(answering)
+    key = (sid, ident)
+    running[key] = task
+    started = False
+    try:
+        while True:
+            done, _ = await asyncio.wait((task,), timeout=PING_INTERVAL_S)
+            if done:
+                break
+            if not started:
+                await send(_sse_start(sid))
+                started = True
+            ping = f": ping - {datetime.now(UTC)}\r\n\r\n".encode()
+            await send({"type": "http.response.body", "body": ping, "more_body": True})
+    except BaseException:
+        task.cancel()
+        raise
+    finally:
+        if running.get(key) is task:
+            del running[key]
+    if not started:
+        await send(_sse_start(sid))
+    if task.cancelled():  # the SDK's 2025-era transport answers a cancelled request so
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "error": {
+            "code": REQUEST_CANCELLED, "message": "Request cancelled"}}
+    else:
+        _status, reply = task.result()
+    await send({"type": "http.response.body",
+                "body": b"event: message\r\ndata: " + orjson.dumps(reply) + b"\r\n\r\n"})
+
+
+def cancel(running: dict[tuple[str, Any], asyncio.Future[Any]], sid: str,
+           body: bytes) -> None:
+    """Cancel the lean request a ``notifications/cancelled`` on session ``sid`` names (the
+    SDK, which answers the notification, does not know it)."""
+    try:
+        msg = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(msg, dict) or msg.get("method") != "notifications/cancelled" \
+            or "id" in msg or not isinstance(msg.get("params"), dict):
+        return
+    ident = msg["params"].get("requestId")
+    if isinstance(ident, str | int) and not isinstance(ident, bool):
+        task = running.get((sid, ident))
+        if task is not None:
+            task.cancel()
+
+
+def _sse_start(sid: str) -> dict[str, Any]:
+    return {"type": "http.response.start", "status": 200, "headers": [
+        (b"cache-control", b"no-cache, no-transform"), (b"connection", b"keep-alive"),
+        (b"content-type", b"text/event-stream"), (b"mcp-session-id", sid.encode("latin-1")),
+        (b"x-accel-buffering", b"no")]}

@@ -76,6 +76,8 @@ class ChangeNotifier:
         self.listings = listings
         self.bus = AgentBus()
         self._sessions: dict[int, tuple[ServerSession, Key]] = {}
+        self._by_id: dict[str, tuple[Any, Key]] = {}
+        """Tracked sessions by ``Mcp-Session-Id``: their connection and agent (lean path)."""
         self._shown: dict[Key, str] = {}
         self._changed: anyio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -99,6 +101,16 @@ class ChangeNotifier:
             return
         self._sessions[id(conn)] = (ctx.session, key)
         conn.exit_stack.callback(self._sessions.pop, id(conn), None)
+        request = getattr(ctx, "request", None)
+        sid = request.headers.get("mcp-session-id") if request is not None else None
+        if sid:
+            self._by_id[sid] = (conn, key)
+            conn.exit_stack.callback(self._by_id.pop, sid, None)
+
+    def session(self, sid: str) -> tuple[Any, Key] | None:
+        """The connection and agent of the live 2025-11-25 session ``sid`` once a request
+        on it was served here (``None`` before: that request sets up its delivery)."""
+        return self._by_id.get(sid)
 
     @contextmanager
     def listening_as(self, key: Key) -> Iterator[None]:
