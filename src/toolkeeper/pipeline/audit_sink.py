@@ -63,12 +63,20 @@ class AuditSink:
                 self._cond.notify()
 
     def flush(self) -> None:
-        """Write everything queued so far, now, on the calling thread."""
+        """Write everything queued so far, now, on the calling thread, ``batch`` calls or
+        events at a time (a backlog's drafts are never all built at once)."""
         with self._write_lock:
             with self._cond:
-                batch, self._pending = self._pending, []
-                self._cond.notify_all()
-            self._write(batch)
+                todo = len(self._pending)
+            while todo > 0:
+                with self._cond:
+                    batch = self._pending[:min(todo, self._batch)]
+                    del self._pending[:len(batch)]
+                    self._cond.notify_all()
+                if not batch:
+                    return
+                todo -= len(batch)
+                self._write(batch)
 
     def _write(self, items: list[AuditDraft | PendingEvents]) -> None:
         if not items:

@@ -55,7 +55,6 @@ class CallState:
     tool: CompiledTool | None = None
     action: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
-    args_bytes: bytes = b""
     args_digest: str | None = None
     side_effect: SideEffect | None = None
     policy: ToolPolicy | None = None

@@ -29,7 +29,9 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
     tool = st.tool
     args = coerce(st.request.arguments, tool.coercions(st.action))
     try:
-        st.args_bytes = canonical_bytes(args)
+        # a local: orjson's output keeps a 4 KiB buffer, which calls queued for the audit
+        # writer would hold on to
+        args_bytes = canonical_bytes(args)
     except NotCanonicalizable as exc:
         return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
                        f"arguments are not JSON: {exc}",
@@ -38,11 +40,11 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
     for lim in (st.profile.limits if st.profile else ()):
         if lim.max_payload_bytes:
             cap = min(cap, lim.max_payload_bytes)
-    if len(st.args_bytes) > cap:
+    if len(args_bytes) > cap:
         return st.stop(EventType.POLICY_DENIED, Reason.PAYLOAD_TOO_LARGE,
-                       f"arguments are {len(st.args_bytes)} bytes; the cap is {cap}",
-                       details={"size": len(st.args_bytes), "limit": cap})
-    st.args_digest = "sha256:" + hashlib.sha256(st.args_bytes).hexdigest()
+                       f"arguments are {len(args_bytes)} bytes; the cap is {cap}",
+                       details={"size": len(args_bytes), "limit": cap})
+    st.args_digest = "sha256:" + hashlib.sha256(args_bytes).hexdigest()
     errors = schema_errors(tool.validator(st.action), args)
     if errors:
         return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
