@@ -354,11 +354,11 @@ def test_a_cancellation_is_answered_request_cancelled() -> None:
         await asyncio.sleep(0.05)
         note = {"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": 7, "reason": "no longer needed"}}
-        lean.cancel(running, "sid-2", json.dumps(note).encode())  # another session's
-        lean.cancel(running, "sid-1", json.dumps({**note, "params": {"requestId": 8}})
-                    .encode())
+        lean.cancel(running, "sid-2", note)  # another session's
+        lean.cancel(running, "sid-1", {**note, "params": {"requestId": 8}})
+        lean.cancel(running, "sid-1", {**note, "id": 3})  # a request, not a notification
         assert not outer.done()
-        lean.cancel(running, "sid-1", json.dumps(note).encode())
+        lean.cancel(running, "sid-1", note)
         await asyncio.wait_for(outer, 5)
         assert running == {}
     asyncio.run(main())

@@ -38,6 +38,18 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str,
     await send({"type": "http.response.body", "body": body})
 
 
+UNPARSABLE = object()
+"""A POST body that is not JSON (the SDK answers it)."""
+
+
+def _parsed(body: bytes) -> Any:
+    """The POST's JSON, parsed once for every check before the SDK (or :data:`UNPARSABLE`)."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return UNPARSABLE
+
+
 def _bad_id(message: Any) -> bool:
     """JSON-RPC 2.0 §4: an ``id`` is a string, a number or null (never a bool)."""
     if not isinstance(message, dict) or "id" not in message:
@@ -165,18 +177,15 @@ class McpEndpoint:
             return self._app
 
     @staticmethod
-    def _invalid_id(body: bytes) -> bool:
+    def _invalid_id(parsed: Any) -> bool:
         """Whether the message (or one of a batch) has an id JSON-RPC does not allow (the
         SDK would take it for a notification: 202, dropped). Unparsable bodies pass on:
         the SDK answers them with its parse error."""
-        try:
-            parsed = orjson.loads(body)
-        except orjson.JSONDecodeError:
+        if parsed is UNPARSABLE:
             return False
         return any(_bad_id(m) for m in (parsed if isinstance(parsed, list) else [parsed]))
 
-    async def _lean(self, scope: Scope, receive: Receive, send: Send, body: bytes,
-                    who: Any) -> bool:
+    async def _lean(self, scope: Scope, send: Send, parsed: Any, who: Any) -> bool:
         """Answer on the lean path (:mod:`toolkeeper.mcp.lean`) when it takes the request."""
         from toolkeeper.mcp import lean
 
@@ -185,10 +194,10 @@ class McpEndpoint:
             return False
         sid = dict(scope["headers"]).get(b"mcp-session-id")
         if sid is None:
-            job = lean.plan(scope, body)
+            job = lean.plan(scope, parsed)
             transport = None
         else:
-            job, transport = self._in_session(scope, body, sid.decode("latin-1"), face)
+            job, transport = self._in_session(scope, parsed, sid.decode("latin-1"), face)
         if job is None:
             return False
         if self._security is not None:
@@ -206,7 +215,7 @@ class McpEndpoint:
                                   self._running, job.ident)
         return True
 
-    def _cancel_lean(self, scope: Scope, body: bytes) -> None:
+    def _cancel_lean(self, scope: Scope, parsed: Any) -> None:
         """A ``notifications/cancelled`` from the session's owner stops the lean request it
         names, as the SDK's session would stop its own."""
         from mcp.server.auth.middleware.bearer_auth import authorization_context
@@ -218,9 +227,9 @@ class McpEndpoint:
             return
         sid = raw.decode("latin-1")
         if self._manager._session_owners.get(sid) == authorization_context(scope["user"]):
-            lean.cancel(self._running, sid, body)
+            lean.cancel(self._running, sid, parsed)
 
-    def _in_session(self, scope: Scope, body: bytes, sid: str,
+    def _in_session(self, scope: Scope, parsed: Any, sid: str,
                     face: McpFace) -> tuple[Any, Any]:
         """The lean plan for a POST on 2025-11-25 session ``sid`` and the session's
         transport, when the SDK would hand it to a live, initialized session of this
@@ -240,7 +249,7 @@ class McpEndpoint:
         if (manager._session_owners.get(sid) != authorization_context(scope["user"])
                 or not conn.initialize_accepted or conn.check_capability(ELICIT_CAPABILITY)):
             return None, None
-        return lean.plan_in_session(scope, body, sid, conn.protocol_version), transport
+        return lean.plan_in_session(scope, parsed, sid, conn.protocol_version), transport
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
@@ -281,15 +290,16 @@ class McpEndpoint:
                 await _jsonrpc_error(send, 413, -32600,
                                      f"the message exceeds {self.max_body_bytes} bytes")
                 return
-            if self._invalid_id(body):
+            parsed = _parsed(body)
+            if self._invalid_id(parsed):
                 await _jsonrpc_error(send, 400, -32600, "Invalid Request: a JSON-RPC id is "
                                      "a string, a number or null")
                 return
             if self.fast_path and self.face is not None and await self._lean(
-                    scope, receive, send, body, who):
+                    scope, send, parsed, who):
                 return
             if self._running:  # a cancellation for a lean request? (the SDK answers it)
-                self._cancel_lean(scope, body)
+                self._cancel_lean(scope, parsed)
             scope["toolkeeper.mcp.body"] = body  # sessions.BODY_KEY: mints a session's id
             receive = _replay(body, receive)
         app = self._app or await self._start()

@@ -112,14 +112,11 @@ def _plain_params(method: str, params: Any) -> bool:
     return True
 
 
-def plan(scope: Scope, body: bytes) -> Plan | None:
-    """What the lean path answers for this POST, or ``None`` (the SDK answers)."""
+def plan(scope: Scope, msg: Any) -> Plan | None:
+    """What the lean path answers for this POST (its parsed JSON, ``msg``), or ``None``
+    (the SDK answers)."""
     headers = _plain_headers(scope["headers"])
     if headers is None:
-        return None
-    try:
-        msg = orjson.loads(body)
-    except orjson.JSONDecodeError:
         return None
     if (not isinstance(msg, dict) or msg.keys() != {"jsonrpc", "id", "method", "params"}
             or msg["jsonrpc"] != "2.0" or msg["method"] not in PARAM_KEYS):
@@ -146,9 +143,9 @@ def _has_json_type(content_type: str) -> bool:
                for part in content_type.split(";")[0].split(","))
 
 
-def plan_in_session(scope: Scope, body: bytes, sid: str, version: str) -> Plan | None:
-    """What the lean path answers for this POST on session ``sid`` (negotiated
-    ``version``), or ``None`` (the SDK answers)."""
+def plan_in_session(scope: Scope, msg: Any, sid: str, version: str) -> Plan | None:
+    """What the lean path answers for this POST (its parsed JSON, ``msg``) on session
+    ``sid`` (negotiated ``version``), or ``None`` (the SDK answers)."""
     pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
     headers = dict(pairs)
     mcp_headers = [k for k, _ in pairs if k.startswith("mcp-")]
@@ -157,10 +154,6 @@ def plan_in_session(scope: Scope, body: bytes, sid: str, version: str) -> Plan |
             or sorted(mcp_headers) != ["mcp-protocol-version", "mcp-session-id"]
             or not _has_json_type(headers.get("content-type", ""))
             or not _accepts_both(headers.get("accept", ""))):
-        return None
-    try:
-        msg = orjson.loads(body)
-    except orjson.JSONDecodeError:
         return None
     if (not isinstance(msg, dict) or not {"jsonrpc", "id", "method"} <= msg.keys()
             or not msg.keys() <= {"jsonrpc", "id", "method", "params"}
@@ -281,14 +274,9 @@ async def send_event(send: Send, sid: str, answering: Any,
                 "body": b"event: message\r\ndata: " + orjson.dumps(reply) + b"\r\n\r\n"})
 
 
-def cancel(running: dict[tuple[str, Any], asyncio.Future[Any]], sid: str,
-           body: bytes) -> None:
-    """Cancel the lean request a ``notifications/cancelled`` on session ``sid`` names (the
-    SDK, which answers the notification, does not know it)."""
-    try:
-        msg = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return
+def cancel(running: dict[tuple[str, Any], asyncio.Future[Any]], sid: str, msg: Any) -> None:
+    """Cancel the lean request a ``notifications/cancelled`` (``msg``, parsed) on session
+    ``sid`` names (the SDK, which answers the notification, does not know it)."""
     if not isinstance(msg, dict) or msg.get("method") != "notifications/cancelled" \
             or "id" in msg or not isinstance(msg.get("params"), dict):
         return
