@@ -66,3 +66,26 @@ def test_a_queued_call_holds_little_memory(tmp_path: Any) -> None:
             assert sink.pending >= 2200
         per_call = grown / 2000
         assert per_call < 2500, f"{per_call:.0f} bytes per queued call"
+
+
+def _gauge(gw: Any) -> float:
+    for line in gw.metrics.render().decode().splitlines():
+        if line.startswith("toolkeeper_audit_queue "):
+            return float(line.split()[1])
+    raise AssertionError("no toolkeeper_audit_queue on /metrics")
+
+
+def test_the_audit_queue_is_on_the_metrics(tmp_path: Any) -> None:
+    with open_gateway(f"sqlite:///{tmp_path}/tk.db") as gw:
+        sink = gw.runtime.sink
+        gw.flush()
+        assert _gauge(gw) == 0
+
+        async def calls(n: int) -> None:
+            for i in range(n):
+                assert (await gw.call("add", arguments={"a": 1, "b": i}, agent=AGENT)).ok
+        with sink._write_lock:
+            asyncio.run(calls(25))
+            assert _gauge(gw) == sink.pending >= 25
+        gw.flush()
+        assert _gauge(gw) == 0

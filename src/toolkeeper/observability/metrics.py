@@ -47,6 +47,7 @@ class Metrics(Collector):
         self._sweeps = 0
         self._sweep_max_s = 0.0
         self._pending: Callable[[str | None], Mapping[str, int]] | None = None
+        self._audit_queue: Callable[[], int] | None = None
         self.registry.register(self)
 
     def call(self, tenant: str, tool: str, status: str, seconds: float,
@@ -106,6 +107,10 @@ class Metrics(Collector):
             self._sweeps += 1
             self._sweep_max_s = max(self._sweep_max_s, seconds)
 
+    def audit_queue_from(self, fn: Callable[[], int]) -> None:
+        """``fn()``: finished calls and events this process has queued for its audit writer."""
+        self._audit_queue = fn
+
     def pending_from(self, fn: Callable[[str | None], Mapping[str, int]]) -> None:
         """``fn(tenant)``: pending approvals by tenant (every tenant's for ``None``)."""
         self._pending = fn
@@ -154,6 +159,10 @@ class Metrics(Collector):
                                         "The longest retention sweep so far")
             longest.add_metric([], self._sweep_max_s)
             yield longest
+            queued = GaugeMetricFamily("toolkeeper_audit_queue", "Finished calls and events "
+                                       "queued for this process's audit writer (its lag)")
+            queued.add_metric([], float(self._audit_queue() if self._audit_queue else 0))
+            yield queued
         pending = GaugeMetricFamily("approvals_pending", "Approvals waiting for a human",
                                     labels=["tenant"])
         counts = dict(self._pending(tenant)) if self._pending else {}
