@@ -173,17 +173,20 @@ def plan_in_session(scope: Scope, msg: Any, sid: str, version: str) -> Plan | No
 def _shape(server: Any, job: Plan, result: Any) -> dict[str, Any]:
     """The wire form of a handler's result, as the SDK's runner shapes a core result:
     cache hint, the per-version sieve and, in the 2026 era, ``resultType`` and the
-    ``serverInfo`` stamp."""
-    hint = server.cache_hints.get(job.method)
-    if hint is not None and isinstance(result, CacheableResult):
-        result = apply_cache_hint(result, hint)
-    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    try:
-        dumped = sdk_methods.serialize_server_result(job.method, job.version, dumped)
-    except ValidationError:
-        log.exception("handler for %r returned an invalid result", job.method)
-        raise MCPError(code=INTERNAL_ERROR,
-                       message="Handler returned an invalid result") from None
+    ``serverInfo`` stamp. ``result`` may be a wire dict already (``results.plain_wire``)."""
+    if isinstance(result, dict):
+        dumped = result
+    else:
+        hint = server.cache_hints.get(job.method)
+        if hint is not None and isinstance(result, CacheableResult):
+            result = apply_cache_hint(result, hint)
+        dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            dumped = sdk_methods.serialize_server_result(job.method, job.version, dumped)
+        except ValidationError:
+            log.exception("handler for %r returned an invalid result", job.method)
+            raise MCPError(code=INTERNAL_ERROR,
+                           message="Handler returned an invalid result") from None
     if job.session is not None:
         return dumped
     if dumped.get("resultType") is None:
@@ -206,7 +209,10 @@ async def answer(face: McpFace, who: Principal, job: Plan) -> tuple[int, dict[st
             if job.session is not None:  # as the SDK's handler tracks its session
                 face.notifier.shown(key_of(who), None)
             _, request = face.request_for(who, params["name"], params.get("arguments"), None)
-            result = results.wire(await face.gw.call_served(request, who))
+            done = await face.gw.call_served(request, who)
+            plain = None if "tools/call" in face.server.cache_hints else \
+                results.plain_wire(done, job.version)
+            result = results.wire(done) if plain is None else plain
         shaped = _shape(face.server, job, result)
     except MCPError as exc:
         error = modern_error_data(exc).model_dump(mode="json", by_alias=True,

@@ -10,10 +10,13 @@ approval/preview data needed to continue.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import mcp_types as types
 import orjson
+from mcp_types import methods as sdk_methods
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
@@ -70,3 +73,54 @@ def wire(result: CallResult) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=one_line(result))],
         structured_content=structured(result), is_error=True)
+
+
+_PROBE = {"content": [{"text": "x", "type": "text"}], "isError": False,
+          "structuredContent": {"n": None, "list": [1.5, "s", True, {}]}}
+
+
+@cache
+def _sieve_keeps_plain(version: str) -> bool:
+    """Whether the SDK's per-version serialisation of a ``tools/call`` result returns a
+    plain one (text blocks, ``isError``, ``structuredContent``) exactly as given — asked
+    of the SDK itself, once per protocol version."""
+    probe = dict(_PROBE)
+    if version in MODERN_PROTOCOL_VERSIONS:
+        probe = {**{k: probe[k] for k in ("content", "isError")}, "resultType": "complete",
+                 "structuredContent": probe["structuredContent"]}
+    try:
+        return sdk_methods.serialize_server_result("tools/call", version, probe) == probe
+    except (KeyError, ValueError):
+        return False
+
+
+def plain_wire(result: CallResult, version: str) -> dict[str, Any] | None:
+    """The wire form of a call that succeeded with plain text content, as the SDK's
+    serialisation of :func:`wire` would give it for ``version`` (key order included), built
+    without the three model passes; ``None`` for anything else (the model path answers)."""
+    if result.status is not CallStatus.SUCCEEDED or not _sieve_keeps_plain(version):
+        return None
+    if result.mcp is not None:
+        blocks = result.mcp.get("content")
+        if not isinstance(blocks, list) or result.mcp.keys() - {"content", "structuredContent"}:
+            return None
+        content = []
+        for block in blocks:
+            if (block.__class__ is not dict or block.keys() != {"type", "text"}
+                    or block["type"] != "text" or block["text"].__class__ is not str):
+                return None
+            content.append({"text": block["text"], "type": "text"})
+        data = result.mcp.get("structuredContent")
+        if data is not None and data.__class__ is not dict:
+            return None
+    else:
+        output = result.output
+        content = [{"text": output if isinstance(output, str) else orjson.dumps(output).decode(),
+                    "type": "text"}]
+        data = output if isinstance(output, dict) else {"result": output}
+    out: dict[str, Any] = {"content": content, "isError": False}
+    if version in MODERN_PROTOCOL_VERSIONS:
+        out["resultType"] = "complete"
+    if data is not None:
+        out["structuredContent"] = data
+    return out
