@@ -76,7 +76,9 @@ def test_sigkill_mid_call_leaves_unknown_and_no_reexecution(db_url: str, tmp_pat
     ctx = mp.get_context("spawn")
     child = ctx.Process(target=call_and_hang, args=(db_url, str(marker), "k-hang"))
     child.start()
-    wait_until(marker.exists, timeout=60, what="the child started the tool")
+    # the tool's line, not just the file: open("a") creates it before the line is written
+    wait_until(lambda: marker.exists() and "inv-9" in marker.read_text(), timeout=60,
+               what="the child started the tool")
     os.kill(child.pid, signal.SIGKILL)  # type: ignore[arg-type]
     child.join(timeout=30)
 
