@@ -4,6 +4,7 @@ client in both protocol eras (helpers here open one per era)."""
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -160,6 +161,23 @@ def serving(url: str, *, max_body_bytes: int = 200_000, extra: tuple[Any, ...] =
         server.should_exit = True
         thread.join(timeout=15)
         gw.close()
+
+
+MINTED = re.compile(r"\b(ap|pv)_[0-9A-Za-z_-]{6,}|(?<=\"call_id\": \")[0-9a-f]+")
+"""Ids minted per call (approvals, previews, call ids), which two answers may differ in."""
+
+
+@contextmanager
+def serving_endpoint(url: str, **kwargs: Any) -> Iterator[tuple[McpServer, Any]]:
+    """:func:`serving`, with the app's ``/mcp`` endpoint beside it (to turn its lean path
+    on and off: the differential tests)."""
+    held: list[Any] = []
+
+    def keep(gw: Gateway, app: Any) -> Any:
+        held.append(app.state.mcp)
+        return app
+    with serving(url, around=keep, **kwargs) as s:
+        yield s, held[0]
 
 
 @asynccontextmanager

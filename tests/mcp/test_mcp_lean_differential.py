@@ -6,13 +6,12 @@ content type and JSON body (ids minted per call normalised)."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from mcp_fixtures import McpServer, serving
+from mcp_fixtures import MINTED, McpServer, serving_endpoint
 
 from toolkeeper.api import ApiSettings, create_app
 
@@ -21,18 +20,12 @@ HEADERS = {"Accept": "application/json, text/event-stream",
            "Content-Type": "application/json", "MCP-Protocol-Version": V}
 META = {"io.modelcontextprotocol/protocolVersion": V,
         "io.modelcontextprotocol/clientCapabilities": {}}
-_MINTED = re.compile(r"\b(ap|pv)_[0-9A-Za-z_-]{6,}|(?<=\"call_id\": \")[0-9a-f]+")
 
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpServer, Any]]:
-    held: list[Any] = []
-
-    def keep(gw: Any, app: Any) -> Any:
-        held.append(app.state.mcp)
-        return app
-    with serving(f"sqlite:///{tmp_path_factory.mktemp('lean')}/tk.db", around=keep) as s:
-        yield s, held[0]
+    with serving_endpoint(f"sqlite:///{tmp_path_factory.mktemp('lean')}/tk.db") as served:
+        yield served
 
 
 def _call(name: str, arguments: Any = None, **extra: Any) -> dict[str, Any]:
@@ -56,7 +49,7 @@ def _send(srv: McpServer, who: str, body: Any, headers: dict[str, str]) -> dict[
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     resp = httpx.post(srv.url, content=raw, timeout=10, headers={
         **_routing(body), **headers, "Authorization": f"Bearer {srv.tokens[who]}"})
-    text = _MINTED.sub("<id>", resp.text.replace('"call_id":"', '"call_id": "'))
+    text = MINTED.sub("<id>", resp.text.replace('"call_id":"', '"call_id": "'))
     kind = resp.headers.get("content-type", "").split(";")[0]
     return {"status": resp.status_code, "type": kind,
             "session": "mcp-session-id" in resp.headers,

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from mcp_fixtures import McpServer, connect, serving
+from mcp_fixtures import MINTED, McpServer, connect, serving_endpoint
 
 from toolkeeper.mcp import lean
 from toolkeeper.model.enums import Risk, SideEffect
@@ -26,7 +25,6 @@ from toolkeeper.providers.native import tool
 
 V = "2025-11-25"
 BASE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-_MINTED = re.compile(r"\b(ap|pv)_[0-9A-Za-z_-]{6,}|(?<=\"call_id\": \")[0-9a-f]+")
 _VARYING = {"date", "mcp-session-id", "content-length", "transfer-encoding"}
 
 
@@ -39,14 +37,9 @@ async def nap(seconds: float) -> str:
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpServer, Any]]:
-    held: list[Any] = []
-
-    def keep(gw: Any, app: Any) -> Any:
-        held.append(app.state.mcp)
-        return app
-    with serving(f"sqlite:///{tmp_path_factory.mktemp('lean25')}/tk.db", around=keep,
-                 extra=(nap,)) as s:
-        yield s, held[0]
+    db = f"sqlite:///{tmp_path_factory.mktemp('lean25')}/tk.db"
+    with serving_endpoint(db, extra=(nap,)) as served:
+        yield served
 
 
 def _open(server: McpServer, who: str, capabilities: dict[str, Any] | None = None,
@@ -87,7 +80,7 @@ def _events(text: str) -> list[Any]:
 def _send(server: McpServer, body: Any, headers: dict[str, str]) -> dict[str, Any]:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     resp = httpx.post(server.url, content=raw, timeout=10, headers=headers)
-    text = _MINTED.sub("<id>", resp.text.replace('"call_id":"', '"call_id": "'))
+    text = MINTED.sub("<id>", resp.text.replace('"call_id":"', '"call_id": "'))
     kind = resp.headers.get("content-type", "").split(";")[0]
     sid = headers.get("Mcp-Session-Id")
     return {"status": resp.status_code,

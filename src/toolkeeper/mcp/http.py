@@ -185,19 +185,20 @@ class McpEndpoint:
             return False
         return any(_bad_id(m) for m in (parsed if isinstance(parsed, list) else [parsed]))
 
-    async def _lean(self, scope: Scope, send: Send, parsed: Any, who: Any) -> bool:
-        """Answer on the lean path (:mod:`toolkeeper.mcp.lean`) when it takes the request."""
+    async def _lean(self, scope: Scope, send: Send, parsed: Any, who: Any,
+                    sid: str | None) -> bool:
+        """Answer on the lean path (:mod:`toolkeeper.mcp.lean`) when it takes the request
+        (``sid``: the request's session id, if any)."""
         from toolkeeper.mcp import lean
 
         face = self.face
         if face is None:
             return False
-        sid = dict(scope["headers"]).get(b"mcp-session-id")
         if sid is None:
             job = lean.plan(scope, parsed)
             transport = None
         else:
-            job, transport = self._in_session(scope, parsed, sid.decode("latin-1"), face)
+            job, transport = self._in_session(scope, parsed, sid, face)
         if job is None:
             return False
         if self._security is not None:
@@ -215,27 +216,26 @@ class McpEndpoint:
                                   self._running, job.ident)
         return True
 
-    def _cancel_lean(self, scope: Scope, parsed: Any) -> None:
+    def _cancel_lean(self, scope: Scope, parsed: Any, sid: str) -> None:
         """A ``notifications/cancelled`` from the session's owner stops the lean request it
         names, as the SDK's session would stop its own."""
-        from mcp.server.auth.middleware.bearer_auth import authorization_context
-
         from toolkeeper.mcp import lean
 
-        raw = dict(scope["headers"]).get(b"mcp-session-id")
-        if raw is None or self._manager is None:
-            return
-        sid = raw.decode("latin-1")
-        if self._manager._session_owners.get(sid) == authorization_context(scope["user"]):
+        if self._owns(scope, sid):
             lean.cancel(self._running, sid, parsed)
+
+    def _owns(self, scope: Scope, sid: str) -> bool:
+        """Whether this request's credential opened session ``sid`` (the SDK's own test)."""
+        from mcp.server.auth.middleware.bearer_auth import authorization_context
+
+        return self._manager is not None and \
+            self._manager._session_owners.get(sid) == authorization_context(scope["user"])
 
     def _in_session(self, scope: Scope, parsed: Any, sid: str,
                     face: McpFace) -> tuple[Any, Any]:
         """The lean plan for a POST on 2025-11-25 session ``sid`` and the session's
         transport, when the SDK would hand it to a live, initialized session of this
         process, owned by this credential, whose client cannot elicit."""
-        from mcp.server.auth.middleware.bearer_auth import authorization_context
-
         from toolkeeper.mcp import lean
         from toolkeeper.mcp.server import ELICIT_CAPABILITY
 
@@ -246,8 +246,8 @@ class McpEndpoint:
                 or (transport.idle_scope is not None and transport.idle_scope.cancel_called):
             return None, None
         conn = tracked[0]
-        if (manager._session_owners.get(sid) != authorization_context(scope["user"])
-                or not conn.initialize_accepted or conn.check_capability(ELICIT_CAPABILITY)):
+        if (not self._owns(scope, sid) or not conn.initialize_accepted
+                or conn.check_capability(ELICIT_CAPABILITY)):
             return None, None
         return lean.plan_in_session(scope, parsed, sid, conn.protocol_version), transport
 
@@ -295,11 +295,13 @@ class McpEndpoint:
                 await _jsonrpc_error(send, 400, -32600, "Invalid Request: a JSON-RPC id is "
                                      "a string, a number or null")
                 return
+            raw_sid = dict(scope["headers"]).get(b"mcp-session-id")
+            sid = None if raw_sid is None else raw_sid.decode("latin-1")
             if self.fast_path and self.face is not None and await self._lean(
-                    scope, send, parsed, who):
+                    scope, send, parsed, who, sid):
                 return
-            if self._running:  # a cancellation for a lean request? (the SDK answers it)
-                self._cancel_lean(scope, parsed)
+            if self._running and sid is not None:  # cancelling a lean request? (the SDK
+                self._cancel_lean(scope, parsed, sid)  # answers the notification itself)
             scope["toolkeeper.mcp.body"] = body  # sessions.BODY_KEY: mints a session's id
             receive = _replay(body, receive)
         app = self._app or await self._start()

@@ -20,6 +20,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
+from toolkeeper.providers.mcp import text_block
 
 _NEXT = {
     CallStatus.APPROVAL_REQUIRED: "an approver must approve it; call again with the same "
@@ -75,19 +76,13 @@ def wire(result: CallResult) -> types.CallToolResult:
         structured_content=structured(result), is_error=True)
 
 
-_PROBE = {"content": [{"text": "x", "type": "text"}], "isError": False,
-          "structuredContent": {"n": None, "list": [1.5, "s", True, {}]}}
-
-
 @cache
 def _sieve_keeps_plain(version: str) -> bool:
     """Whether the SDK's per-version serialisation of a ``tools/call`` result returns a
     plain one (text blocks, ``isError``, ``structuredContent``) exactly as given — asked
     of the SDK itself, once per protocol version."""
-    probe = dict(_PROBE)
-    if version in MODERN_PROTOCOL_VERSIONS:
-        probe = {**{k: probe[k] for k in ("content", "isError")}, "resultType": "complete",
-                 "structuredContent": probe["structuredContent"]}
+    probe = _plain([{"text": "x", "type": "text"}],
+                   {"n": None, "list": [1.5, "s", True, {}]}, version)
     try:
         return sdk_methods.serialize_server_result("tools/call", version, probe) == probe
     except (KeyError, ValueError):
@@ -104,12 +99,9 @@ def plain_wire(result: CallResult, version: str) -> dict[str, Any] | None:
         blocks = result.mcp.get("content")
         if not isinstance(blocks, list) or result.mcp.keys() - {"content", "structuredContent"}:
             return None
-        content = []
-        for block in blocks:
-            if (block.__class__ is not dict or block.keys() != {"type", "text"}
-                    or block["type"] != "text" or block["text"].__class__ is not str):
-                return None
-            content.append({"text": block["text"], "type": "text"})
+        if not all(text_block(b) for b in blocks):
+            return None
+        content = [{"text": b["text"], "type": "text"} for b in blocks]
         data = result.mcp.get("structuredContent")
         if data is not None and data.__class__ is not dict:
             return None
@@ -118,6 +110,12 @@ def plain_wire(result: CallResult, version: str) -> dict[str, Any] | None:
         content = [{"text": output if isinstance(output, str) else orjson.dumps(output).decode(),
                     "type": "text"}]
         data = output if isinstance(output, dict) else {"result": output}
+    return _plain(content, data, version)
+
+
+def _plain(content: list[dict[str, Any]], data: dict[str, Any] | None,
+           version: str) -> dict[str, Any]:
+    """A succeeded call's wire dict in the order the SDK's serialisation leaves it."""
     out: dict[str, Any] = {"content": content, "isError": False}
     if version in MODERN_PROTOCOL_VERSIONS:
         out["resultType"] = "complete"

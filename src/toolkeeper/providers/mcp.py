@@ -65,6 +65,12 @@ _PLAIN_KEYS = frozenset({"content", "isError", "structuredContent", "_meta", "re
 _TEXT_BLOCK = frozenset({"type", "text"})
 
 
+def text_block(block: Any) -> bool:
+    """Whether ``block`` is a content block of text and nothing else."""
+    return (block.__class__ is dict and block.keys() == _TEXT_BLOCK
+            and block["type"] == "text" and block["text"].__class__ is str)
+
+
 def plain_result(result: dict[str, Any]) -> bool:
     """Whether ``result`` has the plainest ``CallToolResult`` shape — text blocks only,
     ``isError`` a bool, ``structuredContent``/``_meta`` objects, nothing else — which the
@@ -72,11 +78,7 @@ def plain_result(result: dict[str, Any]) -> bool:
     content = result.get("content")
     if content.__class__ is not list or not result.keys() <= _PLAIN_KEYS:
         return False
-    for block in content:
-        if (block.__class__ is not dict or block.keys() != _TEXT_BLOCK
-                or block["type"] != "text" or block["text"].__class__ is not str):
-            return False
-    return (result.get("isError", False).__class__ is bool
+    return all(text_block(b) for b in content) and (result.get("isError", False).__class__ is bool
             and result.get("structuredContent").__class__ in (dict, type(None))
             and result.get("_meta", {}).__class__ is dict
             and result.get("resultType", "").__class__ is str)
