@@ -94,13 +94,19 @@ def sqlite_time(value: datetime) -> str:
     return utc.isoformat(" ", "microseconds")
 
 
+BUSY_POLL_MAX_S = 1e-4
+"""The longest sleep between tries for SQLite's write lock (see :func:`begin_immediate`)."""
+
+
 def begin_immediate(driver: Any, timeout_s: float) -> None:
     """Take SQLite's write lock, polling with a short backoff.
 
     SQLite's own busy handler sleeps 1, 2, 5, 10… ms between tries, which turns every
     cross-process handoff of the write lock into milliseconds; the dedicated writer
-    connection has ``busy_timeout=0`` and waits here in steps of 20 µs up to 1 ms instead,
-    bounded by ``timeout_s``.
+    connection has ``busy_timeout=0`` and waits here in steps of 20 µs up to 100 µs instead,
+    bounded by ``timeout_s``. The cap matters when processes share the file: a waiter asleep
+    when the holder lets go leaves the lock idle for the rest of its sleep (2 processes, 8
+    callers each: 2,700 to 3,200 recorded calls/s with a 1 ms cap, 3,400 to 3,600 with 100 µs).
     """
     deadline = time.monotonic() + timeout_s
     delay = 20e-6
@@ -114,7 +120,7 @@ def begin_immediate(driver: Any, timeout_s: float) -> None:
             if time.monotonic() >= deadline:
                 raise
         time.sleep(delay)
-        delay = min(delay * 2, 1e-3)
+        delay = min(delay * 2, BUSY_POLL_MAX_S)
 
 
 class RawTxn:

@@ -1,0 +1,83 @@
+"""Taking SQLite's write lock on the hot path: the dedicated writer polls with a short,
+capped backoff (a waiter asleep when the holder lets go leaves the lock idle), gives up at
+its bound, and never swallows an error that is not contention."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from toolkeeper.store import raw
+from toolkeeper.store.raw import BUSY_POLL_MAX_S, begin_immediate
+
+HOLD_FOR_TRIES = 12
+"""Enough tries for the backoff to reach its cap (20 µs doubling passes 100 µs by the 4th)."""
+
+
+@pytest.fixture
+def conns(tmp_path: Path) -> Iterator[tuple[sqlite3.Connection, sqlite3.Connection]]:
+    """Two connections to one WAL database, neither with SQLite's own busy handler."""
+    pair = []
+    for _ in range(2):
+        conn = sqlite3.connect(tmp_path / "w.db", isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA busy_timeout=0")
+        pair.append(conn)
+    yield pair[0], pair[1]
+    for conn in pair:
+        conn.close()
+
+
+def _clock(monkeypatch: pytest.MonkeyPatch, sleep: object, monotonic: object = None) -> None:
+    """Replace the clock of :mod:`toolkeeper.store.raw` only (not the ``time`` module)."""
+    monkeypatch.setattr(raw, "time", SimpleNamespace(sleep=sleep,
+                                                     monotonic=monotonic or time.monotonic))
+
+
+def test_a_waiter_polls_with_capped_sleeps_until_the_holder_lets_go(
+        conns: tuple[sqlite3.Connection, sqlite3.Connection],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    holder, waiter = conns
+    holder.execute("BEGIN IMMEDIATE")
+    sleeps: list[float] = []
+
+    def fake_sleep(seconds: float) -> None:  # the holder commits after a dozen tries
+        sleeps.append(seconds)
+        if len(sleeps) == HOLD_FOR_TRIES:
+            holder.execute("COMMIT")
+
+    _clock(monkeypatch, fake_sleep)
+    begin_immediate(waiter, timeout_s=60.0)
+    assert waiter.in_transaction
+    waiter.execute("ROLLBACK")
+    assert len(sleeps) == HOLD_FOR_TRIES
+    assert sleeps[0] < BUSY_POLL_MAX_S and max(sleeps) == BUSY_POLL_MAX_S
+    assert sleeps == sorted(sleeps)  # backs off, never speeds up again
+
+
+def test_a_waiter_gives_up_at_its_bound(conns: tuple[sqlite3.Connection, sqlite3.Connection],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    holder, waiter = conns
+    holder.execute("BEGIN IMMEDIATE")
+    clock = [0.0]
+    _clock(monkeypatch, lambda s: clock.__setitem__(0, clock[0] + s), lambda: clock[0])
+    with pytest.raises(sqlite3.OperationalError, match=r"locked|busy"):
+        begin_immediate(waiter, timeout_s=0.05)
+    assert 0.05 <= clock[0] < 0.05 + 2 * BUSY_POLL_MAX_S
+    assert not waiter.in_transaction
+    holder.execute("ROLLBACK")
+
+
+def test_an_error_that_is_not_contention_is_raised_at_once(
+        conns: tuple[sqlite3.Connection, sqlite3.Connection],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = conns[0]
+    conn.execute("BEGIN")  # "cannot start a transaction within a transaction"
+    _clock(monkeypatch, lambda s: pytest.fail("slept on a non-busy error"))
+    with pytest.raises(sqlite3.OperationalError, match="within a transaction"):
+        begin_immediate(conn, timeout_s=60.0)
