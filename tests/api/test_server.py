@@ -22,7 +22,7 @@ from tests.support.processes import stop
 from tests.support.waiting import wait_until
 from toolkeeper.cli import app
 from toolkeeper.errors import ConfigError
-from toolkeeper.server import ServerSettings
+from toolkeeper.server import ServerSettings, connection_limits
 
 TOKEN = re.compile(r"tk_[A-Za-z0-9_-]{40,}")
 BIN = Path(sys.executable).parent / "toolkeeper"
@@ -32,6 +32,14 @@ def test_defaults_are_loopback_port_8700_and_closed_cors() -> None:
     s = ServerSettings.load(environ={})
     assert (s.host, s.port, s.cors_origins, s.system_tenant) == ("127.0.0.1", 8700, (), "system")
     assert s.database_url is None and s.mode is None
+
+
+@pytest.mark.parametrize(("level", "logged"), [
+    ("debug", True), ("info", True), ("warning", False), ("error", False), ("critical", False)])
+def test_uvicorn_formats_access_lines_only_where_the_level_writes_them(level: str,
+                                                                       logged: bool) -> None:
+    s = ServerSettings.load(environ={}, log_level=level)
+    assert connection_limits(s)["access_log"] is logged
 
 
 def test_flags_win_over_the_environment() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -193,10 +194,23 @@ def _shape(server: Any, job: Plan, result: Any) -> dict[str, Any]:
         dumped["resultType"] = "complete"
     meta = dumped.get("_meta")
     if meta is None:
-        dumped["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
+        dumped["_meta"] = {SERVER_INFO_META_KEY: _stamp(server)}
     elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
-        dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
+        dumped["_meta"] = {**meta, SERVER_INFO_META_KEY: _stamp(server)}
     return dumped
+
+
+_STAMPS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def _stamp(server: Any) -> dict[str, Any]:
+    """The server's ``serverInfo`` stamp, dumped once per server. The SDK deep-copies it on
+    every access so that a caller mutating its response cannot corrupt later ones; the
+    lean path serialises the response at once and never mutates it, so one copy serves."""
+    stamp = _STAMPS.get(server)
+    if stamp is None:
+        stamp = _STAMPS[server] = server.server_info_stamp
+    return stamp
 
 
 async def answer(face: McpFace, who: Principal, job: Plan) -> tuple[int, dict[str, Any]]:
