@@ -142,10 +142,32 @@ def test_plain_calls_really_take_the_lean_path_and_succeed(
     {**HEADERS, "Mcp-Name": "add"},
     {**HEADERS, "MCP-Protocol-Version": "2025-11-25"},
     {**HEADERS, "Host": "evil.example"},
+    {**HEADERS, "Origin": "http://evil.example"},
+    {**HEADERS, "Origin": "http://127.0.0.1"},
+    {**HEADERS, "Content-Type": "text/plain"},
+    {**HEADERS, "Host": "127.0.0.1:1"},
 ])
 def test_unusual_headers_get_the_same_answer(srv: tuple[McpServer, Any],
                                              headers: dict[str, str]) -> None:
     _same(srv, "bot", LIST, headers)
+
+
+def test_a_refused_host_stays_refused_after_allowed_ones_passed(
+        srv: tuple[McpServer, Any]) -> None:
+    """The lean path remembers header triples that passed the transport check, never
+    refusals: the same evil Host is refused every time, between allowed requests."""
+    for _ in range(2):
+        assert _same(srv, "bot", LIST)["status"] == 200
+        assert _same(srv, "bot", LIST, {**HEADERS, "Host": "evil.example"})["status"] == 421
+
+
+def test_the_transport_check_reads_the_first_of_each_header_in_any_case() -> None:
+    from toolkeeper.mcp.http import security_inputs
+
+    headers = [(b"Host", b"a:1"), (b"origin", b"http://o"), (b"host", b"b:2"),
+               (b"CONTENT-TYPE", b"application/json"), (b"content-type", b"text/plain")]
+    assert security_inputs(headers) == (b"application/json", b"a:1", b"http://o")
+    assert security_inputs([]) == (None, None, None)
 
 
 def test_operators_can_turn_the_lean_path_off(tmp_path: Any) -> None:

@@ -38,6 +38,22 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str,
     await send({"type": "http.response.body", "body": body})
 
 
+SECURITY_PASSES_MAX = 256
+"""Distinct (Content-Type, Host, Origin) triples remembered as passing the SDK's check."""
+
+
+def security_inputs(headers: Sequence[tuple[bytes, bytes]]
+                    ) -> tuple[bytes | None, bytes | None, bytes | None]:
+    """The first Content-Type, Host and Origin of a request: all that the SDK's transport
+    check (``TransportSecurityMiddleware.validate_request``) reads."""
+    found: dict[bytes, bytes] = {}
+    for name, value in headers:
+        name = name.lower()
+        if name in (b"content-type", b"host", b"origin") and name not in found:
+            found[name] = value
+    return found.get(b"content-type"), found.get(b"host"), found.get(b"origin")
+
+
 UNPARSABLE = object()
 """A POST body that is not JSON (the SDK answers it)."""
 
@@ -115,6 +131,8 @@ class McpEndpoint:
         self.gw = gw
         self.fast_path = fast_path
         self._security: Any = None
+        self._security_passed: set[tuple[bytes | None, bytes | None, bytes | None]] = set()
+        """Header triples the transport check passed (its verdict depends on them alone)."""
         self.max_body_bytes = max_body_bytes
         self.allowed_hosts = allowed_hosts
         self.allowed_origins = allowed_origins
@@ -201,11 +219,8 @@ class McpEndpoint:
             job, transport = self._in_session(scope, parsed, sid, face)
         if job is None:
             return False
-        if self._security is not None:
-            from starlette.requests import Request
-
-            if await self._security.validate_request(Request(scope), is_post=True):
-                return False  # the SDK answers the refusal
+        if self._security is not None and not await self._secure(scope):
+            return False  # the SDK answers the refusal
         if transport is None:
             status, reply = await lean.answer(face, who, job)
             await lean.send_json(send, status, reply)
@@ -214,6 +229,22 @@ class McpEndpoint:
         with _in_flight(transport):
             await lean.send_event(send, job.session, lean.answer(face, who, job),
                                   self._running, job.ident)
+        return True
+
+    async def _secure(self, scope: Scope) -> bool:
+        """The SDK's transport check (content type, DNS-rebinding Host/Origin), run once per
+        distinct header triple: its verdict is a function of those three values and the
+        fixed settings. Refusals are not remembered (the SDK answers and logs each)."""
+        inputs = security_inputs(scope["headers"])
+        if inputs in self._security_passed:
+            return True
+        from starlette.requests import Request
+
+        if await self._security.validate_request(Request(scope), is_post=True):
+            return False
+        if len(self._security_passed) >= SECURITY_PASSES_MAX:
+            self._security_passed.clear()
+        self._security_passed.add(inputs)
         return True
 
     def _cancel_lean(self, scope: Scope, parsed: Any, sid: str) -> None:
