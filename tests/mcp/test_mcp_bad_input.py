@@ -125,6 +125,28 @@ def test_a_session_is_bound_to_the_token_that_opened_it(srv: McpServer) -> None:
     assert hijack.status_code == 404
 
 
+def test_a_user_left_in_the_scope_by_an_outer_middleware_is_not_trusted(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``/mcp`` replaces whatever ``scope["user"]`` an outer middleware set with the
+    token's identity: one shared stand-in user would let any token use any session."""
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+
+    stand_in = AuthenticatedUser(AccessToken(token="x", client_id="everyone", scopes=[]))
+
+    def around(_gw: Any, app: Any) -> Any:
+        async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+            await app({**scope, "user": stand_in}, receive, send)
+        return wrapped
+
+    with serving(f"sqlite:///{tmp_path_factory.mktemp('user')}/tk.db", around=around) as s:
+        session = _post(s, INIT).headers["mcp-session-id"]
+        listing = {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}}
+        routing = {"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"}
+        assert _post(s, listing, who="reader", **routing).status_code == 404
+        assert _post(s, listing, **routing).status_code == 200
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_the_server_keeps_serving_after_bad_input(srv: McpServer, era: str) -> None:
     for _ in range(3):

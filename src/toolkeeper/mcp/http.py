@@ -38,6 +38,29 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str,
     await send({"type": "http.response.body", "body": body})
 
 
+CREDENTIAL_KEY = "toolkeeper.mcp.credential"
+"""Scope key of the request's ``(bearer token, principal)``, checked before anything else."""
+
+
+def _sdk_user(scope: Scope) -> Any:
+    """The SDK's view of the caller (``scope["user"]``), made on first need: the SDK binds
+    each session, and each sealed requestState, to this identity. The lean path's
+    stateless answers never need it (a pydantic model per request, ~1 % of a call)."""
+    user = scope.get(_USER_KEY)
+    if user is None:  # whatever an outer middleware left in scope["user"] is replaced
+        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+        from mcp.server.auth.provider import AccessToken
+
+        token, who = scope[CREDENTIAL_KEY]
+        user = scope[_USER_KEY] = scope["user"] = AuthenticatedUser(AccessToken(
+            token=token, client_id=f"{who.tenant_id}/{who.agent}", scopes=[],
+            subject=who.token_id))
+    return user
+
+
+_USER_KEY = "toolkeeper.mcp.user"
+
+
 SECURITY_PASSES_MAX = 256
 """Distinct (Content-Type, Host, Origin) triples remembered as passing the SDK's check."""
 
@@ -260,7 +283,7 @@ class McpEndpoint:
         from mcp.server.auth.middleware.bearer_auth import authorization_context
 
         return self._manager is not None and \
-            self._manager._session_owners.get(sid) == authorization_context(scope["user"])
+            self._manager._session_owners.get(sid) == authorization_context(_sdk_user(scope))
 
     def _in_session(self, scope: Scope, parsed: Any, sid: str,
                     face: McpFace) -> tuple[Any, Any]:
@@ -304,13 +327,7 @@ class McpEndpoint:
             await _jsonrpc_error(send, 403, -32001, "MCP serves agents: this token is not an "
                                  "agent's (use the REST API for management)")
             return
-        from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-        from mcp.server.auth.provider import AccessToken
-
-        # the SDK binds each session, and each sealed requestState, to this identity
-        scope["user"] = AuthenticatedUser(AccessToken(
-            token=token, client_id=f"{who.tenant_id}/{who.agent}", scopes=[],
-            subject=who.token_id))
+        scope[CREDENTIAL_KEY] = (token, who)  # the SDK's user, made when it is needed
         # RFC 9110 §5.5: a field value excludes surrounding whitespace (the SDK compares
         # the routing headers of 2026-07-28 requests byte for byte)
         scope["headers"] = [(k, v.strip() if k.startswith(b"mcp-") else v)
@@ -338,7 +355,7 @@ class McpEndpoint:
         app = self._app or await self._start()
         from mcp.server.auth.middleware.auth_context import auth_context_var
 
-        reset = auth_context_var.set(scope["user"])
+        reset = auth_context_var.set(_sdk_user(scope))
         try:
             await app(scope, receive, send)
         finally:
