@@ -12,8 +12,13 @@ serialised as the SDK serialises it. ``mcp_fast_path: false`` turns the path off
 On a 2025-11-25 session (:func:`plan_in_session`) the request must also be one the SDK
 would hand to a live, initialized session of this process that already had a request
 served here (so its ``list_changed`` delivery is set up) and whose client cannot elicit
-(an in-band confirmation needs the SDK's session); the answer is the SDK's SSE response:
-the same headers, one ``message`` event, a keep-alive comment every 15 s while it runs.
+(an in-band confirmation needs the SDK's session). An answer ready within 15 s goes back
+as one JSON body (``application/json``, as the SDK's ``json_response`` mode answers; the
+transport lets the server choose either form): the SDK's SSE answer made its own 2025-era
+client open a new connection for every call, since the client stops reading at the
+answer's event and a response not read to its end cannot be reused. A longer call gets the
+SDK's SSE response: the same headers, a keep-alive comment every 15 s, one ``message``
+event.
 """
 
 from __future__ import annotations
@@ -257,12 +262,13 @@ PING_INTERVAL_S = 15.0
 
 async def send_event(send: Send, sid: str, answering: Any,
                      running: dict[tuple[str, Any], asyncio.Future[Any]], ident: Any) -> None:
-    """The SDK's SSE response to request ``ident`` on session ``sid``: its headers, then
-    the reply ``answering`` (an awaitable of :func:`answer`) resolves to as one
-    ``message`` event, with a keep-alive comment every :data:`PING_INTERVAL_S` while it
-    runs. While it runs it is in ``running``, where a ``notifications/cancelled`` finds it
-    (:func:`cancel`): then, as the SDK's transport does, it is answered ``Request
-    cancelled``."""
+    """The answer to request ``ident`` on session ``sid``: the reply ``answering`` (an
+    awaitable of :func:`answer`) resolves to, as one JSON body if it is ready within
+    :data:`PING_INTERVAL_S`; else the SDK's SSE response, its headers once that interval
+    has passed, a keep-alive comment every interval while it runs, then the reply as one
+    ``message`` event. While it runs it is in ``running``, where a
+    ``notifications/cancelled`` finds it (:func:`cancel`): then, as the SDK's transport
+    does, it is answered ``Request cancelled`` (as an SSE event)."""
     task = asyncio.ensure_future(answering)
     key = (sid, ident)
     running[key] = task
@@ -283,15 +289,23 @@ async def send_event(send: Send, sid: str, answering: Any,
     finally:
         if running.get(key) is task:
             del running[key]
+    if not started and not task.cancelled():
+        _status, reply = task.result()
+        body = orjson.dumps(reply)
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"),
+            (b"mcp-session-id", sid.encode("latin-1"))]})
+        await send({"type": "http.response.body", "body": body})
+        return
     if not started:
         await send(_sse_start(sid))
     if task.cancelled():  # the SDK's 2025-era transport answers a cancelled request so
-        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "error": {
+        event: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "error": {
             "code": REQUEST_CANCELLED, "message": "Request cancelled"}}
     else:
-        _status, reply = task.result()
+        _status, event = task.result()
     await send({"type": "http.response.body",
-                "body": b"event: message\r\ndata: " + orjson.dumps(reply) + b"\r\n\r\n"})
+                "body": b"event: message\r\ndata: " + orjson.dumps(event) + b"\r\n\r\n"})
 
 
 def cancel(running: dict[tuple[str, Any], asyncio.Future[Any]], sid: str, msg: Any) -> None:
