@@ -14,7 +14,6 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +23,6 @@ from sqlalchemy.engine import make_url
 from tests.support.waiting import wait_until
 from toolkeeper.model.enums import OutcomeState
 from toolkeeper.store import Store
-from toolkeeper.store.db import SQLITE_WRITER_CACHE_KIB
 from toolkeeper.store.records import AuditDraft, OutcomeRecord
 
 TENANT = "t1"
@@ -240,17 +238,3 @@ def test_a_lone_caller_leads_its_own_transaction(store: Store) -> None:
     assert group.transactions == before + 2 and group.pending() == 0
     kinds = [e.type for e in store.audit.list(TENANT, call_id="c-alone")]
     assert kinds == ["call.attempted", "call.succeeded"]
-
-
-def test_the_sqlite_writer_keeps_a_large_page_cache(tmp_path: Path) -> None:
-    """Random idempotency keys land on random leaves of the key index: the hot-path writer
-    keeps them cached (SQLite's 2 MiB default re-read pages on nearly every claim once the
-    index outgrew it); the readers keep the default."""
-    store = Store.open(f"sqlite:///{tmp_path}/cache.db")
-    try:
-        writer = store.db.sqlite_writer().execute("PRAGMA cache_size").fetchone()[0]
-        reader = store.db.sqlite_reader().execute("PRAGMA cache_size").fetchone()[0]
-    finally:
-        store.close()
-    assert writer == -SQLITE_WRITER_CACHE_KIB and SQLITE_WRITER_CACHE_KIB >= 16 * 1024
-    assert reader == -2000
