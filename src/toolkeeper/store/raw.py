@@ -105,8 +105,9 @@ def begin_immediate(driver: Any, timeout_s: float) -> None:
     cross-process handoff of the write lock into milliseconds; the dedicated writer
     connection has ``busy_timeout=0`` and waits here in steps of 20 µs up to 100 µs instead,
     bounded by ``timeout_s``. The cap matters when processes share the file: a waiter asleep
-    when the holder lets go leaves the lock idle for the rest of its sleep (2 processes, 8
-    callers each: 2,700 to 3,200 recorded calls/s with a 1 ms cap, 3,400 to 3,600 with 100 µs).
+    when the holder lets go leaves the lock idle for the rest of its sleep. Measured with 2
+    processes of 8 callers each, alternating: 3,159/3,438/3,470 recorded calls/s with a 1 ms
+    cap, 3,441/3,390/3,629 with 100 µs (a few per cent, within this machine's noise).
     """
     deadline = time.monotonic() + timeout_s
     delay = 20e-6
