@@ -4,7 +4,10 @@ The server is uvicorn (uvloop, httptools) in its own process; the load comes fro
 process, the in-repo generator :mod:`toolkeeper.bench.loadgen` (nothing to install): a closed
 loop over 32 keep-alive connections finds the maximum rate, then 16 connections hold half of
 it on a fixed schedule for p50/p99 (after a settling run at that rate: the saturation run
-leaves the workers' audit writers a backlog, and SPEC's figure is the steady state's).
+leaves the workers' audit writers a backlog, and SPEC's figure is the steady state's), then
+SPEC's own load: "p99 ≤ 20 ms at half that load", half of its 2,000 requests/s. The target
+is held at SPEC's load; half the measured maximum (3,000-4,000 requests/s here, the loader
+on the same 2 cores) is shown beside it, stricter, without a target.
 Also start-up time (process start → ``/healthz``) and the server's RSS after the load.
 Loopback only; every run bounded.
 """
@@ -28,6 +31,8 @@ from toolkeeper.bench.tools import AGENT, open_gateway, sqlite_url
 
 NAME = "rest"
 RPS = Target(op=">=", bound=2000)
+SPEC_LOAD_RPS = RPS.bound / 2
+"""SPEC §10: "≥ 2,000 requests/s on 2 cores, p99 ≤ 20 ms at half that load"."""
 P99_MS = Target(op="<=", bound=20)
 STARTUP_S = Target(op="<=", bound=2.0)
 RSS_MB = Target(op="<=", bound=300)
@@ -55,6 +60,7 @@ def bench_rest(sizes: Sizes) -> BenchResult:
             # which competes with the calls; a settling run at the same rate goes first
             load(base, token, SETTLE_S, rate=rps / 2)
             p50, p99 = _latencies(load(base, token, seconds, rate=rps / 2))
+            spec_p50, spec_p99 = _latencies(load(base, token, seconds, rate=SPEC_LOAD_RPS))
             rss = _rss_mb(server.pid)
         finally:
             server.terminate()
@@ -63,15 +69,19 @@ def bench_rest(sizes: Sizes) -> BenchResult:
     result.rows += [
         Row(metric="rest_loadgen_ceiling_rps", value=ceiling, unit="req/s", decimals=0),
         Row(metric="rest_execute_rps", value=rps, unit="req/s", target=RPS, decimals=0),
+        Row(metric="rest_execute_p50_at_spec_load", value=spec_p50, unit="ms"),
+        Row(metric="rest_execute_p99_at_spec_load", value=spec_p99, unit="ms", target=P99_MS),
         Row(metric="rest_execute_p50_at_half_rate", value=p50, unit="ms"),
-        Row(metric="rest_execute_p99_at_half_rate", value=p99, unit="ms", target=P99_MS),
+        Row(metric="rest_execute_p99_at_half_rate", value=p99, unit="ms"),
         Row(metric="rest_startup", value=startup, unit="s", target=STARTUP_S, decimals=2),
         Row(metric="rest_rss", value=rss, unit="MB", target=RSS_MB, decimals=0),
     ]
     result.notes.append(f"two uvicorn workers (uvloop, httptools; RSS summed over them); "
                         f"loadgen -c32 closed loop for {seconds}s "
-                        f"for the rate; -c16 at {rps / 2:.0f} req/s for the latencies (after "
-                        f"{SETTLE_S}s at that rate, not measured: steady state)")
+                        f"for the rate; -c16 at {rps / 2:.0f} req/s, half of it, for the "
+                        f"*_at_half_rate latencies (after {SETTLE_S}s at that rate, not "
+                        f"measured: steady state), then at {SPEC_LOAD_RPS:.0f} req/s, SPEC's "
+                        f"'half that load' of 2,000 req/s, for the *_at_spec_load ones")
     return result
 
 
