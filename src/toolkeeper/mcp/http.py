@@ -40,6 +40,8 @@ async def _jsonrpc_error(send: Send, status: int, code: int, message: str,
 
 CREDENTIAL_KEY = "toolkeeper.mcp.credential"
 """Scope key of the request's ``(bearer token, principal)``, checked before anything else."""
+_USER_KEY = "toolkeeper.mcp.user"
+"""Scope key of the SDK user this endpoint made for the request (see :func:`_sdk_user`)."""
 
 
 def _sdk_user(scope: Scope) -> Any:
@@ -56,9 +58,6 @@ def _sdk_user(scope: Scope) -> Any:
             token=token, client_id=f"{who.tenant_id}/{who.agent}", scopes=[],
             subject=who.token_id))
     return user
-
-
-_USER_KEY = "toolkeeper.mcp.user"
 
 
 SECURITY_PASSES_MAX = 256
