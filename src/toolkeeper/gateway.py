@@ -199,17 +199,13 @@ class Gateway:
                                   arguments={} if arguments is None else arguments, **fields)
         if principal is None:
             principal = self.principal(agent=agent, tenant_id=tenant_id, token=token)
-        st = CallState(call_id=new_call_id(), request=request, principal=principal,
-                       redactor=self._rt.redactor)
-        if self._tracer is None:
-            return await self._run(st)
-        start = time.time_ns()
-        res = await self._run(st)
-        record_span(self._tracer, res, st.tenant_id, st.agent, start, time.time_ns())
-        return res
-
-    async def _run(self, st: CallState) -> CallResult:
         rt = self._rt
+        st = CallState(call_id=new_call_id(), request=request, principal=principal,
+                       redactor=rt.redactor)
+        # the pipeline is awaited here, not in a helper coroutine: one coroutine frame per
+        # call is ~1 µs of the ~20 µs a pure call costs
+        tracer = self._tracer
+        start = 0 if tracer is None else time.time_ns()
         try:
             res = await steps.run(rt, st)
         except asyncio.CancelledError:
@@ -225,6 +221,8 @@ class Gateway:
             rt.sink.submit_later(st)  # drafts are built by the writer thread
         observe_call(self.metrics, res, st.tenant_id, st.agent)
         self.recent_calls.record(res, st.tenant_id, st.agent, st.request.trace_id)
+        if tracer is not None:
+            record_span(tracer, res, st.tenant_id, st.agent, start, time.time_ns())
         return res
 
     async def call_or_raise(self, *args: Any, **kwargs: Any) -> CallResult:
