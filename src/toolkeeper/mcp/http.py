@@ -342,8 +342,8 @@ class McpEndpoint:
                 await _jsonrpc_error(send, 400, -32600, "Invalid Request: a JSON-RPC id is "
                                      "a string, a number or null")
                 return
-            raw_sid = dict(scope["headers"]).get(b"mcp-session-id")
-            sid = None if raw_sid is None else raw_sid.decode("latin-1")
+            raw_sid = headers.get(b"mcp-session-id")  # the head's map, read once above
+            sid = None if raw_sid is None else raw_sid.strip().decode("latin-1")
             if self.fast_path and self.face is not None and await self._lean(
                     scope, send, parsed, who, sid):
                 return
