@@ -1,6 +1,7 @@
-"""Taking SQLite's write lock on the hot path: the dedicated writer polls with a short,
-capped backoff (a waiter asleep when the holder lets go leaves the lock idle), gives up at
-its bound, and never swallows an error that is not contention."""
+"""Taking SQLite's write lock on the hot path: the dedicated writer first retries without
+sleeping for a short spin, then polls with a short, capped backoff (a waiter asleep when the
+holder lets go leaves the lock idle), gives up at its bound, and never swallows an error
+that is not contention."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from toolkeeper.store import raw
-from toolkeeper.store.raw import BUSY_POLL_MAX_S, begin_immediate
+from toolkeeper.store.raw import BUSY_POLL_MAX_S, BUSY_SPIN_S, begin_immediate
 
 HOLD_FOR_TRIES = 12
 """Enough tries for the backoff to reach its cap (20 µs doubling passes 100 µs by the 4th)."""
@@ -33,10 +34,77 @@ def conns(tmp_path: Path) -> Iterator[tuple[sqlite3.Connection, sqlite3.Connecti
         conn.close()
 
 
+TICK_S = 10e-6
+"""How far the fake clock moves each time it is read (a try is never free)."""
+
+
+class FakeClock:
+    """Time that moves by :data:`TICK_S` per read and by whatever is slept; counts the tries
+    made without sleeping (reads of the clock after a refused try)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+        self.reads = 0
+
+    def monotonic(self) -> float:
+        self.reads += 1
+        self.now += TICK_S
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
 def _clock(monkeypatch: pytest.MonkeyPatch, sleep: object, monotonic: object = None) -> None:
     """Replace the clock of :mod:`toolkeeper.store.raw` only (not the ``time`` module)."""
     monkeypatch.setattr(raw, "time", SimpleNamespace(sleep=sleep,
                                                      monotonic=monotonic or time.monotonic))
+
+
+def test_a_waiter_retries_without_sleeping_for_the_spin_then_sleeps(
+        conns: tuple[sqlite3.Connection, sqlite3.Connection],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    holder, waiter = conns
+    holder.execute("BEGIN IMMEDIATE")
+    clock = FakeClock()
+    spin_reads: list[int] = []
+
+    def sleep(seconds: float) -> None:
+        if not clock.sleeps:
+            spin_reads.append(clock.reads)
+        clock.sleep(seconds)
+        if len(clock.sleeps) == 3:
+            holder.execute("COMMIT")
+
+    _clock(monkeypatch, sleep, clock.monotonic)
+    begin_immediate(waiter, timeout_s=60.0)
+    assert waiter.in_transaction
+    waiter.execute("ROLLBACK")
+    # one read to start, then one per refused try: the spin ran its length before a sleep
+    tries_spun = spin_reads[0] - 1
+    assert tries_spun == pytest.approx(BUSY_SPIN_S / TICK_S, abs=2)
+    assert len(clock.sleeps) == 3
+
+
+def test_a_holder_letting_go_during_the_spin_is_followed_without_a_sleep(
+        conns: tuple[sqlite3.Connection, sqlite3.Connection],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    holder, waiter = conns
+    holder.execute("BEGIN IMMEDIATE")
+    clock = FakeClock()
+
+    def monotonic() -> float:
+        if clock.reads == 5:  # the holder commits after a few refused tries
+            holder.execute("COMMIT")
+        return clock.monotonic()
+
+    _clock(monkeypatch, clock.sleep, monotonic)
+    begin_immediate(waiter, timeout_s=60.0)
+    assert waiter.in_transaction
+    waiter.execute("ROLLBACK")
+    assert clock.sleeps == []
 
 
 def test_a_waiter_polls_with_capped_sleeps_until_the_holder_lets_go(
@@ -44,14 +112,15 @@ def test_a_waiter_polls_with_capped_sleeps_until_the_holder_lets_go(
         monkeypatch: pytest.MonkeyPatch) -> None:
     holder, waiter = conns
     holder.execute("BEGIN IMMEDIATE")
-    sleeps: list[float] = []
+    clock = FakeClock()
+    sleeps = clock.sleeps
 
-    def fake_sleep(seconds: float) -> None:  # the holder commits after a dozen tries
-        sleeps.append(seconds)
+    def fake_sleep(seconds: float) -> None:  # the holder commits after a dozen sleeps
+        clock.sleep(seconds)
         if len(sleeps) == HOLD_FOR_TRIES:
             holder.execute("COMMIT")
 
-    _clock(monkeypatch, fake_sleep)
+    _clock(monkeypatch, fake_sleep, clock.monotonic)
     begin_immediate(waiter, timeout_s=60.0)
     assert waiter.in_transaction
     waiter.execute("ROLLBACK")
@@ -64,11 +133,12 @@ def test_a_waiter_gives_up_at_its_bound(conns: tuple[sqlite3.Connection, sqlite3
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     holder, waiter = conns
     holder.execute("BEGIN IMMEDIATE")
-    clock = [0.0]
-    _clock(monkeypatch, lambda s: clock.__setitem__(0, clock[0] + s), lambda: clock[0])
+    clock = FakeClock()
+    _clock(monkeypatch, clock.sleep, clock.monotonic)
     with pytest.raises(sqlite3.OperationalError, match=r"locked|busy"):
         begin_immediate(waiter, timeout_s=0.05)
-    assert 0.05 <= clock[0] < 0.05 + 2 * BUSY_POLL_MAX_S
+    assert 0.05 <= clock.now < 0.05 + 2 * BUSY_POLL_MAX_S
+    assert clock.sleeps  # past the spin, it slept between tries
     assert not waiter.in_transaction
     holder.execute("ROLLBACK")
 
