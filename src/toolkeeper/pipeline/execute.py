@@ -12,6 +12,7 @@ from toolkeeper.model.call import CallResult, PreviewResult
 from toolkeeper.model.enums import CallStatus, SideEffect
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline.deadline import within
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState, safe_message
 from toolkeeper.providers.base import ToolContext
@@ -56,8 +57,8 @@ async def _preview_in(rt: Runtime, st: CallState, ctx: ToolContext) -> PreviewRe
     assert st.tool is not None and st.action is not None
     logged = CALL_SECRETS.set(ctx._resolved_secrets)
     try:
-        async with asyncio.timeout(st.tool.definition.execution.timeout_s):
-            preview = await st.tool.provider.preview(st.action, st.arguments, ctx)
+        preview = await within(st.tool.provider.preview(st.action, st.arguments, ctx),
+                               st.tool.definition.execution.timeout_s)
     finally:
         CALL_SECRETS.reset(logged)
     if preview is None:
@@ -126,8 +127,8 @@ async def _attempts(rt: Runtime, st: CallState, ctx: ToolContext) -> Execution:
         run.attempts = attempt + 1
         run.error, run.timed_out = None, False
         try:
-            async with asyncio.timeout(tool.execution.timeout_s):
-                run.output = await st.tool.provider.execute(st.action, st.arguments, ctx)
+            run.output = await within(st.tool.provider.execute(st.action, st.arguments, ctx),
+                                      tool.execution.timeout_s)
             return run
         except TimeoutError as exc:
             run.error, run.timed_out = exc, True

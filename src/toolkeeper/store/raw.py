@@ -9,6 +9,7 @@ repositories read them back unchanged.
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 import sqlite3
@@ -83,6 +84,20 @@ _CONVERT = {
 }
 
 
+def _positional_plan(name: str) -> tuple[Any, tuple[int, ...], tuple[int, ...]]:
+    """For one statement on SQLite: a getter of its parameters in order (one C call), and
+    the positions of the JSON and the time values among them."""
+    names = SQLITE_POSITIONAL[name][1]
+    json_keys, time_keys = _CONVERT[name]
+    getter = operator.itemgetter(*names) if len(names) > 1 else (
+        lambda params, only=names[0]: (params[only],))
+    return (getter, tuple(i for i, n in enumerate(names) if n in json_keys),
+            tuple(i for i, n in enumerate(names) if n in time_keys))
+
+
+_SQLITE_PLAN = {name: _positional_plan(name) for name in STATEMENTS}
+
+
 def dump_json(value: Any) -> str | None:
     if value is None:
         return None
@@ -91,6 +106,8 @@ def dump_json(value: Any) -> str | None:
 
 def sqlite_time(value: datetime) -> str:
     """SQLAlchemy's SQLite DATETIME text (naive UTC, microseconds)."""
+    if value.tzinfo is UTC:  # the usual case: drop the "+00:00" rather than convert
+        return value.isoformat(" ", "microseconds")[:-6]
     utc = value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
     return utc.isoformat(" ", "microseconds")
 
@@ -150,18 +167,25 @@ class RawTxn:
         self._cur = driver_conn.cursor()
 
     def _params(self, name: str, params: dict[str, Any]) -> Any:
-        """Converted values: a dict for psycopg, a positional tuple for sqlite3."""
-        json_keys, time_keys = _CONVERT[name]
-        out = dict(params)
-        for k in json_keys:
-            out[k] = dump_json(out.get(k))
+        """Converted values: a dict for psycopg, a positional sequence for sqlite3."""
         if self.pg:
+            json_keys = _CONVERT[name][0]
+            out = dict(params)
+            for k in json_keys:
+                out[k] = dump_json(out.get(k))
             return out
-        for k in time_keys:
-            v = out.get(k)
+        getter, json_at, time_at = _SQLITE_PLAN[name]
+        try:
+            values = list(getter(params))
+        except KeyError:  # a parameter left out binds NULL, as with SQLAlchemy
+            values = [params.get(n) for n in SQLITE_POSITIONAL[name][1]]
+        for i in json_at:
+            values[i] = dump_json(values[i])
+        for i in time_at:
+            v = values[i]
             if v is not None:
-                out[k] = sqlite_time(v)
-        return tuple([out.get(n) for n in SQLITE_POSITIONAL[name][1]])
+                values[i] = sqlite_time(v)
+        return values
 
     def _sql(self, name: str) -> str:
         return POSTGRES[name] if self.pg else SQLITE_POSITIONAL[name][0]
