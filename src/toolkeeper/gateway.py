@@ -270,6 +270,11 @@ class Gateway:
         :class:`toolkeeper.token_cache.TokenCache`)."""
         return self._tokens.authenticate(token)
 
+    async def authenticate_async(self, token: str) -> Principal | None:
+        """:meth:`authenticate` for an event loop: the store is read on a worker thread, once
+        per token however many requests ask for it at the same time."""
+        return await self._tokens.authenticate_async(token)
+
     def cached_principal(self, token: str) -> Principal | None:
         """The principal of a token this process has already verified, without I/O."""
         return self._tokens.cached(token)

@@ -3,7 +3,10 @@ look-up) and in-process agents."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
+
+import anyio
 
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
@@ -21,6 +24,8 @@ class TokenCache:
         self._repo = tokens
         self._known: dict[str, Principal] = {}
         self._generation = tokens.generation
+        self._lookups: dict[str, asyncio.Task[Principal | None]] = {}
+        """Store look-ups under way, by token hash (see :meth:`authenticate_async`)."""
 
     def authenticate(self, token: str) -> Principal | None:
         """The principal of ``token``; ``None`` for unknown or revoked tokens."""
@@ -37,6 +42,28 @@ class TokenCache:
         if len(self._known) < self.MAX:
             self._known[hash_token(token)] = found
         return found
+
+    async def authenticate_async(self, token: str) -> Principal | None:
+        """:meth:`authenticate` for an event loop: from memory when cached, else looked up
+        on a worker thread — one look-up per token at a time, whoever else asks for the same
+        token meanwhile awaits it (a burst of requests on a cold cache would otherwise take
+        a thread and a database connection each)."""
+        cached = self.cached(token)
+        if cached is not None or not isinstance(token, str) or not token:
+            return cached
+        loop = asyncio.get_running_loop()
+        key = hash_token(token)
+        task = self._lookups.get(key)
+        if task is None or task.done() or task.get_loop() is not loop:
+            task = loop.create_task(anyio.to_thread.run_sync(self.authenticate, token))
+            self._lookups[key] = task
+            task.add_done_callback(lambda done: self._forget(key, done))
+        # shielded: a caller that goes away leaves the look-up to the others
+        return await asyncio.shield(task)
+
+    def _forget(self, key: str, task: asyncio.Task[Principal | None]) -> None:
+        if self._lookups.get(key) is task:
+            del self._lookups[key]
 
     def cached(self, token: str) -> Principal | None:
         """Without I/O: the principal of a token already verified here."""

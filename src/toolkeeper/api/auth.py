@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -34,15 +33,13 @@ async def principal(request: Request,
     """The authenticated caller; 401 ``unauthenticated`` otherwise.
 
     A token this process already verified is answered from memory; others are looked up
-    in the store on a worker thread.
+    in the store on a worker thread (one look-up per token at a time).
     """
     if creds is None or creds.scheme.lower() != "bearer":
         raise ApiError(401, Reason.UNAUTHENTICATED, "a bearer token is required",
                        headers={"WWW-Authenticate": "Bearer"})
     gw = _gateway_of(request)
-    found = gw.cached_principal(creds.credentials)
-    if found is None:
-        found = await anyio.to_thread.run_sync(gw.authenticate, creds.credentials)
+    found = await gw.authenticate_async(creds.credentials)
     if found is None:
         raise ApiError(401, Reason.UNAUTHENTICATED, "unknown or revoked token",
                        headers={"WWW-Authenticate": "Bearer"})

@@ -315,8 +315,7 @@ class McpEndpoint:
         token = token.strip()
         who = None
         if scheme.lower() == "bearer" and token:
-            who = self.gw.cached_principal(token) or await anyio.to_thread.run_sync(
-                self.gw.authenticate, token)
+            who = self.gw.cached_principal(token) or await self.gw.authenticate_async(token)
         if who is None:
             await _jsonrpc_error(send, 401, -32001, "unauthenticated: send an agent's token "
                                  "as Authorization: Bearer …",

@@ -106,7 +106,7 @@ class McpFace:
         if who is None and token:
             # the HTTP endpoint verified this token, but the cache may have been dropped
             # since (a token created or revoked anywhere): verify again, never assume
-            who = await anyio.to_thread.run_sync(self.gw.authenticate, token)
+            who = await self.gw.authenticate_async(token)
         if who is None:  # revoked since the endpoint verified it
             raise MCPError(code=types.INVALID_REQUEST, message="unauthenticated")
         if who.agent is None:
