@@ -1,6 +1,7 @@
 """Start-up imports only what serving needs: the page reader's libraries (trafilatura and
 its helpers, lxml, charset_normalizer), the MCP SDK, the OpenTelemetry SDK and alembic (on a
-database already migrated) load when first used (SPEC §10 start-up)."""
+database already migrated) load when first used, and httpx's command-line client (click, rich,
+pygments) only when it is run (SPEC §10 start-up)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from tests.support.processes import child_env
 from toolkeeper.store import Store
 
 LAZY = ("trafilatura", "courlan", "htmldate", "justext", "lxml", "charset_normalizer", "mcp",
-        "opentelemetry.sdk", "alembic")
+        "opentelemetry.sdk", "alembic", "click", "rich", "pygments")
 
 _STARTUP = """
 import json, sys
@@ -68,3 +69,22 @@ def test_page_reader_imports_trafilatura_on_first_use(tmp_path: Path) -> None:
     loaded = _run(tmp_path, "read-page")
     assert loaded["trafilatura"] is False
     assert loaded["after_read:trafilatura"] is True
+
+
+_HTTPX_CLI = """
+import sys
+import toolkeeper, httpx
+assert "httpx._main" in sys.modules and "rich" not in sys.modules  # the stand-in
+try:
+    httpx.main(["--help"], standalone_mode=False)
+except SystemExit as exc:
+    assert not exc.code, exc
+assert "rich" in sys.modules and type(sys.modules["httpx._main"]).__name__ == "module"
+"""
+
+
+def test_httpx_command_line_client_still_runs_when_called() -> None:
+    out = subprocess.run([sys.executable, "-c", _HTTPX_CLI], env=child_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "--help" in out.stdout  # the real client printed its usage

@@ -12,6 +12,8 @@
         result = gw.call_sync("add", arguments={"a": 1, "b": 2}, agent="helper")
 """
 
+# first, before anything imports httpx: its command-line client stays unimported
+from toolkeeper import _httpx_cli  # noqa: F401
 from toolkeeper.errors import (
     ApprovalRequired,
     CallDenied,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import tracemalloc
 from typing import Any
 
@@ -40,6 +41,25 @@ def test_a_backlog_is_flushed_in_bounded_batches_in_order() -> None:
         assert [len(b) for b in repo.batches] == [3, 3, 3, 1]
         assert [n for b in repo.batches for n in b] == list(range(10))
         assert sink.pending == 0
+    finally:
+        sink.close()
+
+
+def test_a_full_queue_makes_the_caller_wait_for_the_writer_and_loses_nothing() -> None:
+    repo = _Repo()
+    sink = AuditSink(repo, max_delay_s=60, batch=100, max_pending=5)  # type: ignore[arg-type]
+    try:
+        with sink._write_lock:  # the writer cannot drain meanwhile
+            for n in range(5):
+                sink.submit_later(_Call(n))  # type: ignore[arg-type]
+            late = threading.Thread(target=sink.submit_later, args=(_Call(5),))
+            late.start()
+            late.join(0.2)
+            assert late.is_alive(), "a sixth call was queued past the bound"
+        late.join(30)  # the writer drains the queue, then takes it
+        assert not late.is_alive()
+        sink.flush()
+        assert [n for b in repo.batches for n in b] == list(range(6))
     finally:
         sink.close()
 

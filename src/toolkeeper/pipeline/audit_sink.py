@@ -26,14 +26,22 @@ class PendingEvents(Protocol):
     def drafts(self) -> list[AuditDraft]: ...
 
 
+MAX_PENDING = 10_000
+"""Calls (or events) queued at most; past it callers wait for the writer. A queued call holds
+~2.6 KB until written, so the bound is also the backlog's memory (~26 MB): at 100,000 a
+saturated REST worker grew by ~90 MB, and the backlog was debt the writer paid later."""
+
+
 class AuditSink:
     def __init__(self, repo: AuditRepo, *, max_delay_s: float = 0.05, batch: int = 2000,
-                 max_pending: int = 100_000, housekeeping: Callable[[], None] | None = None,
+                 max_pending: int = MAX_PENDING, housekeeping: Callable[[], None] | None = None,
                  housekeeping_every_s: float = 1.0) -> None:
         self._repo = repo
         self._max_delay = max_delay_s
         self._batch = batch
         self._max_pending = max_pending
+        self._wake_at = min(batch, max_pending)
+        """Queued items that wake the writer early: a batch, or a full queue (callers wait)."""
         self._pending: list[AuditDraft | PendingEvents] = []
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()
@@ -59,7 +67,7 @@ class AuditSink:
                 self._cond.wait_for(lambda: len(self._pending) < self._max_pending or
                                     self._closed, timeout=30.0)
             self._pending.extend(events)
-            if len(self._pending) >= self._batch:
+            if len(self._pending) >= self._wake_at:
                 self._cond.notify()
 
     def flush(self) -> None:
@@ -100,7 +108,7 @@ class AuditSink:
     def _run(self) -> None:
         while True:
             with self._cond:
-                self._cond.wait_for(lambda: self._closed or len(self._pending) >= self._batch,
+                self._cond.wait_for(lambda: self._closed or len(self._pending) >= self._wake_at,
                                     timeout=self._max_delay)
                 closed = self._closed
             self.flush()
