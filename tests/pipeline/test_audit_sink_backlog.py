@@ -7,11 +7,25 @@ from __future__ import annotations
 import asyncio
 import gc
 import threading
+import time
 import tracemalloc
 from typing import Any
 
+import pytest
+
+from toolkeeper import heap
 from toolkeeper.bench.tools import AGENT, open_gateway
-from toolkeeper.pipeline.audit_sink import AuditSink
+from toolkeeper.pipeline.audit_sink import TRIM_AFTER_BACKLOG, AuditSink
+
+WAIT_S = 10.0
+"""Bound on waiting for the writer thread (never reached when the code is right)."""
+
+
+def _until(done: Any) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not done():
+        assert time.monotonic() < deadline, "the audit writer did not get there"
+        time.sleep(0.005)
 
 
 class _Repo:
@@ -62,6 +76,36 @@ def test_a_full_queue_makes_the_caller_wait_for_the_writer_and_loses_nothing() -
         assert [n for b in repo.batches for n in b] == list(range(6))
     finally:
         sink.close()
+
+
+def test_memory_is_trimmed_once_after_a_long_backlog_is_written(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    trims: list[int] = []
+
+    def trim() -> bool:
+        trims.append(1)
+        return True
+
+    monkeypatch.setattr(heap, "trim", trim)
+    repo = _Repo()
+    sink = AuditSink(repo, max_delay_s=0.01, batch=500)  # type: ignore[arg-type]
+    try:
+        with sink._write_lock:  # a burst queues up
+            for n in range(TRIM_AFTER_BACKLOG):
+                sink.submit_later(_Call(n))  # type: ignore[arg-type]
+        _until(lambda: sink.trims == 1)
+        assert sink.pending == 0 and len(trims) == 1
+        for n in range(10):  # a trickle afterwards: nothing to give back
+            sink.submit_later(_Call(n))  # type: ignore[arg-type]
+        _until(lambda: sink.pending == 0)
+        time.sleep(0.05)
+        assert len(trims) == 1
+    finally:
+        sink.close()
+
+
+def test_trimming_the_heap_is_safe_to_call_anywhere() -> None:
+    assert heap.trim() in (True, False)  # glibc: done; elsewhere: nothing to do
 
 
 def _of_calls(snapshot: tracemalloc.Snapshot) -> tracemalloc.Snapshot:

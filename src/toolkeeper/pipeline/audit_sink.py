@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from toolkeeper import heap
 from toolkeeper.store.audit import AuditRepo
 from toolkeeper.store.records import AuditDraft
 
@@ -32,6 +33,11 @@ MAX_PENDING = 10_000
 saturated REST worker grew by ~90 MB, and the backlog was debt the writer paid later."""
 
 
+TRIM_AFTER_BACKLOG = 2_000
+"""A backlog at least this long, once written, has its freed memory returned to the system
+(:mod:`toolkeeper.heap`); a steady trickle never triggers it."""
+
+
 class AuditSink:
     def __init__(self, repo: AuditRepo, *, max_delay_s: float = 0.05, batch: int = 2000,
                  max_pending: int = MAX_PENDING, housekeeping: Callable[[], None] | None = None,
@@ -41,6 +47,9 @@ class AuditSink:
         self._batch = batch
         self._max_pending = max_pending
         self._wake_at = min(batch, max_pending)
+        self._backlog_peak = 0
+        """The longest backlog the writer found since memory was last trimmed."""
+        self.trims = 0
         """Queued items that wake the writer early: a batch, or a full queue (callers wait)."""
         self._pending: list[AuditDraft | PendingEvents] = []
         self._cond = threading.Condition()
@@ -76,6 +85,7 @@ class AuditSink:
         with self._write_lock:
             with self._cond:
                 todo = len(self._pending)
+            self._backlog_peak = max(self._backlog_peak, todo)
             while todo > 0:
                 with self._cond:
                     batch = self._pending[:min(todo, self._batch)]
@@ -114,7 +124,16 @@ class AuditSink:
             self.flush()
             if closed:
                 return
+            self._maybe_trim()
             self._maybe_housekeep()
+
+    def _maybe_trim(self) -> None:
+        """After a long backlog is written (and none is queued), return the memory it freed."""
+        if self._backlog_peak < TRIM_AFTER_BACKLOG or self._pending:
+            return
+        self._backlog_peak = 0
+        if heap.trim():
+            self.trims += 1
 
     def set_housekeeping(self, fn: Callable[[], None]) -> None:
         """Start periodic upkeep (once its owner is fully constructed)."""
