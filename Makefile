@@ -93,9 +93,11 @@ $(BENCH_PEERS_STAMP): Makefile
 	$(BENCH_PEERS)/bin/python -m pip install --quiet "$(FASTMCP)"
 	touch $(BENCH_PEERS_STAMP)
 
+# The PostgreSQL figures come from a throwaway cluster the wrapper starts (PostgreSQL's own
+# durability defaults) unless TOOLKEEPER_BENCH_PG_URL names a server already.
 bench: venv $(BENCH_PEERS_STAMP)
 	TOOLKEEPER_BENCH_PEERS_PYTHON=$(abspath $(BENCH_PEERS))/bin/python \
-		$(BIN)/python -m toolkeeper.bench $(BENCH_ARGS)
+		$(BIN)/python -m tests.support.pgcluster $(BIN)/python -m toolkeeper.bench $(BENCH_ARGS)
 
 # The server with the demo config on the embedded SQLite default (./toolkeeper.db);
 # first start prints four tokens once (admin, system admin, demo approver, demo agent;

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import psycopg
 import pytest
 from sqlalchemy import func, inspect, select
 
-from tests.support.pgcluster import PgCluster, libpq_url
+from tests.support.pgcluster import BENCH_URL_ENV, PgCluster, libpq_url, run_with_cluster
 from toolkeeper.store.db import single_connection_engine
 from toolkeeper.store.migrate import current, head
 from toolkeeper.store.schema import audit_events, outcomes
@@ -76,3 +79,24 @@ def test_a_copy_of_a_template_then_dropped(pg_cluster: PgCluster) -> None:
         left = conn.execute("select count(*) from pg_database where datname = 't_tpl_copy'")
         assert left.fetchone() == (0,)
     pg_cluster.drop_database("t_tpl_source")
+
+
+_SHOWS = """
+import os, psycopg
+url = os.environ["TOOLKEEPER_BENCH_PG_URL"].replace("postgresql+psycopg://", "postgresql://")
+with psycopg.connect(url, connect_timeout=10) as conn:
+    print(conn.execute("show fsync").fetchone()[0], conn.execute(
+        "show synchronous_commit").fetchone()[0])
+"""
+
+
+@pytest.mark.postgres
+def test_the_bench_wrapper_runs_a_command_beside_a_durable_cluster_and_removes_it(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv(BENCH_URL_ENV, raising=False)
+    before = set(Path("/tmp").glob("toolkeeper-pg-*"))
+    assert run_with_cluster([sys.executable, "-c", _SHOWS]) == 0
+    out, err = capfd.readouterr()
+    assert out.split() == ["on", "on"]  # PostgreSQL's durability defaults, not the tests'
+    assert "throwaway cluster" in err
+    assert set(Path("/tmp").glob("toolkeeper-pg-*")) <= before  # stopped and deleted

@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ _OWNER_FILE = "owner.pid"
 _SERVER_SETTINGS = (
     "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
 )
+_DURABLE_SETTINGS = "-c max_connections=300"
+"""For benchmarks: PostgreSQL's own durability defaults (fsync, synchronous commit)."""
+BENCH_URL_ENV = "TOOLKEEPER_BENCH_PG_URL"
 
 
 def _identifier(name: str) -> sql.Identifier:
@@ -125,6 +129,12 @@ class PgCluster:
     """TCP port on 127.0.0.1 the server listens on."""
     as_postgres: bool
     """True when we are root and run the binaries as the `postgres` OS user."""
+    durable: bool = False
+    """PostgreSQL's durability defaults (benchmarks) instead of the tests' fsync=off."""
+
+    @property
+    def _settings(self) -> str:
+        return _DURABLE_SETTINGS if self.durable else _SERVER_SETTINGS
 
     @property
     def data_dir(self) -> Path:
@@ -143,8 +153,9 @@ class PgCluster:
         return f"postgresql+psycopg://{_SUPERUSER}@127.0.0.1:{self.port}/{database}"
 
     @classmethod
-    def start(cls) -> PgCluster:
-        """initdb a new cluster in a fresh temp dir, start it and create `toolkeeper_test`."""
+    def start(cls, *, durable: bool = False) -> PgCluster:
+        """initdb a new cluster in a fresh temp dir, start it and create `toolkeeper_test`
+        (``durable``: with PostgreSQL's fsync and synchronous commit, for benchmarks)."""
         bin_dir = find_bin_dir()
         as_postgres = os.geteuid() == 0
         if as_postgres:
@@ -162,7 +173,8 @@ class PgCluster:
         (root / _OWNER_FILE).write_text(f"{os.getpid()}\n")
         if as_postgres:
             os.chown(root, owner.pw_uid, owner.pw_gid)
-        cluster = cls(bin_dir=bin_dir, root=root, port=0, as_postgres=as_postgres)
+        cluster = cls(bin_dir=bin_dir, root=root, port=0, as_postgres=as_postgres,
+                      durable=durable)
         try:
             cluster._initdb()
             cluster._start_on_free_port()
@@ -213,7 +225,7 @@ class PgCluster:
     def resume(self) -> None:
         """Start a ``halt``-ed server again on its port."""
         options = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
-                   f"-c unix_socket_directories={self.root} {_SERVER_SETTINGS}")
+                   f"-c unix_socket_directories={self.root} {self._settings}")
         self._pg_ctl("start", "-w", "-t", "30", "-o", options, "-l", str(self.log_file))
 
     def _initdb(self) -> None:
@@ -227,7 +239,7 @@ class PgCluster:
             self.port = _free_port()
             options = (
                 f"-c listen_addresses=127.0.0.1 -p {self.port} "
-                f"-c unix_socket_directories={self.root} {_SERVER_SETTINGS}"
+                f"-c unix_socket_directories={self.root} {self._settings}"
             )
             try:
                 self._pg_ctl("start", "-w", "-t", "30", "-o", options, "-l", str(self.log_file))
@@ -274,3 +286,29 @@ class PgCluster:
         with contextlib.suppress(OSError, ValueError, IndexError):
             pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
             os.kill(pid, signal.SIGKILL)
+
+
+def run_with_cluster(command: Sequence[str]) -> int:
+    """Run ``command`` with ``TOOLKEEPER_BENCH_PG_URL`` naming a throwaway durable cluster,
+    stopped and deleted afterwards (``make bench``: the PostgreSQL figures on a fresh
+    machine). Already set, or PostgreSQL not installed: ``command`` runs as it is."""
+    if os.environ.get(BENCH_URL_ENV):
+        return subprocess.call(command)
+    try:
+        cluster = PgCluster.start(durable=True)
+    except PgUnavailable as exc:
+        print(f"PostgreSQL figures NOT MEASURED: {exc}", file=sys.stderr, flush=True)
+        return subprocess.call(command)
+    try:
+        print(f"PostgreSQL: a throwaway cluster on 127.0.0.1:{cluster.port} "
+              "(fsync and synchronous commit on)", file=sys.stderr, flush=True)
+        return subprocess.call(command, env={**os.environ, BENCH_URL_ENV: cluster.url})
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    # python -m tests.support.pgcluster COMMAND...: COMMAND with a throwaway cluster
+    if len(sys.argv) < 2:
+        sys.exit("usage: python -m tests.support.pgcluster COMMAND [ARGS...]")
+    sys.exit(run_with_cluster(sys.argv[1:]))

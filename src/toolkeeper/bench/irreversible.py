@@ -46,7 +46,10 @@ def bench_irreversible(sizes: Sizes) -> BenchResult:
 
 def bench_irreversible_pg(sizes: Sizes) -> BenchResult:
     """The same on PostgreSQL, in a fresh database created on the server named by
-    ``TOOLKEEPER_BENCH_PG_URL`` (and dropped afterwards); skipped without it."""
+    ``TOOLKEEPER_BENCH_PG_URL`` (and dropped afterwards; ``make bench`` starts a throwaway
+    server for it); skipped without it. Reported beside SQLite's figures, without their
+    latency and throughput targets: a PostgreSQL commit is durable across power loss (an
+    fsync each), SQLite's (``synchronous=NORMAL``) across a crash of the process only."""
     result = BenchResult(name=PG_NAME, title="Irreversible call, durable outcome + audit, "
                                              "PostgreSQL (SPEC 10.2, beside SQLite)")
     server = os.environ.get(PG_URL_ENV)
@@ -55,18 +58,22 @@ def bench_irreversible_pg(sizes: Sizes) -> BenchResult:
                             "may create databases")
         return result
     with fresh_pg_database(server) as url:
-        _measure(result, url, PG_NAME, sizes)
+        _measure(result, url, PG_NAME, sizes, speed_targets=False)
+    result.notes.append("PostgreSQL as configured on that server; each recorded call commits "
+                        "twice, each commit waits for its WAL fsync under synchronous_commit=on "
+                        "(concurrent callers share one through group commit)")
     return result
 
 
-def _measure(result: BenchResult, url: str, prefix: str, sizes: Sizes) -> None:
+def _measure(result: BenchResult, url: str, prefix: str, sizes: Sizes, *,
+             speed_targets: bool = True) -> None:
     with open_gateway(url) as gw:
         measured = asyncio.run(side_by_side(_direct_block(), _governed_block(gw),
                                             gw.flush, sizes))
     # every governed call used a fresh key and succeeded, or the block raised
     expected = len(measured.governed_ns) + sizes.warmup
     result.rows += latency_rows(prefix, measured.direct_ns, measured.governed_ns,
-                                OVERHEAD_P50)
+                                OVERHEAD_P50 if speed_targets else None)
     result.rows.append(Row(metric=f"{prefix}_sequential_calls_per_s",
                            value=measured.governed_calls_per_s, unit="calls/s", decimals=0))
     result.notes += notes_for(measured, sizes)
@@ -74,7 +81,8 @@ def _measure(result: BenchResult, url: str, prefix: str, sizes: Sizes) -> None:
     for threads in (1, CONCURRENT_THREADS):
         reports = run_workers(url, workers, sizes.duration_s, min(sizes.warmup, 200),
                               threads=threads)
-        result.rows += _throughput_rows(prefix, reports, workers, threads)
+        result.rows += _throughput_rows(prefix, reports, workers, threads,
+                                        THROUGHPUT if speed_targets else None)
         expected += sum(r.succeeded for r in reports)
         result.notes.append(_throughput_note(reports, workers, threads, sizes.duration_s))
     result.rows += _verify(prefix, url, expected)
@@ -130,13 +138,13 @@ def _governed_block(gw: Gateway) -> BlockFn:
 
 
 def _throughput_rows(prefix: str, reports: list[WorkerReport], workers: int,
-                     threads: int) -> list[Row]:
+                     threads: int, target: Target | None) -> list[Row]:
     elapsed = max(r.elapsed_s for r in reports)
     measured = sum(r.measured for r in reports)
     suffix = f"_{threads}threads" if threads > 1 else ""
     return [
         Row(metric=f"{prefix}_throughput_{workers}cores{suffix}", value=measured / elapsed,
-            unit="calls/s", target=THROUGHPUT, decimals=0),
+            unit="calls/s", target=target, decimals=0),
         Row(metric=f"{prefix}_throughput{suffix}_failed_calls",
             value=sum(r.failed for r in reports),
             unit="calls", target=NONE_ALLOWED, decimals=0),
