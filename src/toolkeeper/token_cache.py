@@ -64,6 +64,8 @@ class TokenCache:
     def _forget(self, key: str, task: asyncio.Task[Principal | None]) -> None:
         if self._lookups.get(key) is task:
             del self._lookups[key]
+        if not task.cancelled():
+            task.exception()  # its waiters got it; none left must not log it as unseen
 
     def cached(self, token: str) -> Principal | None:
         """Without I/O: the principal of a token already verified here."""
