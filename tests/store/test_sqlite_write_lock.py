@@ -57,6 +57,21 @@ class FakeClock:
         self.now += seconds
 
 
+@pytest.fixture
+def held(conns: tuple[sqlite3.Connection, sqlite3.Connection],
+         ) -> tuple[sqlite3.Connection, sqlite3.Connection]:
+    """(holder, waiter): the holder has taken the write lock."""
+    conns[0].execute("BEGIN IMMEDIATE")
+    return conns
+
+
+def _take(waiter: sqlite3.Connection) -> None:
+    """The waiter takes the lock (the test lets the holder go meanwhile), then lets it go."""
+    begin_immediate(waiter, timeout_s=60.0)
+    assert waiter.in_transaction
+    waiter.execute("ROLLBACK")
+
+
 def _clock(monkeypatch: pytest.MonkeyPatch, sleep: object, monotonic: object = None) -> None:
     """Replace the clock of :mod:`toolkeeper.store.raw` only (not the ``time`` module)."""
     monkeypatch.setattr(raw, "time", SimpleNamespace(sleep=sleep,
@@ -64,10 +79,9 @@ def _clock(monkeypatch: pytest.MonkeyPatch, sleep: object, monotonic: object = N
 
 
 def test_a_waiter_retries_without_sleeping_for_the_spin_then_sleeps(
-        conns: tuple[sqlite3.Connection, sqlite3.Connection],
+        held: tuple[sqlite3.Connection, sqlite3.Connection],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    holder, waiter = conns
-    holder.execute("BEGIN IMMEDIATE")
+    holder, waiter = held
     clock = FakeClock()
     spin_reads: list[int] = []
 
@@ -79,9 +93,7 @@ def test_a_waiter_retries_without_sleeping_for_the_spin_then_sleeps(
             holder.execute("COMMIT")
 
     _clock(monkeypatch, sleep, clock.monotonic)
-    begin_immediate(waiter, timeout_s=60.0)
-    assert waiter.in_transaction
-    waiter.execute("ROLLBACK")
+    _take(waiter)
     # one read to start, then one per refused try: the spin ran its length before a sleep
     tries_spun = spin_reads[0] - 1
     assert tries_spun == pytest.approx(BUSY_SPIN_S / TICK_S, abs=2)
@@ -89,10 +101,9 @@ def test_a_waiter_retries_without_sleeping_for_the_spin_then_sleeps(
 
 
 def test_a_holder_letting_go_during_the_spin_is_followed_without_a_sleep(
-        conns: tuple[sqlite3.Connection, sqlite3.Connection],
+        held: tuple[sqlite3.Connection, sqlite3.Connection],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    holder, waiter = conns
-    holder.execute("BEGIN IMMEDIATE")
+    holder, waiter = held
     clock = FakeClock()
 
     def monotonic() -> float:
@@ -101,17 +112,14 @@ def test_a_holder_letting_go_during_the_spin_is_followed_without_a_sleep(
         return clock.monotonic()
 
     _clock(monkeypatch, clock.sleep, monotonic)
-    begin_immediate(waiter, timeout_s=60.0)
-    assert waiter.in_transaction
-    waiter.execute("ROLLBACK")
+    _take(waiter)
     assert clock.sleeps == []
 
 
 def test_a_waiter_polls_with_capped_sleeps_until_the_holder_lets_go(
-        conns: tuple[sqlite3.Connection, sqlite3.Connection],
+        held: tuple[sqlite3.Connection, sqlite3.Connection],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    holder, waiter = conns
-    holder.execute("BEGIN IMMEDIATE")
+    holder, waiter = held
     clock = FakeClock()
     sleeps = clock.sleeps
 
@@ -121,18 +129,15 @@ def test_a_waiter_polls_with_capped_sleeps_until_the_holder_lets_go(
             holder.execute("COMMIT")
 
     _clock(monkeypatch, fake_sleep, clock.monotonic)
-    begin_immediate(waiter, timeout_s=60.0)
-    assert waiter.in_transaction
-    waiter.execute("ROLLBACK")
+    _take(waiter)
     assert len(sleeps) == HOLD_FOR_TRIES
     assert sleeps[0] < BUSY_POLL_MAX_S and max(sleeps) == BUSY_POLL_MAX_S
     assert sleeps == sorted(sleeps)  # backs off, never speeds up again
 
 
-def test_a_waiter_gives_up_at_its_bound(conns: tuple[sqlite3.Connection, sqlite3.Connection],
+def test_a_waiter_gives_up_at_its_bound(held: tuple[sqlite3.Connection, sqlite3.Connection],
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    holder, waiter = conns
-    holder.execute("BEGIN IMMEDIATE")
+    holder, waiter = held
     clock = FakeClock()
     _clock(monkeypatch, clock.sleep, clock.monotonic)
     with pytest.raises(sqlite3.OperationalError, match=r"locked|busy"):
