@@ -67,11 +67,14 @@ def test_irreversible_bench_records_one_outcome_per_succeeded_call() -> None:
 def test_the_irreversible_bench_measures_postgresql_in_a_database_of_its_own(
         pg_cluster: PgCluster, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(PG_URL_ENV, pg_cluster.url_for("postgres"))
-    rows = _metrics(bench_irreversible_pg(TINY))
+    result = bench_irreversible_pg(TINY)
+    rows = _metrics(result)
     # beside SQLite's figures, not held to its speed targets (an fsync per commit)
     assert rows["irreversible_pg_overhead_p50"].target is None
     speeds = [r for r in rows.values() if r.unit == "calls/s"]
     assert speeds and all(r.target is None for r in speeds)
+    assert any("fsync=off" in n and "synchronous_commit=off" in n  # the test cluster's
+               for n in result.notes)
     assert rows["irreversible_pg_overhead_p50"].value > 0
     for name in ("irreversible_pg_throughput_failed_calls",
                  "irreversible_pg_throughput_8threads_failed_calls",

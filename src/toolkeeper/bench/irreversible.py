@@ -59,10 +59,24 @@ def bench_irreversible_pg(sizes: Sizes) -> BenchResult:
         return result
     with fresh_pg_database(server) as url:
         _measure(result, url, PG_NAME, sizes, speed_targets=False)
-    result.notes.append("PostgreSQL as configured on that server; each recorded call commits "
-                        "twice, each commit waits for its WAL fsync under synchronous_commit=on "
-                        "(concurrent callers share one through group commit)")
+        result.notes.append(f"the server's durability: {_pg_durability(url)}; each recorded "
+                            "call commits twice (concurrent callers share commits through "
+                            "group commit)")
     return result
+
+
+def _pg_durability(url: str) -> str:
+    """The server settings a commit's cost depends on, as the server reports them."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            return ", ".join(f"{name}={conn.execute(text(f'SHOW {name}')).scalar()}"
+                             for name in ("fsync", "synchronous_commit", "wal_sync_method"))
+    finally:
+        engine.dispose()
 
 
 def _measure(result: BenchResult, url: str, prefix: str, sizes: Sizes, *,

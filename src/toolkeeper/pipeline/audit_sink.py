@@ -28,9 +28,10 @@ class PendingEvents(Protocol):
 
 
 MAX_PENDING = 10_000
-"""Calls (or events) queued at most; past it callers wait for the writer. A queued call holds
-~2.6 KB until written, so the bound is also the backlog's memory (~26 MB): at 100,000 a
-saturated REST worker grew by ~90 MB, and the backlog was debt the writer paid later."""
+"""Calls (or events) queued at most; past it callers wait for the writer. A queued call takes
+~2.6 KB of process memory until written, so the bound is also the backlog's memory (~26 MB):
+at 100,000 a saturated REST worker grew by ~90 MB, and the backlog was debt the writer paid
+later."""
 
 
 TRIM_AFTER_BACKLOG = 2_000
@@ -47,10 +48,11 @@ class AuditSink:
         self._batch = batch
         self._max_pending = max_pending
         self._wake_at = min(batch, max_pending)
+        """Queued items that wake the writer early: a batch, or a full queue (callers wait)."""
         self._backlog_peak = 0
         """The longest backlog the writer found since memory was last trimmed."""
         self.trims = 0
-        """Queued items that wake the writer early: a batch, or a full queue (callers wait)."""
+        """Times freed memory was returned to the system (see :meth:`_maybe_trim`)."""
         self._pending: list[AuditDraft | PendingEvents] = []
         self._cond = threading.Condition()
         self._write_lock = threading.Lock()
