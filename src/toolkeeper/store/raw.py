@@ -128,7 +128,7 @@ def begin_immediate(driver: Any, timeout_s: float) -> None:
     connection has ``busy_timeout=0`` and waits here instead. A recorded call holds the lock
     ~100 µs per transaction, so a waiter usually gets it within a few hundred µs: it first
     retries without sleeping (``sched_yield`` between tries lets the holder's threads run),
-    since even a 20 µs sleep lasts ~70 µs with Linux's default timer slack and a waiter
+    since even a 20 µs sleep lasts ~90 µs here (Linux's timer slack) and a waiter
     asleep when the holder lets go leaves the lock idle for the rest of its sleep. After
     the spin it sleeps 20 µs doubling up to 100 µs per try (a lock held long, e.g. by an
     operator's VACUUM, costs no CPU beyond the spin). Measured with 2 processes on one
