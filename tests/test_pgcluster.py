@@ -9,7 +9,8 @@ import psycopg
 import pytest
 from sqlalchemy import func, inspect, select
 
-from tests.support.pgcluster import BENCH_URL_ENV, PgCluster, libpq_url, run_with_cluster
+from tests.support.pgcluster import PgCluster, libpq_url, run_with_cluster
+from toolkeeper.bench.irreversible import PG_URL_ENV
 from toolkeeper.store.db import single_connection_engine
 from toolkeeper.store.migrate import current, head
 from toolkeeper.store.schema import audit_events, outcomes
@@ -93,7 +94,7 @@ with psycopg.connect(url, connect_timeout=10) as conn:
 @pytest.mark.postgres
 def test_the_bench_wrapper_runs_a_command_beside_a_durable_cluster_and_removes_it(
         monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.delenv(BENCH_URL_ENV, raising=False)
+    monkeypatch.delenv(PG_URL_ENV, raising=False)
     before = set(Path("/tmp").glob("toolkeeper-pg-*"))
     assert run_with_cluster([sys.executable, "-c", _SHOWS]) == 0
     out, err = capfd.readouterr()

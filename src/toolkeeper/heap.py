@@ -8,15 +8,14 @@ until told otherwise: a REST worker that queued thousands of calls during a burs
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
-from typing import Any
-
-_UNSET: Any = object()
-_malloc_trim: Any = _UNSET
 
 
-def _find() -> Callable[[int], int] | None:
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, looked up once (``None`` where there is none)."""
     if not sys.platform.startswith("linux"):
         return None
     import ctypes  # only when a trim is first due
@@ -31,9 +30,5 @@ def _find() -> Callable[[int], int] | None:
 def trim() -> bool:
     """Return free heap memory to the system; ``True`` if the C library can and did (ctypes
     releases the GIL meanwhile: other threads run)."""
-    global _malloc_trim
-    if _malloc_trim is _UNSET:
-        _malloc_trim = _find()
-    if _malloc_trim is None:
-        return False
-    return bool(_malloc_trim(0))
+    fn = _malloc_trim()
+    return fn is not None and bool(fn(0))

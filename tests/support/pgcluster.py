@@ -24,6 +24,8 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
+from toolkeeper.bench.irreversible import PG_URL_ENV
+
 DEFAULT_DATABASE = "toolkeeper_test"
 _SUPERUSER = "postgres"
 _OS_USER = "postgres"
@@ -38,7 +40,6 @@ _SERVER_SETTINGS = (
 )
 _DURABLE_SETTINGS = "-c max_connections=300"
 """For benchmarks: PostgreSQL's own durability defaults (fsync, synchronous commit)."""
-BENCH_URL_ENV = "TOOLKEEPER_BENCH_PG_URL"
 
 
 def _identifier(name: str) -> sql.Identifier:
@@ -292,7 +293,7 @@ def run_with_cluster(command: Sequence[str]) -> int:
     """Run ``command`` with ``TOOLKEEPER_BENCH_PG_URL`` naming a throwaway durable cluster,
     stopped and deleted afterwards (``make bench``: the PostgreSQL figures on a fresh
     machine). Already set, or PostgreSQL not installed: ``command`` runs as it is."""
-    if os.environ.get(BENCH_URL_ENV):
+    if os.environ.get(PG_URL_ENV):
         return subprocess.call(command)
     try:
         cluster = PgCluster.start(durable=True)
@@ -302,7 +303,7 @@ def run_with_cluster(command: Sequence[str]) -> int:
     try:
         print(f"PostgreSQL: a throwaway cluster on 127.0.0.1:{cluster.port} "
               "(fsync and synchronous commit on)", file=sys.stderr, flush=True)
-        return subprocess.call(command, env={**os.environ, BENCH_URL_ENV: cluster.url})
+        return subprocess.call(command, env={**os.environ, PG_URL_ENV: cluster.url})
     finally:
         cluster.stop()
 

@@ -29,9 +29,6 @@ async def within(coro: Awaitable[T], timeout_s: float | None) -> T:
         first = coro.send(None)
     except StopIteration as done:  # finished without suspending: no timer was needed
         return done.value  # type: ignore[no-any-return]
-    except BaseException:
-        coro.close()
-        raise
     async with asyncio.timeout_at(deadline):
         rest: T = await _Rest(coro, first)
         return rest
