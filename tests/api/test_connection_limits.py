@@ -182,14 +182,29 @@ def test_a_chunked_body_written_with_its_head_is_a_body_not_a_head(served: Serve
     _assert_answered_about_the_call(path, answer)
 
 
+@pytest.mark.parametrize("size", [70 * KIB, 1024 * KIB])
 @pytest.mark.parametrize("path", PATHS)
-def test_a_70_kib_header_is_still_431_and_the_client_reads_it(served: Served,
-                                                              path: str) -> None:
+def test_a_header_past_64_kib_is_still_431_and_the_client_reads_it(served: Served, path: str,
+                                                                   size: int) -> None:
     body = _body(path, 10)
     answer = _exchange(served, _head(served, path, f"Content-Length: {len(body)}",
-                                     f"X-Big: {'a' * 70 * KIB}\r\n") + body)
+                                     f"X-Big: {'a' * size}\r\n") + body)
     assert answer.status == 431, answer
     assert answer.json()["error"]["reason"] == "header_too_large"  # type: ignore[index]
+
+
+def test_the_next_request_on_a_connection_has_its_head_bounded_again(served: Served) -> None:
+    """After a request with a body past 64 KiB, the next head on the same connection counts
+    from its own first byte: small passes, 70 KiB is 431."""
+    body = _body("/tools/execute", 100 * KIB)
+    request = _head(served, "/tools/execute", f"Content-Length: {len(body)}") + body
+    with socket.create_connection(("127.0.0.1", served.port), timeout=60) as sock:
+        for _ in range(2):
+            sock.sendall(request)
+            _assert_answered_about_the_call("/tools/execute", _read(sock))
+        sock.sendall(_head(served, "/tools/execute", "Content-Length: 2",
+                           f"X-Big: {'a' * 70 * KIB}\r\n") + b"{}")
+        assert _read(sock).status == 431
 
 
 def test_leading_blank_lines_do_not_end_the_head(served: Served) -> None:

@@ -73,7 +73,7 @@ class _CycleTransport(asyncio.Transport):
         self._protocol.transport.write(data)
 
     def is_closing(self) -> bool:
-        return self._protocol.closing
+        return self._protocol.closing or self._protocol.transport.is_closing()
 
     def close(self) -> None:
         self._protocol.close_after_drain()
