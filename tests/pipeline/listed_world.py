@@ -107,7 +107,7 @@ tool_spec = st.fixed_dictionaries({
 activation = st.fixed_dictionaries({
     "actions": _weighted((6, None), (1, "some")).flatmap(
         lambda v: st.none() if v is None else subsets),
-    "allowed": _weighted((4, None), (1, "some")).flatmap(
+    "allowed": _weighted((8, None), (1, "some")).flatmap(
         lambda v: st.none() if v is None else subsets),
     "gates": st.dictionaries(st.sampled_from(ACTIONS), gate_values, max_size=2),
     "requires_confirmation": st.sampled_from([None, None, False, True]),

@@ -24,7 +24,7 @@ from toolkeeper.pipeline.gate import gate_for
 from toolkeeper.pipeline.health import HealthBoard
 
 pytestmark = pytest.mark.property
-EXAMPLES = 40
+EXAMPLES = 60
 """At most this many worlds per broken rule (the search stops at the first counterexample)."""
 
 
@@ -93,10 +93,6 @@ def _listing_ignores_action_lists(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(discovery, "activation_allows", lambda activation, action: True)
 
 
-def _listing_ignores_policy_allow_list(mp: pytest.MonkeyPatch) -> None:
-    mp.setattr(discovery, "policy_allows", lambda policy, action: True)
-
-
 def _call_ignores_lifecycle(mp: pytest.MonkeyPatch) -> None:
     """The call runs deprecated-or-not, disabled and inactive tools' published versions."""
     real = resolve_step.resolve_tool
@@ -148,7 +144,6 @@ MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "listing ignores adjusters": _listing_ignores_adjusters,
     "listing predicts argument adjusters": _listing_predicts_argument_adjusters,
     "listing ignores activation action lists": _listing_ignores_action_lists,
-    "listing ignores the policy's allowed_actions": _listing_ignores_policy_allow_list,
     "call ignores lifecycle": _call_ignores_lifecycle,
     "call crosses tenants": _call_crosses_tenants,
     "breaker stuck half-open": _breaker_stuck_half_open,
