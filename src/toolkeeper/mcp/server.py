@@ -144,8 +144,9 @@ class McpFace:
 
     def request_for(self, who: Principal, name: str, arguments: dict[str, Any] | None,
                     meta: Any) -> tuple[Any, CallRequest]:
-        """The listed tool ``name`` (``Unknown tool`` otherwise) and the pipeline's request."""
-        entry = self.listings.get(key_of(who)).by_name.get(name)
+        """The tool ``name`` (``Unknown tool`` unless listed, or hidden only while its
+        circuit is open: the pipeline answers that) and the pipeline's request."""
+        entry = self.listings.get(key_of(who)).callable_names.get(name)
         if entry is None:  # unknown, or another agent's: the same answer
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
         given: dict[str, Any] = dict(meta or {})

@@ -8,6 +8,7 @@ call) and are cached per agent until the catalog is replaced.
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from toolkeeper.canonical import digest
 from toolkeeper.model.call import Principal
 from toolkeeper.model.mcp_names import Listed, listed
 from toolkeeper.pipeline.catalog import Catalog
+from toolkeeper.pipeline.health import HealthBoard
 from toolkeeper.services.discovery import (
     AgentTools,
     agent_enabled,
@@ -60,30 +62,51 @@ class Listing:
     fingerprint: str
     result: types.ListToolsResult
     """The SDK's typed answer, built once per agent and snapshot."""
+    callable_names: dict[str, Listed]
+    """What ``tools/call`` accepts: the listed names and those of tools hidden only while
+    their circuit is open (the pipeline answers ``tool_unavailable`` with ``retry_after``,
+    and lets the half-open probe through)."""
+    health_version: int
+    recheck_at: float
+    """When the first hidden breaker half-opens (on the board's clock): rebuild then."""
+
+
+_NO_HEALTH = HealthBoard()
+"""Every tool healthy: the listing as it is without its health filter."""
 
 
 def build_listing(gw: Gateway, catalog: Catalog, key: Key) -> Listing:
     tenant, agent = key
-    view = agent_enabled(catalog, gw.runtime.health, tenant, agent)
+    board = gw.runtime.health
+    version = board.version  # read first: a change while building rebuilds next time
+    view = agent_enabled(catalog, _NO_HEALTH, tenant, agent)
+    every: dict[str, Listed] = {}
     entries: dict[str, Listed] = {}
+    recheck = math.inf
     for item in view[1] if view else ():
+        wait = board.blocked(f"{tenant}:{item.definition.name}")
+        if wait is not None:
+            recheck = min(recheck, board.clock() + wait)
         for action in item.actions:
             entry = listed(item.definition, action)
             if entry.name in entries:  # a global and a tenant tool clash: keep the first
                 log.warning("MCP name %s of %s/%s is taken; %s is not listed",
                             entry.name, tenant, agent, entry.tool)
                 continue
-            entries[entry.name] = entry
+            every[entry.name] = entry
+            if wait is None:
+                entries[entry.name] = entry
     ordered = tuple(entries[n] for n in sorted(entries))
     wire = [e.wire() for e in ordered]
     return Listing(entries=ordered, by_name={e.name: e for e in ordered}, wire=wire,
                    fingerprint=digest(wire),
                    result=types.ListToolsResult(tools=[types.Tool.model_validate(w)
-                                                       for w in wire]))
+                                                       for w in wire]),
+                   callable_names=every, health_version=version, recheck_at=recheck)
 
 
 class Listings:
-    """Per-agent listings, rebuilt lazily after the catalog changes."""
+    """Per-agent listings, rebuilt lazily after the catalog or a tool's health changes."""
 
     def __init__(self, gw: Gateway) -> None:
         self._gw = gw
@@ -97,12 +120,20 @@ class Listings:
             if catalog is not self._catalog:
                 self._catalog, self._cache = catalog, {}
             found = self._cache.get(key)
+        if found is not None and self._stale(found):
+            found = None
         if found is None:
             found = build_listing(self._gw, catalog, key)
             with self._lock:
                 if catalog is self._catalog and len(self._cache) < 100_000:
                     self._cache[key] = found
         return found
+
+
+    def _stale(self, found: Listing) -> bool:
+        board = self._gw.runtime.health
+        return found.health_version != board.version or (
+            found.recheck_at != math.inf and board.clock() >= found.recheck_at)
 
 
 def key_of(principal: Principal) -> Key:

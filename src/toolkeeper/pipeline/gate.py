@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import ApprovalStatus, CallStatus, Gate, Risk
@@ -15,6 +15,7 @@ from toolkeeper.model.gates import stricter
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.approval_binding import approval_problem, find_open_approval
 from toolkeeper.pipeline.idempotency import recorded_repeat
+from toolkeeper.pipeline.risk import adjusted
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.store.records import ApprovalRecord
@@ -46,10 +47,24 @@ def gate_for(profile: CompiledProfile, tool: CompiledTool, action: str, risk: Ri
     return gate
 
 
-def static_gate(profile: CompiledProfile, tool: CompiledTool, action: str) -> Gate:
-    """The gate of ``tool.action`` at the action's own risk: what listings judge by
-    (adjusters only raise risk, so a ``deny`` here is a ``deny`` for every call)."""
-    return gate_for(profile, tool, action, tool.definition.action_risk(action))
+def static_gate(profile: CompiledProfile, tool: CompiledTool, action: str, *,
+                agent: str | None = None, tenant: str | None = None) -> Gate:
+    """The gate of ``tool.action`` at the action's own risk raised by the adjusters that
+    read no argument (side effect, tool, action, autonomy; agent and tenant when given):
+    what listings judge by. Adjusters only raise risk, so a ``deny`` here is a ``deny``
+    for every call; one that only argument-dependent adjusters reach is not predicted."""
+    definition = tool.definition
+    level = definition.action_risk(action)
+    if profile.adjusters:
+        ctx: dict[str, Any] = {"side_effect": definition.action_side_effect(action).value,
+                               "tool": definition.name, "action": action,
+                               "autonomy": int(profile.profile.autonomy)}
+        if agent is not None:
+            ctx["agent"] = agent
+        if tenant is not None:
+            ctx["tenant"] = tenant
+        level = adjusted(level, profile.adjusters, definition.name, action, None, ctx)
+    return gate_for(profile, tool, action, level)
 
 
 def decide_gate(st: CallState) -> Gate:

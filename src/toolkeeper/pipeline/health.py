@@ -1,5 +1,9 @@
 """Tool health and the circuit breaker: consecutive failures make a tool degraded, then
-unavailable for a cool-down; after it, one probe call is let through (half-open)."""
+unavailable for a cool-down; after it, one probe call is let through (half-open).
+
+Listings ask :meth:`HealthBoard.blocked` the question the limits step asks
+:meth:`HealthBoard.admit`, so a tool is hidden exactly while its calls are refused
+(``tool_unavailable``) and listed again once the breaker half-opens."""
 
 from __future__ import annotations
 
@@ -26,28 +30,62 @@ HealthListener = Callable[[str, Health, Health, str | None], None]
 
 class HealthBoard:
     def __init__(self, *, degrade_after: int = 3, open_after: int = 5,
-                 cooldown_s: float = 30.0, on_change: HealthListener | None = None) -> None:
+                 cooldown_s: float = 30.0, on_change: HealthListener | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._lock = threading.Lock()
         self._tools: dict[str, ToolHealth] = {}
         self.degrade_after, self.open_after, self.cooldown_s = degrade_after, open_after, cooldown_s
         self.on_change = on_change
+        self.clock = clock
+        """Seconds, monotonic: when breakers open and half-open (tests set their own)."""
+        self.version = 0
+        """Bumped whenever what :meth:`blocked` answers may change other than by time
+        passing (listings cached by it are rebuilt)."""
 
     def get(self, tool: str) -> ToolHealth:
         return self._tools.get(tool) or ToolHealth()
 
-    def admit(self, tool: str) -> float | None:
-        """``None`` if a call may go ahead, else seconds until the breaker half-opens."""
+    def blocked(self, tool: str) -> float | None:
+        """What :meth:`admit` would answer now, without taking the half-open probe:
+        ``None`` if a call may go ahead (the tool is listed), else seconds to wait."""
         h = self._tools.get(tool)
         if h is None or h.status is not Health.UNAVAILABLE:
             return None
-        now = time.monotonic()
+        now = self.clock()
+        if now < h.open_until:
+            return h.open_until - now
+        return self.cooldown_s / 10 if h.probing else None
+
+    def admit(self, tool: str) -> float | None:
+        """``None`` if a call may go ahead, else seconds until the breaker half-opens."""
+        return self.admit_call(tool)[0]
+
+    def admit_call(self, tool: str) -> tuple[float | None, bool]:
+        """:meth:`admit`, and whether this call took the half-open probe (then the caller
+        must :meth:`end_probe` when the call ends, however it ends)."""
+        h = self._tools.get(tool)
+        if h is None or h.status is not Health.UNAVAILABLE:
+            return None, False
+        now = self.clock()
         with self._lock:
             if now < h.open_until:
-                return h.open_until - now
+                return h.open_until - now, False
             if h.probing:
-                return self.cooldown_s / 10
+                return self.cooldown_s / 10, False
             h.probing = True
-            return None
+            self.version += 1
+            return None, True
+
+    def end_probe(self, tool: str) -> None:
+        """The probe call ended. If it recorded neither a success nor a failure (it stopped
+        before running, at the gate say, or failed in a way that says nothing of the tool's
+        health), the next call may probe: a breaker never stays stuck half-open."""
+        h = self._tools.get(tool)
+        if h is None or not h.probing:
+            return
+        with self._lock:
+            h.probing = False
+            self.version += 1
 
     def success(self, tool: str) -> None:
         h = self._tools.get(tool)
@@ -71,7 +109,8 @@ class HealthBoard:
             h.consecutive_errors += 1
             h.last_error, h.probing = error, False
             if h.consecutive_errors >= self.open_after:
-                h.status, h.open_until = Health.UNAVAILABLE, time.monotonic() + self.cooldown_s
+                h.status, h.open_until = Health.UNAVAILABLE, self.clock() + self.cooldown_s
+                self.version += 1  # (re)opened: a new cool-down
             elif h.consecutive_errors >= self.degrade_after:
                 h.status = Health.DEGRADED
             new = h.status
@@ -83,10 +122,12 @@ class HealthBoard:
         with self._lock:
             h = self._tools.setdefault(tool, ToolHealth())
             old, h.status = h.status, status
-            h.open_until = time.monotonic() + retry_after_s
+            h.open_until = self.clock() + retry_after_s
+            self.version += 1
         if old is not status:
             self._changed(tool, old, status, None)
 
     def _changed(self, tool: str, old: Health, new: Health, error: str | None) -> None:
+        self.version += 1
         if self.on_change is not None:
             self.on_change(tool, old, new, error)

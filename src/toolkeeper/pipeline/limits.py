@@ -43,7 +43,10 @@ def _lease_s(rt: Runtime, execution: ExecutionMeta) -> float:
 async def limits(rt: Runtime, st: CallState) -> CallResult | None:
     assert st.tool is not None
     tool = st.tool.definition
-    wait = rt.health.admit(f"{st.tenant_id}:{tool.name}")
+    health_key = f"{st.tenant_id}:{tool.name}"
+    wait, probe = rt.health.admit_call(health_key)
+    if probe:  # the half-open probe is this call's until it ends, however it ends
+        st.release.append(lambda: rt.health.end_probe(health_key))
     if wait is not None:
         return st.stop(EventType.LIMIT_DENIED, Reason.TOOL_UNAVAILABLE,
                        f"{tool.name} is unavailable", status=CallStatus.FAILED,

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import Risk
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
+
+if TYPE_CHECKING:
+    from toolkeeper.pipeline.profiles import CompiledAdjuster
 
 
 def risk(rt: Runtime, st: CallState) -> CallResult | None:
@@ -19,13 +25,28 @@ def risk(rt: Runtime, st: CallState) -> CallResult | None:
             "tool": tool.name, "action": st.action, "agent": st.agent,
             "tenant": st.tenant_id, "autonomy": int(st.profile.profile.autonomy),
         }
-        for adj in adjusters:
-            if not adj.applies(tool.name, st.action) or not adj.holds(st.arguments, ctx):
-                continue
-            a = adj.adjuster
-            raised = Risk.from_rank(level.rank + a.raise_by)
-            if a.raise_to is not None:
-                raised = raised.at_least(a.raise_to)
-            level = level.at_least(raised)
+        level = adjusted(level, adjusters, tool.name, st.action, st.arguments, ctx)
     st.risk = level
     return None
+
+
+def adjusted(level: Risk, adjusters: Sequence[CompiledAdjuster], tool: str, action: str,
+             arguments: dict[str, Any] | None, ctx: dict[str, Any]) -> Risk:
+    """``level`` raised by every adjuster of ``tool.action`` whose conditions hold. With
+    ``arguments`` ``None`` (a listing: no call in hand), only the adjusters that read no
+    argument and no context field missing from ``ctx`` are judged: the rest cannot be
+    predicted (SPEC §2)."""
+    for adj in adjusters:
+        if not adj.applies(tool, action):
+            continue
+        if arguments is None and any(c.arg is not None or (c.context or "tool") not in ctx
+                                     for c in adj.adjuster.when):
+            continue
+        if not adj.holds(arguments or {}, ctx):
+            continue
+        a = adj.adjuster
+        raised = Risk.from_rank(level.rank + a.raise_by)
+        if a.raise_to is not None:
+            raised = raised.at_least(a.raise_to)
+        level = level.at_least(raised)
+    return level

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from toolkeeper.errors import ConfigError, OperationRefused
-from toolkeeper.model.enums import Gate, Health, ToolStatus
+from toolkeeper.model.enums import Gate, ToolStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog
@@ -100,7 +100,7 @@ def agent_tools(catalog: Catalog, health: HealthBoard, tenant_id: str,
     enabled: list[EnabledTool] = []
     unavailable: list[UnavailableTool] = []
     for tool in available_tools(catalog, tenant_id):
-        verdict = judge(catalog, health, tenant_id, profile, tool)
+        verdict = judge(catalog, health, tenant_id, profile, tool, agent)
         if isinstance(verdict, EnabledTool):
             enabled.append(verdict)
         else:
@@ -128,7 +128,7 @@ def agent_enabled(catalog: Catalog, health: HealthBoard, tenant_id: str,
         tool = record[1]
         if not tool.is_active or tool.status not in statuses:
             continue
-        verdict = judge(catalog, health, tenant_id, profile, tool)
+        verdict = judge(catalog, health, tenant_id, profile, tool, agent)
         if isinstance(verdict, EnabledTool):
             enabled.append(verdict)
     return found.profile, tuple(enabled)
@@ -189,9 +189,10 @@ def _unavailable(tool: ToolDefinition, refusal: Refusal,
 
 def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
           profile: CompiledProfile | None, tool: ToolDefinition,
-          ) -> EnabledTool | UnavailableTool:
+          agent: str | None = None) -> EnabledTool | UnavailableTool:
     """One tenant-available tool against one profile: the pipeline's own rules (resolve,
-    scope, health, static gate), in the pipeline's order."""
+    scope, health, static gate with the argument-free adjusters), in the pipeline's order.
+    ``agent`` lets adjusters over the agent's name be judged too."""
     if profile is None:  # the pipeline stops such an agent before resolving any tool
         return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, "the agent has no profile",
                                activated=False)
@@ -218,9 +219,10 @@ def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
         lacking = tuple(sorted(frozenset().union(*missing.values())))
         return _unavailable(tool, Refusal(Reason.SCOPE_MISSING,
                                           f"missing scopes: {', '.join(lacking)}"), lacking)
-    if health.get(f"{tenant_id}:{tool.name}").status is Health.UNAVAILABLE:
+    if health.blocked(f"{tenant_id}:{tool.name}") is not None:  # half-open: listed again
         return UnavailableTool(tool, Why.UNHEALTHY, f"{tool.name} is unavailable (circuit open)")
-    callable_ = [a for a in callable_ if static_gate(profile, compiled, a) is not Gate.DENY]
+    callable_ = [a for a in callable_ if static_gate(profile, compiled, a, agent=agent,
+                                                     tenant=tenant_id) is not Gate.DENY]
     if not callable_:
         return _unavailable(tool, Refusal(
             Reason.GATE_DENIED, f"every allowed action of {tool.name} is denied at this autonomy"))
