@@ -3,9 +3,9 @@ from a tenant admin's face (REST) at every place a ``${secret:…}`` can be writ
 
 * an agent endpoint's headers (``PUT /agents/{name}/endpoint``), carried by the global
   ``agent_call`` built-in (the operator's tool) or by a tenant's ``agent_call`` tool;
-* a tool definition (``POST /tools``): an ``http`` tool's headers (also
+* a tool definition (``POST``/``PUT /tools``): an ``http`` tool's headers (also
   ``tests/api/test_tenant_secrets_api.py``), a ``web_search`` tool's ``api_key`` and
-  ``credentials_ref``;
+  ``credentials_ref``, an operator's tool whose wiring a tenant edits;
 * a webhook's ``secret_ref`` (``PUT /settings/webhook``: ``tests/api/test_webhook.py``);
 * an agent's arguments: never resolved (an activation policy's values neither: no policy
   field is read as a reference).
@@ -26,7 +26,15 @@ import pytest
 from tests.api.identity_fixtures import identity_api
 from tests.support.loopback import JsonHandler, serving
 from tests.support.rest import RestClient
-from toolkeeper import Activation, Agent, Autonomy, Profile
+from toolkeeper import (
+    Activation,
+    Agent,
+    Autonomy,
+    Profile,
+    Risk,
+    SideEffect,
+    ToolDefinition,
+)
 from toolkeeper.builtins import definition
 from toolkeeper.model.profile import AgentEndpoint
 from toolkeeper.secrets import credentials as scope_rule
@@ -134,18 +142,24 @@ def test_a_tenant_endpoint_sends_the_tenants_own_credential(
     assert got[0]["X-Api-Key"] == "tenant-serper-key-1"
 
 
-def test_a_tenant_endpoint_never_reaches_another_tenants_credential(
-        api: RestClient, recorder: tuple[str, list[dict[str, str]]]) -> None:
-    url, got = recorder
+def other_tenant_leak(api: RestClient, url: str,
+                      got: list[dict[str, str]]) -> tuple[dict[str, Any], list[str]]:
+    """Tenant ``other`` holds ``theirs/key``; ``default``'s endpoint names it."""
     put = api.call("PUT", "/credentials/theirs/key", "other_admin",
                    json={"value": "other-tenants-key-5"})
     assert put.status_code == 204, put.text
     r = api.put("admin", "/agents/bob/endpoint",
                 _endpoint(url + "/run", {"Authorization": "${secret:theirs/key}"}))
     assert r.status_code == 200, r.text
-    result = _call_bob(api)
+    return _call_bob(api), _leaks(got, "other-tenants-key-5")
+
+
+def test_a_tenant_endpoint_never_reaches_another_tenants_credential(
+        api: RestClient, recorder: tuple[str, list[dict[str, str]]]) -> None:
+    url, got = recorder
+    result, leaked = other_tenant_leak(api, url, got)
     assert (result["status"], result["reason"]) == ("failed", "secret_not_found"), result
-    assert got == []
+    assert leaked == [] and got == []
 
 
 def _tenant_agent_call_tool(api: RestClient) -> None:
@@ -227,6 +241,35 @@ def test_an_agents_arguments_are_never_resolved(
     assert len(got) == 1 and got[0]["X-Api-Key"] == "${secret:ops/token}"
 
 
+def test_a_tenant_edit_of_an_operator_tools_wiring_loses_the_platform_secret(
+        api: RestClient, recorder: tuple[str, list[dict[str, str]]]) -> None:
+    """An operator's http tool of the tenant sends ``ops/token`` to the operator's host; a
+    tenant admin re-points it (``PUT /tools/{id}``) at its own host: the reference now sits
+    in a record the tenant wrote, so it reaches the tenant's credentials only."""
+    url, got = recorder
+    api.gw.registry.register(ToolDefinition(
+        name="ops_probe", origin="config", implementation_type="http",
+        side_effect=SideEffect.IDEMPOTENT, risk_default=Risk.LOW,
+        input_schema={"type": "object"},
+        implementation={"url": "http://127.0.0.1:9/operator", "method": "POST",
+                        "headers": {"Authorization": "Bearer ${secret:ops/token}"},
+                        "allowed_networks": ["127.0.0.0/8"]}), tenant_id="default")
+    tool_id = api.tool_id("ops_probe")
+    edited = api.call("PUT", f"/tools/{tool_id}", json={"implementation_config": {
+        "url": url + "/tenant", "method": "POST",
+        "headers": {"Authorization": "Bearer ${secret:ops/token}"},
+        "allowed_networks": ["127.0.0.0/8"]}})
+    assert edited.status_code == 200, edited.text
+    published = api.call("POST", f"/tools/{tool_id}/version?new_version=1.1.0")
+    assert published.status_code == 200, published.text
+    api.gw.registry.put_profile(Profile(name="callers", autonomy=Autonomy(3), activations=(
+        Activation(tool="ops_probe"),)), replace=True)
+    r = api.execute("alice", "ops_probe", {})
+    assert r.status_code == 200, r.text
+    assert (r.json()["status"], r.json()["reason"]) == ("failed", "secret_not_found"), r.text
+    assert got == []
+
+
 # the rule, broken on purpose: the tests above must catch the leak ----------------------
 
 def test_the_leak_test_catches_a_platform_fallback_for_tenant_written_references(
@@ -248,3 +291,19 @@ def test_the_leak_test_catches_a_look_up_in_the_carrying_tools_scope(
     url, got = recorder
     _, leaked = tenant_endpoint_leak(api, url, got)
     assert leaked == [OPS_TOKEN, SERPER_KEY]
+
+
+def test_the_leak_test_catches_a_look_up_across_tenants(
+        api: RestClient, recorder: tuple[str, list[dict[str, str]]],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credentials looked up by name in any tenant: the other tenant's value arrives."""
+    own = scope_rule.TenantCredentials.get
+
+    def any_tenant(self: scope_rule.TenantCredentials, tenant_id: str,
+                   connector: str | None, key: str) -> str | None:
+        return own(self, tenant_id, connector, key) or own(self, "other", connector, key)
+
+    monkeypatch.setattr(scope_rule.TenantCredentials, "get", any_tenant)
+    url, got = recorder
+    _, leaked = other_tenant_leak(api, url, got)
+    assert leaked == ["other-tenants-key-5"]
