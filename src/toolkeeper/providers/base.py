@@ -68,7 +68,7 @@ class ToolContext:
     """The operator's ceiling for tenant-written host values (``toolkeeper.bounds``)."""
     agent_calls: Any = None
     """The gateway's own record of the agent calls in flight (``agent_call``'s chain guard:
-    ``toolkeeper.builtins._agent_chains.InFlight``)."""
+    ``toolkeeper.providers.agent_chains.InFlight``)."""
     _get_secret: SecretGetter | None = None
     """Look-ups in the scope of the tool definition's writer (its ``origin``)."""
     _secrets_of: Callable[[str], SecretGetter | None] | None = None
