@@ -14,6 +14,8 @@ What the gateway cannot know, said plainly:
   makes is attributed to it, so an unrelated call of B in that window may be refused
   (``agent_call_cycle``/``agent_call_depth``) — a refusal, never an escape;
 * a callee that calls back under another agent's token (of its tenant) than its own;
+* a callee that answers first and calls back later: the run it was part of is over, so
+  the later call starts a chain of its own (rate limits bound such a loop);
 * a call-back that lands in another process (``serve --workers N``, several replicas):
   the record is this process's memory. There only the header, when the callee sends it,
   carries the chain.
