@@ -157,7 +157,7 @@ class Gateway:
         self.webhooks = WebhookNotifier(
             setting=store.registry.get_setting, bounds=self.settings.tenant_bounds,
             secrets=lambda tenant: tenant_getter(self._secrets, self.credentials, tenant,
-                                                 operator_tool=False))
+                                                 written_by="api"))
         self.on_approval_created(self.webhooks.notify)  # from every face, not only serve
 
     @classmethod

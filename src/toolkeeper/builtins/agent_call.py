@@ -13,10 +13,18 @@ Payload: ``input`` (or its alias ``text``; not both), ``messages`` (a list), ``c
 ``{mode: "sync", target_agent_id, target_agent_slug, run_id, status, output, context,
 error}``.
 
-Chains: every call knows the agents it passed through (``CallRequest.chain``, REST header
-``Toolkeeper-Agent-Chain``) and hands them on, the caller appended. A target already on
-the chain stops with ``agent_call_cycle``, a chain longer than the policy's ``max_depth``
-with ``agent_call_depth`` — both before anything is sent.
+Chains: every call knows the agents it passed through and hands them on, the caller
+appended. The gateway knows them from its own record of the agent calls in flight
+(:mod:`toolkeeper.providers.agent_chains`: a call made by an agent that an ``agent_call``
+is running belongs to that chain), whether or not the callee sends the REST header
+``Toolkeeper-Agent-Chain`` back; a header sent is one more chain to check, never a way to
+shorten one. A target already on any of them stops with ``agent_call_cycle``, a longest
+chain beyond the policy's ``max_depth`` with ``agent_call_depth`` — both before anything is
+sent.
+
+Secrets: the endpoint's header references resolve in the scope of whoever wrote the
+endpoint (:func:`endpoint_writer`), never of the tool carrying the call: a tenant-written
+endpoint reaches that tenant's own credentials only, also through the global built-in.
 """
 
 from __future__ import annotations
@@ -43,6 +51,7 @@ from toolkeeper.model.profile import Agent, AgentEndpoint, agent_id
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta
 from toolkeeper.netguard import NetGuard
+from toolkeeper.providers.agent_chains import InFlight
 from toolkeeper.providers.base import ToolContext, ToolPolicy
 from toolkeeper.providers.native import BaseTool
 from toolkeeper.secrets.base import SECRET_REF_RE, only_references
@@ -152,19 +161,23 @@ class AgentCallTool(BaseTool):
     async def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
         policy = _policy(self, action, context)
         agent, endpoint, payload = self._prepare(request, policy, context)
+        writer = endpoint_writer(endpoint)
         headers: dict[str, str] = {}
         for name, value in endpoint.headers.items():
-            headers[name] = await _resolved(value, context)
+            headers[name] = await _resolved(value, context, writer)
         timeout = min(policy.timeout_s, endpoint.timeout_s, self._timeout(policy))
+        path = _path(context)
         out = Outbound(url=endpoint.url, headers=headers, input=payload[0],
-                       messages=payload[1], context=payload[2],
-                       chain=_path(context), timeout_s=timeout,
+                       messages=payload[1], context=payload[2], chain=path, timeout_s=timeout,
                        max_bytes=policy.max_response_bytes)
         guard = NetGuard(allowed_networks=endpoint.allowed_networks)
         send = send_a2a if endpoint.transport == "a2a" else send_http
+        in_flight = context.agent_calls if isinstance(context.agent_calls, InFlight) \
+            else InFlight()
         try:
-            async with asyncio.timeout(timeout):
-                reply = await send(guard, out)
+            with in_flight.running(context.tenant_id, agent.name, path):
+                async with asyncio.timeout(timeout):
+                    reply = await send(guard, out)
         except TimeoutError:
             raise ToolError(Reason.TIMEOUT, f"the agent did not answer within {timeout}s",
                             retryable=True, may_have_executed=True) from None
@@ -196,10 +209,11 @@ class AgentCallTool(BaseTool):
         if policy.allowed_agents is not None and agent.name not in policy.allowed_agents:
             ctx.deny(Reason.AGENT_NOT_ALLOWED,
                      f"agent {agent.name!r} is not in this agent_call allow-list")
+        for known in _paths(ctx):
+            if agent.name in known or len(set(known)) < len(known):
+                ctx.deny(Reason.AGENT_CALL_CYCLE, f"agent {agent.name!r} is already on the "
+                         f"call chain {' -> '.join(known)}", chain=list(known))
         path = _path(ctx)
-        if agent.name in path or len(set(path)) < len(path):
-            ctx.deny(Reason.AGENT_CALL_CYCLE, f"agent {agent.name!r} is already on the call "
-                     f"chain {' -> '.join(path)}", chain=list(path))
         if len(path) > policy.max_depth:
             ctx.deny(Reason.AGENT_CALL_DEPTH, f"the call chain would be {len(path)} agent "
                      f"calls deep; the limit is {policy.max_depth}", depth=len(path))
@@ -266,16 +280,33 @@ def _find(ctx: ToolContext, by_id: str | None, by_slug: str | None) -> Agent:
     ctx.deny(Reason.AGENT_NOT_FOUND, _NOT_FOUND)
 
 
+def _paths(ctx: ToolContext) -> list[tuple[str, ...]]:
+    """Every chain this call may be part of, this call's agent last: the one the request
+    carries (the REST header) and, from the gateway's own record, the chain of every call
+    in flight that is running this call's agent."""
+    known = [tuple(ctx.chain)]
+    if isinstance(ctx.agent_calls, InFlight) and ctx.agent:
+        known += ctx.agent_calls.chains_into(ctx.tenant_id, ctx.agent)
+    return [(*chain, ctx.agent) if ctx.agent else chain for chain in known]
+
+
 def _path(ctx: ToolContext) -> tuple[str, ...]:
-    """The chain handed on: the agents passed through, this call's agent last."""
-    return (*ctx.chain, ctx.agent) if ctx.agent else tuple(ctx.chain)
+    """The chain handed on: the longest this call may be part of (:func:`_paths`)."""
+    return max(_paths(ctx), key=len)
 
 
-async def _resolved(value: str, ctx: ToolContext) -> str:
+def endpoint_writer(endpoint: AgentEndpoint) -> str | None:
+    """Whose scope the endpoint's secret references resolve in: its writer's ``origin``
+    (``api``: the tenant admin who registered it; ``code``/``config``: the operator)."""
+    return endpoint.origin
+
+
+async def _resolved(value: str, ctx: ToolContext, written_by: str | None) -> str:
     parts: list[str] = []
     last = 0
     for match in SECRET_REF_RE.finditer(value):
-        parts += [value[last:match.start()], await ctx.secret(match.group(2), match.group(1))]
+        secret = await ctx.secret(match.group(2), match.group(1), written_by=written_by)
+        parts += [value[last:match.start()], secret]
         last = match.end()
     return "".join([*parts, value[last:]])
 

@@ -43,10 +43,12 @@ def make_context(rt: Runtime, st: CallState) -> ToolContext:
         turn_group_id=req.turn_group_id, trace_id=req.trace_id, task_id=req.task_id,
         step_id=req.step_id, config=tool.implementation,
         timeout_s=tool.execution.timeout_s, upstreams=rt.upstreams,
-        chain=tuple(req.chain), agents=rt.catalog.agents,
+        chain=tuple(req.chain), agents=rt.catalog.agents, agent_calls=rt.agent_calls,
         tenant_bounds=rt.settings.tenant_bounds,
         _get_secret=tenant_getter(rt.secrets, rt.credentials, st.tenant_id or "",
-                                  operator_tool=tool.origin != "api"),
+                                  written_by=tool.origin),
+        _secrets_of=lambda origin: tenant_getter(rt.secrets, rt.credentials,
+                                                 st.tenant_id or "", written_by=origin),
         _get_credential=own_credentials(rt.credentials, st.tenant_id or ""),
     )
 

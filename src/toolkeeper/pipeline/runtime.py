@@ -15,6 +15,7 @@ from toolkeeper.pipeline.audit_sink import AuditSink
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.pipeline.health import HealthBoard
 from toolkeeper.pipeline.limiters import ConcurrencyGroups, RateLimiter, TurnCounter
+from toolkeeper.providers.agent_chains import InFlight
 from toolkeeper.secrets.base import SecretsStore
 from toolkeeper.secrets.credentials import TenantCredentials
 from toolkeeper.secrets.redact import Redactor
@@ -144,3 +145,5 @@ class Runtime:
     """Connections to upstream MCP servers (created on first use by the gateway)."""
     credentials: TenantCredentials | None = None
     """Tenants' own credentials (with the embedded secrets store)."""
+    agent_calls: InFlight = field(default_factory=InFlight)
+    """The agent calls this process is making, for ``agent_call``'s chain guard."""

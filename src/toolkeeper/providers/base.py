@@ -66,15 +66,30 @@ class ToolContext:
     here, within ``tenant_id`` only)."""
     tenant_bounds: Any = None
     """The operator's ceiling for tenant-written host values (``toolkeeper.bounds``)."""
+    agent_calls: Any = None
+    """The gateway's own record of the agent calls in flight (``agent_call``'s chain guard:
+    ``toolkeeper.providers.agent_chains.InFlight``)."""
     _get_secret: SecretGetter | None = None
+    """Look-ups in the scope of the tool definition's writer (its ``origin``)."""
+    _secrets_of: Callable[[str], SecretGetter | None] | None = None
+    """Look-ups in the scope of another record's writer, by that record's ``origin``."""
     _get_credential: CredentialGetter | None = None
     _resolved_secrets: list[str] = field(default_factory=list)
 
-    async def secret(self, key: str, connector_id: str | None = None) -> str:
-        """Resolve a secret now, at use. Its value is redacted from everything returned."""
-        if self._get_secret is None:
+    async def secret(self, key: str, connector_id: str | None = None, *,
+                     written_by: str | None = None) -> str:
+        """Resolve a secret now, at use. Its value is redacted from everything returned.
+
+        A reference resolves in the scope of whoever wrote it: by default the tool's own
+        definition; ``written_by`` gives the ``origin`` of another record the reference
+        was read from (an agent endpoint), whatever tool carries it."""
+        if written_by is None:
+            getter = self._get_secret
+        else:
+            getter = self._secrets_of(written_by) if self._secrets_of is not None else None
+        if getter is None:
             raise ToolError("secret_not_found", f"no secrets store for {key!r}")
-        value = await self._get_secret(connector_id or self.connector_id, key)
+        value = await getter(connector_id or self.connector_id, key)
         self._resolved_secrets.append(value)
         return value
 

@@ -4,10 +4,13 @@ A credential is a row per (tenant, connector, key): names are per tenant, so two
 both have ``crm/api_key`` and neither learns of the other's. Values are sealed by the
 embedded secrets store with the tenant in the associated data.
 
-Resolution (:func:`tenant_getter`): a call of tenant T asking for ``connector/key`` gets T's
-own credential; if T has none, the operator's platform secret (the configured
-``SecretsStore``) only for tools the operator defined; else ``secret_not_found``. Another
-tenant's row is never consulted. The row is read when a secret is resolved, not per call:
+Resolution (:func:`tenant_getter`): a reference resolves in the scope of whoever WROTE it,
+that is of the record holding it (a tool definition, an agent endpoint, a webhook…), never
+of the tool that happens to carry it. A reference in a record of tenant T asking for
+``connector/key`` gets T's own credential; if T has none, the operator's platform secret
+(the configured ``SecretsStore``) only when the operator wrote the record (origin ``code``
+or ``config``, :func:`platform_allowed`); else ``secret_not_found``. Another tenant's row is
+never consulted. The row is read when a secret is resolved, not per call:
 calls that use no secret pay nothing, and a write is seen by every process at once.
 """
 
@@ -119,12 +122,24 @@ class TenantCredentials:
         return done
 
 
+OPERATOR_ORIGINS = frozenset({"code", "config"})
+"""The ``origin`` of records the operator wrote (library code, a config file, the CLI)."""
+
+
+def platform_allowed(written_by: str) -> bool:
+    """The scope rule: may a reference written in a record of this ``origin`` reach the
+    operator's platform secrets? Only the operator's own records; ``api`` (a tenant admin
+    over REST) or anything unknown reaches the tenant's own credentials only."""
+    return written_by in OPERATOR_ORIGINS
+
+
 def tenant_getter(platform: SecretsStore | None, credentials: TenantCredentials | None,
-                  tenant_id: str, *, operator_tool: bool) -> Getter | None:
-    """Secret look-ups for a call of ``tenant_id`` (the rule in the module docstring);
-    ``None`` when there is nowhere to look. ``operator_tool``: the tool was defined by the
-    operator (code or config), not by a tenant through the API."""
-    fallback = platform.get_secret if platform is not None and operator_tool else None
+                  tenant_id: str, *, written_by: str) -> Getter | None:
+    """Secret look-ups for references in a record of ``tenant_id`` (the rule in the module
+    docstring); ``None`` when there is nowhere to look. ``written_by``: the ``origin`` of the
+    record holding the reference (``code``, ``config`` or ``api``)."""
+    allowed = platform_allowed(written_by)
+    fallback = platform.get_secret if platform is not None and allowed else None
     if credentials is None and fallback is None:
         return None
 
