@@ -58,7 +58,7 @@ def test_permuting_statements_never_changes_a_decision_and_deny_wins(gw: Gateway
     order_free_property(gw, seen, max_examples=70)()
     print(f"\ndecisions reached: {distribution(seen)}")
     total = sum(seen[k] for k in KINDS)
-    assert total >= 240, distribution(seen)
+    assert total >= 200, distribution(seen)
     for kind in KINDS:
         assert seen[kind] >= MIN_SHARE * total, f"{kind} too rare: {distribution(seen)}"
     assert seen["refused"] <= 0.5 * (seen["refused"] + total / len(CALLS)), \
