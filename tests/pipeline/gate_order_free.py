@@ -144,6 +144,15 @@ def expected(autonomy: int, tenant: dict[str, dict[str, str]],
     return "confirm" if gate == "preview" and not has_preview else gate
 
 
+def explicit_deny(autonomy: int, tenant: dict[str, dict[str, str]],
+                  profile: dict[str, dict[str, str]], acts: list[dict[str, Any]],
+                  tool: str, action: str, risk: str) -> bool:
+    """Whether a layer states ``deny`` for this call: then nothing may let it through."""
+    a = str(autonomy)
+    return "deny" in (tenant.get(risk, {}).get(a), profile.get(risk, {}).get(a)) or any(
+        x["tool"] == tool and x["gates"].get(action) == "deny" for x in acts)
+
+
 # -- the gateway ------------------------------------------------------------------------
 
 
@@ -237,6 +246,10 @@ def order_free_property(gw: Gateway, seen: Counter[str], *, max_examples: int,
             event(f"decision: {kind}")
             seen[kind] += 1
         assert got_a == got_b, ("order of statements changed a decision", got_a, got_b)
+        denied = [explicit_deny(autonomy, t_gates, p_gates, written, tool, action, risk)
+                  for tool, action, risk, _ in CALLS]
+        assert all(g == "deny" for g, d in zip(got_a, denied, strict=True) if d), \
+            ("an explicit deny did not win: a decision is not deny", got_a, denied)
         assert got_a == want, ("a decision is not the rules'", got_a, want)
 
     return check
