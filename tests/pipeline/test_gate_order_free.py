@@ -31,6 +31,7 @@ cells = st.tuples(st.sampled_from(RISKS), st.sampled_from(list(Autonomy)),
 layer = st.lists(cells, max_size=5)
 
 
+@pytest.mark.property
 @settings(max_examples=300, deadline=None)
 @given(tenant=layer, below=st.lists(layer, max_size=3), data=st.data())
 def test_combining_gate_layers_ignores_the_order_of_statements(
