@@ -2,11 +2,17 @@
 the FastAPI route does. Each request — valid and malformed, allowed, refused, limited and
 gated — goes to two apps over one gateway, the lean path on in one and off in the other,
 and both answers must match: status, content type, the headers a client acts on, and the
-JSON body (ids, times and durations minted per call normalised). ``$path`` in a request
-becomes the path's name, so calls that leave state (a key, an approval) do not meet."""
+JSON body (ids, times and durations minted per call normalised); so must the audit records
+each wrote (:mod:`tests.support.audit_diff`). Every token is verified first (the lean
+path's rule), and the lean path must answer each request itself — a spy on its answer
+steps counts it — except the cases it leaves to the route by design (:data:`ROUTED`).
+``$path`` in a request becomes the path's name, so calls that leave state (a key, an
+approval) do not meet. The tests at the end break the lean path on purpose and show the
+differential catching it (issue 26)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +22,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.exec_fixtures import _TOKENS, Gate, build_gateway
-from toolkeeper.api import ApiSettings, create_app
+from tests.support.audit_diff import mark, written_since
+from toolkeeper.api import ApiSettings, create_app, lean_execute
 from toolkeeper.api.auth import gateway
 from toolkeeper.api.lean_execute import plan
 from toolkeeper.server import ServerSettings
@@ -33,15 +40,35 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[s
     gw = build_gateway(f"sqlite:///{tmp_path_factory.mktemp('lean')}/tk.db", hold)
     tokens = {who: gw.store.tokens.create(tenant_id=t, role=r, agent=a)[1]
               for who, (t, r, a) in _TOKENS.items()}
+    answered: list[str] = []  # one entry per request the lean path answered itself
     try:
-        with TestClient(create_app(gw, ApiSettings(rest_fast_path=True)),
-                        raise_server_exceptions=False) as lean, \
-                TestClient(create_app(gw, ApiSettings(rest_fast_path=False)),
-                           raise_server_exceptions=False) as route:
-            yield gw, {"tokens": tokens, "lean": lean, "route": route}
+        with pytest.MonkeyPatch.context() as mp:
+            _spy_on_the_lean_answers(mp, answered)
+            with TestClient(create_app(gw, ApiSettings(rest_fast_path=True)),
+                            raise_server_exceptions=False) as lean, \
+                    TestClient(create_app(gw, ApiSettings(rest_fast_path=False)),
+                               raise_server_exceptions=False) as route:
+                yield gw, {"tokens": tokens, "lean": lean, "route": route,
+                           "answered": answered}
     finally:
         hold.release.set()
         gw.close()
+
+
+def _spy_on_the_lean_answers(mp: pytest.MonkeyPatch, answered: list[str]) -> None:
+    """Count what the lean path answers: its two answerers (a result through the route's
+    ``answer``, an exception through the app's handler), as it looks them up."""
+    real_answer, real_handled = lean_execute.answer, lean_execute._handled
+
+    def answer(res: Any) -> Any:
+        answered.append("result")
+        return real_answer(res)
+
+    async def handled(scope: Any, exc: Exception) -> Any:
+        answered.append("exception")
+        return await real_handled(scope, exc)
+    mp.setattr(lean_execute, "answer", answer)
+    mp.setattr(lean_execute, "_handled", handled)
 
 
 def _normal(value: Any) -> Any:
@@ -65,19 +92,44 @@ def _send(client: TestClient, body: bytes, headers: dict[str, str],
 
 
 def same(apps: tuple[Any, dict[str, Any]], who: str | None, body: Any,
-         headers: dict[str, str] | None = None) -> dict[str, Any]:
-    """Both paths' answers to one request, which must be equal; the lean one returned."""
-    _, held = apps
-    answers = []
+         headers: dict[str, str] | None = None, *, lean: bool = True) -> dict[str, Any]:
+    """Both paths' answers to one request, and the audit records each wrote, which must be
+    equal; the lean one returned. ``lean``: whether the lean path must answer the request
+    itself (else it must leave it to the route: a request it does not take by design)."""
+    gw, held = apps
+    answers, written = [], []
     for side in ("lean", "route"):
         raw = body if isinstance(body, bytes) else json.dumps(body).encode()
         raw = raw.replace(b"$path", side.encode())
         sent = {"Content-Type": "application/json",
                 **({"Authorization": f"Bearer {held['tokens'].get(who, who)}"} if who else {}),
                 **{k: v.replace("$path", side) for k, v in (headers or {}).items()}}
+        before, since = len(held["answered"]), mark(gw)
         answers.append(_send(held[side], raw, sent, side))
+        written.append(written_since(gw, since, sides=(f"-{side}",),
+                                     arguments=_arguments(raw)))
+        took = held["answered"][before:]  # a refusal: the answer raised, the handler answered
+        assert bool(took) == (lean and side == "lean"), \
+            f"the {side} side: the lean path answered {took or 'nothing'}"
     assert answers[0] == answers[1], json.dumps(answers, indent=1, sort_keys=True)
+    assert written[0] == written[1], "audit records differ: " + json.dumps(
+        written, indent=1, sort_keys=True, default=str)
     return answers[0]
+
+
+def _arguments(raw: bytes) -> Any:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    return body.get("arguments") if isinstance(body, dict) else None
+
+
+def verified(apps: tuple[Any, dict[str, Any]], who: str | None) -> None:
+    """``who``'s token verified by this process (as any earlier request of it would)."""
+    gw, held = apps
+    if who in held["tokens"]:
+        gw.authenticate(held["tokens"][who])
 
 
 ADD = {"tool": "add", "arguments": {"a": 1, "b": 2}}
@@ -139,12 +191,83 @@ CASES: dict[str, tuple[str | None, Any, dict[str, str]]] = {
 }
 
 
+_NOT_AN_AGENT = "the token is not an agent's own (the route decides who acts)"
+_ROUTE_REFUSES = "the route's own validation refuses it (its 4xx has one home)"
+ROUTED = {
+    "a call naming another agent": _NOT_AN_AGENT,
+    "an operator acting for an agent": _NOT_AN_AGENT,
+    "an operator naming no agent": _NOT_AN_AGENT,
+    "an approver": _NOT_AN_AGENT,
+    "no token": "no verified token: the route answers 401",
+    "an unknown token": "no verified token: the route looks it up, answers 401",
+    "a basic scheme": "no bearer token",
+    "a body without a tool": _ROUTE_REFUSES,
+    "a body with an unknown field": _ROUTE_REFUSES,
+    "a body that is a list": _ROUTE_REFUSES,
+    "a body that is not JSON": _ROUTE_REFUSES,
+    "an empty body": _ROUTE_REFUSES,
+    "a text content type": _ROUTE_REFUSES,
+    "a tool name too long": _ROUTE_REFUSES,
+    "a key over 255 characters": _ROUTE_REFUSES,
+    "a malformed chain header": _ROUTE_REFUSES,
+}
+"""The cases the lean path leaves to the route by design (:func:`plan` returns ``None``):
+for them the differential checks the hand-over (the buffered body replayed) and that the
+lean path did not answer; every other case, gated, refused and cross-tenant ones
+included, must be answered by the lean path itself."""
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_lean_path_answers_as_the_route_does(apps: tuple[Any, dict[str, Any]],
                                                  case: str) -> None:
     who, body, headers = CASES[case]
-    same(apps, "bot", ADD)  # the token is verified in this process (the lean path's rule)
-    same(apps, who, body, headers)
+    verified(apps, who)  # the lean path's rule: a token this process has verified
+    same(apps, who, body, headers, lean=case not in ROUTED)
+
+
+# -- the differential catches a broken lean path ------------------------------------------
+
+FULL = CASES["a pure call with every optional field"][1]
+
+
+def test_a_lean_path_answering_another_status_is_caught(
+        apps: tuple[Any, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    looked_up = lean_execute.answer  # the spy: the lean path's own answer step
+
+    def broken(res: Any) -> Any:
+        response = looked_up(res)
+        response.status_code = 202
+        return response
+    monkeypatch.setattr(lean_execute, "answer", broken)
+    verified(apps, "bot")
+    with pytest.raises(AssertionError, match='"status": 202'):
+        same(apps, "bot", ADD)
+
+
+def test_a_lean_path_writing_other_audit_records_is_caught(
+        apps: tuple[Any, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    # the lean path drops the call's task and step before the pipeline: the answers are
+    # still the same, only the audit records show it
+    real = lean_execute.plan
+
+    def broken(*args: Any) -> Any:
+        found = real(*args)
+        return found and lean_execute.Plan(
+            dataclasses.replace(found.request, task_id=None, step_id=None), found.principal)
+    monkeypatch.setattr(lean_execute, "plan", broken)
+    verified(apps, "bot")
+    with pytest.raises(AssertionError, match="audit records differ"):
+        same(apps, "bot", FULL)
+
+
+def test_a_lean_path_that_answers_nothing_itself_is_caught(
+        apps: tuple[Any, dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> None:
+    # handing everything to the route would make the differential compare the route with
+    # itself: the count of what the lean path answered shows it
+    monkeypatch.setattr(lean_execute, "plan", lambda *args: None)
+    verified(apps, "bot")
+    with pytest.raises(AssertionError, match="the lean path answered nothing"):
+        same(apps, "bot", ADD)
 
 
 def test_a_rate_limited_call_answers_429_with_retry_after_on_both_paths(
@@ -155,7 +278,7 @@ def test_a_rate_limited_call_answers_429_with_retry_after_on_both_paths(
     ping = json.dumps({"tool": "ping", "arguments": {}}).encode()
     headers = {"Content-Type": "application/json",
                "Authorization": f"Bearer {held['tokens']['other-bot']}"}
-    same(apps, "other-bot", ADD)
+    verified(apps, "other-bot")
     assert _send(held["lean"], ping, headers)["status"] == 200
     answers = [_send(held[side], ping, headers) for side in ("lean", "route")]
     assert answers[0] == answers[1], json.dumps(answers, indent=1, sort_keys=True)
@@ -166,7 +289,7 @@ def test_a_rate_limited_call_answers_429_with_retry_after_on_both_paths(
 def test_only_the_plainest_request_of_a_known_agent_is_taken(
         apps: tuple[Any, dict[str, Any]]) -> None:
     gw, held = apps
-    same(apps, "bot", ADD)
+    verified(apps, "bot")
     token = held["tokens"]["bot"]
     plain = {b"content-type": "application/json", b"authorization": f"Bearer {token}"}
     body = json.dumps(ADD).encode()
@@ -200,7 +323,7 @@ def test_a_plain_call_never_reaches_the_route_and_the_rest_does(
 
     app.dependency_overrides[gateway] = counted
     auth = {"Authorization": f"Bearer {held['tokens']['bot']}"}
-    same(apps, "bot", ADD)  # verified in this process
+    verified(apps, "bot")
     with TestClient(app, raise_server_exceptions=False) as client:
         lean = client.post("/tools/execute", json=ADD, headers=auth)
         assert lean.status_code == 200 and lean.json()["output"] == 3 and routed == []

@@ -1,10 +1,15 @@
 """Issue 12 item 1: the lean MCP path answers exactly as the official SDK does. Each
 request — valid and malformed, allowed, refused and gated — goes to the same server with
 the lean path on and then off (``mcp_fast_path``), and both answers must match: status,
-content type and JSON body (ids minted per call normalised)."""
+content type and JSON body (ids minted per call normalised); so must the audit records
+each wrote (:mod:`tests.support.audit_diff`). The lean path must answer each request
+itself — a spy on its answer step counts it — except the cases it leaves to the SDK by
+design (:data:`SDK_ONLY`). The tests at the end break the lean path on purpose and show
+the differential catching it (issue 26)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +18,9 @@ import httpx
 import pytest
 from mcp_fixtures import MINTED, McpServer, serving_endpoint
 
+from tests.support.audit_diff import mark, written_since
 from toolkeeper.api import ApiSettings, create_app
+from toolkeeper.mcp import lean
 
 V = "2026-07-28"
 HEADERS = {"Accept": "application/json, text/event-stream",
@@ -24,8 +31,24 @@ META = {"io.modelcontextprotocol/protocolVersion": V,
 
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpServer, Any]]:
-    with serving_endpoint(f"sqlite:///{tmp_path_factory.mktemp('lean')}/tk.db") as served:
+    with pytest.MonkeyPatch.context() as mp, \
+            serving_endpoint(f"sqlite:///{tmp_path_factory.mktemp('lean')}/tk.db") as served:
+        mp.setattr(lean, "answer", _counted(lean.answer))
+        # the endpoint builds its face with the SDK's app, on the first request: until then
+        # every request goes to the SDK
+        assert _send(served[0], "bot", LIST, HEADERS)["status"] == 200
         yield served
+
+
+ANSWERED: list[str] = []
+"""The methods the lean path answered itself, in order (the server runs in this process)."""
+
+
+def _counted(real: Any) -> Any:
+    async def answer(face: Any, who: Any, job: Any) -> Any:
+        ANSWERED.append(job.method)
+        return await real(face, who, job)
+    return answer
 
 
 def _call(name: str, arguments: Any = None, **extra: Any) -> dict[str, Any]:
@@ -57,19 +80,37 @@ def _send(srv: McpServer, who: str, body: Any, headers: dict[str, str]) -> dict[
 
 
 def _same(srv: tuple[McpServer, Any], who: str, body: Any,
-          headers: dict[str, str] | None = None) -> dict[str, Any]:
-    """Both paths' answers, which must be equal. A ``$path`` in the body becomes the path's
-    name, so calls that leave state (a pending approval) do not meet each other's."""
+          headers: dict[str, str] | None = None, *, lean: bool = True) -> dict[str, Any]:
+    """Both paths' answers and the audit records each wrote, which must be equal. A
+    ``$path`` in the body becomes the path's name, so calls that leave state (a pending
+    approval) do not meet each other's. ``lean``: whether the lean path must answer the
+    request itself (else it must leave it to the SDK: a request it does not take)."""
     server, endpoint = srv
-    answers = []
-    for lean in (True, False):
-        endpoint.fast_path = lean
+    answers, written = [], []
+    for on in (True, False):
+        endpoint.fast_path = on
+        side = "lean" if on else "sdk"
         sent = body if isinstance(body, bytes) else json.loads(
-            json.dumps(body).replace("$path", "lean" if lean else "sdk"))
-        answers.append(_send(server, who, sent, headers or HEADERS))
-    endpoint.fast_path = True
-    assert answers[0] == answers[1]
+            json.dumps(body).replace("$path", side))
+        before, since = len(ANSWERED), mark(server.gw)
+        try:
+            answers.append(_send(server, who, sent, headers or HEADERS))
+        finally:
+            endpoint.fast_path = True
+        written.append(written_since(server.gw, since, sides=(side,),
+                                     arguments=_arguments(sent)))
+        took = ANSWERED[before:]
+        assert bool(took) == (lean and on), \
+            f"the {side} side: the lean path answered {took or 'nothing'}"
+    assert answers[0] == answers[1], json.dumps(answers, indent=1, sort_keys=True)
+    assert written[0] == written[1], "audit records differ: " + json.dumps(
+        written, indent=1, sort_keys=True, default=str)
     return answers[0]
+
+
+def _arguments(sent: Any) -> Any:
+    params = sent.get("params") if isinstance(sent, dict) else None
+    return params.get("arguments") if isinstance(params, dict) else None
 
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
@@ -110,10 +151,34 @@ CASES: dict[str, tuple[str, Any]] = {
 }
 
 
+_SDK_REFUSES = "malformed: the SDK's own error answers it"
+_NEEDS_SDK = "needs what only the SDK does"
+SDK_ONLY = {
+    "list with a null id": _SDK_REFUSES,
+    "list with a cursor": _NEEDS_SDK + " (pagination)",
+    "list without _meta": _SDK_REFUSES + " (a 2026-07-28 request carries its version)",
+    "a notification": _NEEDS_SDK + " (no id: 202, nothing answered)",
+    "call with arguments not an object": _SDK_REFUSES,
+    "call with a name not a string": _SDK_REFUSES,
+    "call without a name": _SDK_REFUSES,
+    "call with an unknown param": _NEEDS_SDK + " (a param it may read)",
+    "call with a progress token": _NEEDS_SDK + " (progress notifications)",
+    "call with a bad clientInfo": _SDK_REFUSES,
+    "wrong jsonrpc version": _SDK_REFUSES,
+    "a batch": _SDK_REFUSES,
+    "a boolean id": _SDK_REFUSES,
+    "unsupported version in _meta": _SDK_REFUSES,
+    "malformed JSON": _SDK_REFUSES,
+}
+"""The cases the lean path leaves to the SDK by design (:func:`lean.plan` is ``None``): for
+them the differential checks the hand-over and that the lean path did not answer; every
+other case, refused and gated calls included, must be answered by the lean path."""
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_lean_path_answers_as_the_sdk_does(srv: tuple[McpServer, Any], case: str) -> None:
     who, body = CASES[case]
-    _same(srv, who, body)
+    _same(srv, who, body, lean=case not in SDK_ONLY)
 
 
 def test_plain_calls_really_take_the_lean_path_and_succeed(
@@ -135,21 +200,24 @@ def test_plain_calls_really_take_the_lean_path_and_succeed(
     assert seen == ["bot"]
 
 
-@pytest.mark.parametrize("headers", [
-    {**HEADERS, "Accept": "application/json"},
-    {**HEADERS, "Accept": "text/event-stream"},
-    {**HEADERS, "Mcp-Method": "tools/call"},
-    {**HEADERS, "Mcp-Name": "add"},
-    {**HEADERS, "MCP-Protocol-Version": "2025-11-25"},
-    {**HEADERS, "Host": "evil.example"},
-    {**HEADERS, "Origin": "http://evil.example"},
-    {**HEADERS, "Origin": "http://127.0.0.1"},
-    {**HEADERS, "Content-Type": "text/plain"},
-    {**HEADERS, "Host": "127.0.0.1:1"},
+@pytest.mark.parametrize(("headers", "lean_path"), [
+    ({**HEADERS, "Accept": "application/json"}, False),
+    ({**HEADERS, "Accept": "text/event-stream"}, False),
+    ({**HEADERS, "Mcp-Method": "tools/call"}, False),
+    ({**HEADERS, "Mcp-Name": "add"}, True),
+    ({**HEADERS, "MCP-Protocol-Version": "2025-11-25"}, False),
+    ({**HEADERS, "Host": "evil.example"}, False),
+    ({**HEADERS, "Origin": "http://evil.example"}, False),
+    ({**HEADERS, "Origin": "http://127.0.0.1"}, True),
+    ({**HEADERS, "Content-Type": "text/plain"}, False),
+    ({**HEADERS, "Host": "127.0.0.1:1"}, True),
 ])
 def test_unusual_headers_get_the_same_answer(srv: tuple[McpServer, Any],
-                                             headers: dict[str, str]) -> None:
-    _same(srv, "bot", LIST, headers)
+                                             headers: dict[str, str], lean_path: bool) -> None:
+    """``lean_path``: whether the lean path takes the request (the transport check, which
+    refuses a foreign Host or Origin, and an unusual Accept or version leave it to the
+    SDK)."""
+    _same(srv, "bot", LIST, headers, lean=lean_path)
 
 
 def test_a_refused_host_stays_refused_after_allowed_ones_passed(
@@ -158,7 +226,8 @@ def test_a_refused_host_stays_refused_after_allowed_ones_passed(
     refusals: the same evil Host is refused every time, between allowed requests."""
     for _ in range(2):
         assert _same(srv, "bot", LIST)["status"] == 200
-        assert _same(srv, "bot", LIST, {**HEADERS, "Host": "evil.example"})["status"] == 421
+        assert _same(srv, "bot", LIST, {**HEADERS, "Host": "evil.example"},
+                     lean=False)["status"] == 421
 
 
 def test_the_transport_check_reads_the_first_of_each_header_in_any_case() -> None:
@@ -186,3 +255,54 @@ def test_the_server_setting_reads_its_environment_variable() -> None:
 
     assert ServerSettings.load({}).mcp_fast_path is True
     assert ServerSettings.load({"TOOLKEEPER_MCP_FAST_PATH": "false"}).mcp_fast_path is False
+
+
+# -- the differential catches a broken lean path ------------------------------------------
+
+
+def _breaking(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
+    """The lean path's answer step (the counting spy) run with ``change`` applied to what
+    it sends the pipeline or what it answers."""
+    counted = lean.answer
+
+    async def broken(face: Any, who: Any, job: Any) -> Any:
+        return await change(counted, face, who, job)
+    monkeypatch.setattr(lean, "answer", broken)
+
+
+def test_a_lean_path_answering_another_status_is_caught(
+        srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    async def change(counted: Any, face: Any, who: Any, job: Any) -> Any:
+        _, reply = await counted(face, who, job)
+        return 202, reply
+    _breaking(monkeypatch, change)
+    with pytest.raises(AssertionError, match='"status": 202'):
+        _same(srv, "bot", _call("add", {"a": 2, "b": 3}))
+
+
+def test_a_lean_path_writing_other_audit_records_is_caught(
+        srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # the lean path gives the pipeline a call with a task id of its own: the answers are
+    # still the same, only the audit records show it
+    async def change(counted: Any, face: Any, who: Any, job: Any) -> Any:
+        real = face.gw.call_served
+
+        async def call_served(request: Any, principal: Any) -> Any:
+            return await real(dataclasses.replace(request, task_id="lean"), principal)
+        face.gw.call_served = call_served
+        try:
+            return await counted(face, who, job)
+        finally:
+            del face.gw.call_served
+    _breaking(monkeypatch, change)
+    with pytest.raises(AssertionError, match="audit records differ"):
+        _same(srv, "intern", _call("pay", {"invoice": "$path", "amount": 1}))
+
+
+def test_a_lean_path_that_answers_nothing_itself_is_caught(
+        srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # leaving everything to the SDK would make the differential compare the SDK with
+    # itself: the count of what the lean path answered shows it
+    monkeypatch.setattr(lean, "plan", lambda *args: None)
+    with pytest.raises(AssertionError, match="the lean path answered nothing"):
+        _same(srv, "bot", _call("add", {"a": 2, "b": 3}))

@@ -3,13 +3,17 @@ exactly as the official SDK's session does. Each request — valid and malformed
 refused and gated — goes to the same server with the lean path on and then off
 (``mcp_fast_path``), each on a session of its own opened the same way, and both answers
 must match: status, the session id, and the JSON-RPC messages (ids minted per call
-normalised). The framing may differ, as the transport lets it: the lean path answers a
-quick request with one JSON body, the SDK with an SSE stream of one event (each stated
-in the tests of the answer itself below)."""
+normalised); so must the audit records each wrote (:mod:`tests.support.audit_diff`). The
+lean path must answer each request itself — a spy on its answer step counts it — except
+the cases it leaves to the SDK by design (:data:`SDK_ONLY`); tests below break it on
+purpose and show the differential catching it (issue 26). The framing may differ, as the
+transport lets it: the lean path answers a quick request with one JSON body, the SDK with
+an SSE stream of one event (each stated in the tests of the answer itself below)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import time
@@ -21,9 +25,12 @@ import httpx
 import pytest
 from mcp_fixtures import MINTED, McpServer, connect, serving_endpoint
 
+from tests.support.audit_diff import mark, written_since
 from toolkeeper.mcp import lean
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.providers.native import tool
+
+pytestmark = pytest.mark.slow  # ~40 s here: a session opened per request and side
 
 V = "2025-11-25"
 BASE = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
@@ -42,8 +49,21 @@ async def nap(seconds: float) -> str:
 @pytest.fixture(scope="module")
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpServer, Any]]:
     db = f"sqlite:///{tmp_path_factory.mktemp('lean25')}/tk.db"
-    with serving_endpoint(db, extra=(nap,)) as served:
+    with pytest.MonkeyPatch.context() as mp, serving_endpoint(db, extra=(nap,)) as served:
+        mp.setattr(lean, "answer", _counted(lean.answer))
+        _open(served[0], "bot")  # the endpoint builds its face on its first request
         yield served
+
+
+ANSWERED: list[str] = []
+"""The methods the lean path answered itself, in order (the server runs in this process)."""
+
+
+def _counted(real: Any) -> Any:
+    async def answer(face: Any, who: Any, job: Any) -> Any:
+        ANSWERED.append(job.method)
+        return await real(face, who, job)
+    return answer
 
 
 def _open(server: McpServer, who: str, capabilities: dict[str, Any] | None = None,
@@ -101,27 +121,45 @@ def _send(server: McpServer, sent: Any, headers: dict[str, str]) -> dict[str, An
 
 
 def _same(srv: tuple[McpServer, Any], who: str, body: Any,
-          adjust: dict[str, str | None] | None = None) -> dict[str, Any]:
-    """Both paths' answers on fresh sessions, which must be equal. ``adjust`` changes the
-    session's headers (``None`` drops one); a ``$path`` in the body becomes the path's
-    name, so calls that leave state (a pending approval) do not meet each other's."""
+          adjust: dict[str, str | None] | None = None, *, lean: bool = True) -> dict[str, Any]:
+    """Both paths' answers on fresh sessions and the audit records each wrote, which must
+    be equal. ``adjust`` changes the session's headers (``None`` drops one); a ``$path``
+    in the body becomes the path's name, so calls that leave state (a pending approval) do
+    not meet each other's. ``lean``: whether the lean path must answer the request itself
+    (else it must leave it to the SDK: a request it does not take)."""
     server, endpoint = srv
-    answers = []
+    answers, written = [], []
     for on in (True, False):
         endpoint.fast_path = on
-        headers = _open(server, who)
-        for k, v in (adjust or {}).items():
-            headers.pop(k, None)
-            if v is not None:
-                headers[k] = v
-        sent = body if isinstance(body, bytes) else json.loads(
-            json.dumps(body).replace("$path", "lean" if on else "sdk"))
-        answers.append(_send(server, sent, headers))
-    endpoint.fast_path = True
+        side = "lean" if on else "sdk"
+        try:
+            headers = _open(server, who)
+            for k, v in (adjust or {}).items():
+                headers.pop(k, None)
+                if v is not None:
+                    headers[k] = v
+            sent = body if isinstance(body, bytes) else json.loads(
+                json.dumps(body).replace("$path", side))
+            before, since = len(ANSWERED), mark(server.gw)
+            answers.append(_send(server, sent, headers))
+        finally:
+            endpoint.fast_path = True
+        written.append(written_since(server.gw, since, sides=(side,),
+                                     arguments=_arguments(sent)))
+        took = ANSWERED[before:]
+        assert bool(took) == (lean and on), \
+            f"the {side} side: the lean path answered {took or 'nothing'}"
     for answer in answers:
         answer.pop("framing")
-    assert answers[0] == answers[1]
+    assert answers[0] == answers[1], json.dumps(answers, indent=1, sort_keys=True)
+    assert written[0] == written[1], "audit records differ: " + json.dumps(
+        written, indent=1, sort_keys=True, default=str)
     return answers[0]
+
+
+def _arguments(sent: Any) -> Any:
+    params = sent.get("params") if isinstance(sent, dict) else None
+    return params.get("arguments") if isinstance(params, dict) else None
 
 
 def _call(name: Any, arguments: Any = None, **extra: Any) -> dict[str, Any]:
@@ -165,11 +203,35 @@ CASES: dict[str, tuple[str, Any]] = {
 }
 
 
+_SDK_REFUSES = "malformed: the SDK's own error answers it"
+_NEEDS_SDK = "needs what only the SDK does"
+SDK_ONLY = {
+    "list with a cursor": _NEEDS_SDK + " (pagination)",
+    "list with params not an object": _SDK_REFUSES,
+    "a notification": _NEEDS_SDK + " (no id: 202, nothing answered)",
+    "call with arguments not an object": _SDK_REFUSES,
+    "call with a name not a string": _SDK_REFUSES,
+    "call without a name": _SDK_REFUSES,
+    "call with an unknown param": _NEEDS_SDK + " (a param it may read)",
+    "call with a progress token": _NEEDS_SDK + " (progress notifications)",
+    "wrong jsonrpc version": _SDK_REFUSES,
+    "an unknown method": _SDK_REFUSES,
+    "a batch": _SDK_REFUSES,
+    "a boolean id": _SDK_REFUSES,
+    "an extra member": _SDK_REFUSES,
+    "malformed JSON": _SDK_REFUSES,
+}
+"""The cases the lean path leaves to the SDK by design (:func:`lean.plan_in_session` is
+``None``): for them the differential checks the hand-over and that the lean path did not
+answer; every other case, refused and gated calls included, must be answered by the lean
+path."""
+
+
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_lean_path_answers_on_a_session_as_the_sdk_does(
         srv: tuple[McpServer, Any], case: str) -> None:
     who, body = CASES[case]
-    _same(srv, who, body)
+    _same(srv, who, body, lean=case not in SDK_ONLY)
 
 
 @pytest.mark.parametrize("adjust", [
@@ -187,14 +249,19 @@ def test_the_lean_path_answers_on_a_session_as_the_sdk_does(
 ], ids=lambda a: ",".join(f"{k}={v}" for k, v in a.items()))
 def test_unusual_headers_get_the_same_answer(srv: tuple[McpServer, Any],
                                              adjust: dict[str, str | None]) -> None:
-    _same(srv, "bot", LIST, adjust)
-    _same(srv, "bot", _call("add", {"a": 1, "b": 2}), adjust)
+    # the lean path takes only an Accept and a Content-Type the SDK reads the same way;
+    # any other change (the session's version or id, routing headers, a foreign Host) is
+    # the SDK's to answer
+    taken = adjust in ({"Accept": "*/*"}, {"Content-Type": "application/json; charset=utf-8"})
+    _same(srv, "bot", LIST, adjust, lean=taken)
+    _same(srv, "bot", _call("add", {"a": 1, "b": 2}), adjust, lean=taken)
 
 
 def test_another_agents_token_on_a_session_gets_the_same_answer(
         srv: tuple[McpServer, Any]) -> None:
     server, _ = srv
-    _same(srv, "bot", LIST, {"Authorization": f"Bearer {server.tokens['reader']}"})
+    _same(srv, "bot", LIST, {"Authorization": f"Bearer {server.tokens['reader']}"},
+          lean=False)  # not the session's owner: the SDK refuses it
 
 
 def test_a_cancelled_call_ends_as_the_sdk_ends_it(srv: tuple[McpServer, Any]) -> None:
@@ -289,6 +356,57 @@ def test_the_sdk_client_of_the_2025_era_works_through_the_lean_path(
             assert denied.is_error and "invalid_arguments" in denied.content[0].text
     anyio.run(session)
     assert len(lean_answers) == 4  # the list set up delivery; the calls were lean
+
+
+# -- the differential catches a broken lean path ------------------------------------------
+
+
+def _breaking(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
+    """The lean path's answer step (the counting spy) run with ``change`` applied to what
+    it sends the pipeline or what it answers."""
+    counted = lean.answer
+
+    async def broken(face: Any, who: Any, job: Any) -> Any:
+        return await change(counted, face, who, job)
+    monkeypatch.setattr(lean, "answer", broken)
+
+
+def test_a_lean_path_answering_another_reply_is_caught(
+        srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    async def change(counted: Any, face: Any, who: Any, job: Any) -> Any:
+        status, reply = await counted(face, who, job)
+        return status, {**reply, "id": 8}
+    _breaking(monkeypatch, change)
+    with pytest.raises(AssertionError, match='"id": 8'):
+        _same(srv, "bot", _call("add", {"a": 2, "b": 3}))
+
+
+def test_a_lean_path_writing_other_audit_records_is_caught(
+        srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # the lean path gives the pipeline a call with a task id of its own: the answers are
+    # still the same, only the audit records show it
+    async def change(counted: Any, face: Any, who: Any, job: Any) -> Any:
+        real = face.gw.call_served
+
+        async def call_served(request: Any, principal: Any) -> Any:
+            return await real(dataclasses.replace(request, task_id="lean"), principal)
+        face.gw.call_served = call_served
+        try:
+            return await counted(face, who, job)
+        finally:
+            del face.gw.call_served
+    _breaking(monkeypatch, change)
+    with pytest.raises(AssertionError, match="audit records differ"):
+        _same(srv, "sup", _call("pay", {"invoice": "$path", "amount": 1}))
+
+
+def test_a_lean_path_that_answers_nothing_itself_is_caught(
+        srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # leaving everything to the SDK would make the differential compare the SDK with
+    # itself: the count of what the lean path answered shows it
+    monkeypatch.setattr(lean, "plan_in_session", lambda *args: None)
+    with pytest.raises(AssertionError, match="the lean path answered nothing"):
+        _same(srv, "bot", _call("add", {"a": 2, "b": 3}))
 
 
 # -- the answer itself (JSON, or SSE for a long call) -----------------------------------
