@@ -4,6 +4,7 @@ below would leave a marker file if they ran); the whole process group dies at th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -42,10 +43,22 @@ class Box:
 
     def program(self, name: str, body: str = "") -> str:
         """A program called ``name`` that records each run, then runs ``body``."""
-        path = self.bin / name
-        path.write_text(f"#!/bin/sh\necho \"$0 $*\" >> '{self.marker}'\n{body}\n")
-        path.chmod(0o755)
+        with self.writable():
+            path = self.bin / name
+            path.unlink(missing_ok=True)
+            path.write_text(f"#!/bin/sh\necho \"$0 $*\" >> '{self.marker}'\n{body}\n")
+            path.chmod(0o555)
         return str(path)
+
+    @contextlib.contextmanager
+    def writable(self) -> Iterator[None]:
+        """Open ``bin`` for the test to add programs, then close it again: a program in a
+        directory the gateway's user can write is refused (``_shell_identity``)."""
+        self.bin.chmod(0o755)
+        try:
+            yield
+        finally:
+            self.bin.chmod(0o555)
 
 
 @pytest.fixture
@@ -116,7 +129,8 @@ def test_rm_rf_slash_and_its_variants_are_refused_before_any_process_starts(
     names = ("rm", "env", "sh", "find", "xargs", "bash", "python3")
     commands = {n: {"path": box.program(n), "flags": [ANY], "positional": [ANY]}
                 for n in names}
-    (box.bin / "innocent").symlink_to(box.bin / "sh")
+    with box.writable():
+        (box.bin / "innocent").symlink_to(box.bin / "sh")
     commands["innocent"] = {"path": str(box.bin / "innocent"), "positional": [ANY]}
     enable(gw, box, commands)
     cases = [
@@ -386,8 +400,9 @@ def _program_reason(box: Box, path: str) -> str | None:
 def _dash_twins(box: Box) -> dict[str, str]:
     """A hard link and a copy of dash under allowed-looking names, outside the cwd."""
     twins = {"copy": box.bin / "lister-copy", "hard link": box.bin / "lister-link"}
-    shutil.copy2("/usr/bin/dash", twins["copy"])
-    os.link(os.path.realpath("/usr/bin/dash"), twins["hard link"])
+    with box.writable():
+        shutil.copy2("/usr/bin/dash", twins["copy"])
+        os.link(os.path.realpath("/usr/bin/dash"), twins["hard link"])
     return {k: str(v) for k, v in twins.items()}
 
 
@@ -415,7 +430,8 @@ def test_a_program_where_an_agent_could_write_it_is_refused(box: Box, tmp_path: 
     open_dir.chmod(0o755)
     (open_dir / "ls").chmod(0o757)
     assert _program_reason(box, str(open_dir / "ls")) == Reason.COMMAND_NOT_ALLOWED
-    (open_dir / "ls").chmod(0o755)
+    (open_dir / "ls").chmod(0o555)
+    open_dir.chmod(0o555)
     assert _program_reason(box, str(open_dir / "ls")) is None
 
 
