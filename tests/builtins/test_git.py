@@ -430,7 +430,11 @@ async def test_a_planted_repo_config_runs_none_of_its_programs(
     await run("commit", repo, {"message": "m", "paths": ["README.md", "b.txt",
                                                           ".gitattributes"]}, **policy)
     await run("diff", repo, {"base": "HEAD~1", "head": "HEAD"}, **policy)
+    for name in ("pre-receive", "update", "post-receive", "post-update"):  # the local remote's
+        (origin / "hooks" / name).write_text(f"#!/bin/sh\ntouch '{marks}/remote-{name}'\n")
+        (origin / "hooks" / name).chmod(0o755)
     await run("push", repo, {"branch": "agent/x"}, **policy)
+    assert git(origin, "rev-parse", "agent/x").strip() == git(repo, "rev-parse", "HEAD").strip()
     await run("branch", repo, {"name": "main"}, **policy)
     assert sorted(p.name for p in marks.iterdir()) == []
 

@@ -11,7 +11,8 @@ and ``XDG_CONFIG_HOME`` pointing nowhere); nothing inherited from the gateway's 
 The repository's own config is the one config left (git needs it), so ``RepoConfig`` reads
 its key names before each session (listing config runs nothing) and neutralises on the
 command line each key naming a program that ``HARDENING`` does not already cover (filter
-drivers from ``.gitattributes``, diff drivers; ``push`` names ``--receive-pack`` itself);
+drivers from ``.gitattributes``, diff drivers; ``push`` names ``--receive-pack`` itself,
+one running no hooks for a local remote);
 a config that includes other files (``include.path``, ``includeIf``) is refused, as those
 could change between that check and the run. ``.git/`` itself is closed to the
 ``filesystem`` tool, so an agent cannot plant such keys; a repository that already has

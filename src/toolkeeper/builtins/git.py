@@ -94,6 +94,19 @@ _ACTIONS: dict[str, ActionSpec] = {
 }
 
 
+LOCAL_RECEIVE_PACK = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false receive-pack"
+"""The receive-pack of a push to a local repository: none of that repository's hooks run."""
+
+
+def _local_url(url: str) -> bool:
+    """Whether git reaches ``url`` as a local path (as git decides: no ``scheme://`` other
+    than ``file://``, no ``host:`` before the first ``/``)."""
+    if "://" in url:
+        return url.startswith("file://")
+    head = url.split("/", 1)[0]
+    return ":" not in head
+
+
 def _capped(out: GitOutput, limit: int) -> tuple[str, bool]:
     return out.text[:limit], out.truncated or len(out.text) > limit
 
@@ -294,8 +307,11 @@ class _Session:
     async def push(self, req: dict[str, Any]) -> dict[str, Any]:
         remote, branch = await self.push_plan(req)
         refspec = f"refs/heads/{branch}:refs/heads/{branch}"  # never forced: no '+', no -f
-        # --receive-pack: the repo config's remote.*.receivepack would name a local program.
-        out = await self.git.run("push", "--porcelain", "--receive-pack=git-receive-pack",
+        # --receive-pack: the repo config's remote.*.receivepack would name a local program;
+        # a local remote's receive-pack runs here, without our -c (git clears them for it).
+        url = (await self.git.run("remote", "get-url", "--push", remote)).text.strip()
+        receive = LOCAL_RECEIVE_PACK if _local_url(url) else "git-receive-pack"
+        out = await self.git.run("push", "--porcelain", f"--receive-pack={receive}",
                                  remote, refspec)
         text, truncated = _capped(out, self.policy.max_output_chars)
         return {"remote": remote, "branch": branch, "output": text, "truncated": truncated}
