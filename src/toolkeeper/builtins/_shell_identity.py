@@ -33,15 +33,16 @@ import stat
 from pathlib import Path
 
 INTERPRETERS = re.compile(
-    r"(?:[a-z]*sh|rc|busybox|toybox|env|xargs|find|sudo|su|doas|runuser|pkexec|nohup|setsid|"
-    r"timeout|nice|ionice|chrt|taskset|stdbuf|unbuffer|chroot|script|strace|ltrace|gdb|watch|"
-    r"flock|parallel|expect|tclsh|wish|exec|eval|command|builtin|time|at|batch|crontab|"
+    r"(?:(?:[a-z]*sh|rc|busybox|toybox|env|xargs|find|sudo|su|doas|runuser|pkexec|nohup|"
+    r"setsid|timeout|nice|ionice|chrt|taskset|stdbuf|unbuffer|chroot|script|strace|ltrace|gdb|"
+    r"watch|flock|parallel|expect|wish|exec|eval|command|builtin|time|at|batch|crontab|"
     r"systemd-run|xdg-open|sed|awk|gawk|mawk|nawk|vim?|nvim|gvim|rvim|rview|view|ex|emacs|ed|"
-    r"less|more|man|make|setarch|linux32|linux64|i386|x86_64|arch|prlimit|unshare|nsenter|"
-    r"capsh|setpriv|firejail|bwrap|valgrind|ld-linux.*|ld\.so|ld64\.so.*|"
+    r"less|more|man|make|valgrind|"
     r"(?:python|pypy|perl|ruby|php|lua|luajit|node|nodejs|deno|bun|irb|pwsh|osascript|guile|"
     r"tclsh|jshell|java|scala|groovy|R|Rscript|julia|ocaml|erl|escript|elixir)[0-9.]*)"
-    r"(?:[-_.][a-z0-9_.+-]*)?(?:\.exe)?",
+    r"(?:[-_.][a-z0-9_.+-]*)?"  # a version or platform suffix: perl5.36-x86_64-linux-gnu
+    r"|setarch|linux32|linux64|i386|x86_64|arch|prlimit|unshare|nsenter|capsh|setpriv|"
+    r"firejail|bwrap|ld-linux.*|ld\.so|ld64\.so.*)(?:\.exe)?",
     re.IGNORECASE,
 )
 """Program names no policy can enable: shells, interpreters, programs that run another
