@@ -443,3 +443,15 @@ def test_the_identity_check_catches_what_names_miss(
     twins = _dash_twins(box)
     monkeypatch.setattr(shell_module, "interpreter_identity", lambda real, st: None)
     assert all(_program_reason(box, p) is None for p in twins.values())
+
+
+def test_a_copy_of_tar_under_another_name_is_read_as_tar(box: Box) -> None:
+    """The way a program reads its arguments follows what it is, not what it is called."""
+    with box.writable():
+        shutil.copy2("/usr/bin/tar", box.bin / "archiver")
+        os.link(os.path.realpath("/usr/bin/tar"), box.bin / "packer")
+    for name in ("archiver", "packer"):
+        rule = CommandRule(**{**TAR_AS_REPORTED, "path": str(box.bin / name)})
+        assert _reason(box, rule, "cfI", "out.tar", "./evil.sh", "x") == (
+            Reason.ARGUMENT_NOT_ALLOWED), name
+        assert _reason(box, rule, "cf", "out.tar", "x") is None

@@ -9,7 +9,8 @@ the program the operator listed (``CommandRule.path``) is resolved at every call
 - it is one of the system's interpreters (``INTERPRETERS`` matched against every name in the
   system's program directories, each resolved to its file): the same inode (a hard link,
   an alternatives symlink) or the same content (a copy: same size, same SHA-256) is refused
-  (``interpreter_not_allowed``) whatever it is called;
+  (``interpreter_not_allowed``) whatever it is called; the same way, a copy or link of a
+  program whose arguments need special reading (``tar``) is read as that program;
 - it is not a regular executable file, or it lies where an agent or another user could have
   written it (``command_not_allowed``): inside the shell's own ``cwd`` (where listed
   programs write), in a file or directory writable by group or others, or — when the
@@ -30,6 +31,7 @@ import hashlib
 import os
 import re
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 INTERPRETERS = re.compile(
@@ -58,19 +60,21 @@ def is_interpreter(name: str) -> bool:
     return INTERPRETERS.fullmatch(Path(name).name) is not None
 
 
-@functools.cache
-def interpreter_files() -> tuple[frozenset[tuple[int, int]], dict[int, tuple[str, ...]]]:
-    """The interpreters installed here, each resolved to its file: their ``(st_dev,
-    st_ino)`` and, by size, their paths (to recognise a copy). Read once per process."""
-    ids: set[tuple[int, int]] = set()
-    sizes: dict[int, set[str]] = {}
+_Files = tuple[dict[tuple[int, int], str], dict[int, tuple[tuple[str, str], ...]]]
+
+
+def _files(match: Callable[[str], bool]) -> _Files:
+    """The files in the system's program directories whose name ``match`` accepts, each
+    resolved: by ``(st_dev, st_ino)`` -> a name, and by size -> ``(path, name)``."""
+    ids: dict[tuple[int, int], str] = {}
+    sizes: dict[int, set[tuple[str, str]]] = {}
     for directory in SYSTEM_BIN_DIRS:
         try:
             names = os.listdir(directory)
         except OSError:
             continue
         for name in names:
-            if not is_interpreter(name):
+            if not match(name):
                 continue
             real = os.path.realpath(os.path.join(directory, name))
             try:
@@ -78,9 +82,21 @@ def interpreter_files() -> tuple[frozenset[tuple[int, int]], dict[int, tuple[str
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode):
-                ids.add((st.st_dev, st.st_ino))
-                sizes.setdefault(st.st_size, set()).add(real)
-    return frozenset(ids), {size: tuple(sorted(p)) for size, p in sizes.items()}
+                ids.setdefault((st.st_dev, st.st_ino), name)
+                sizes.setdefault(st.st_size, set()).add((real, name))
+    return ids, {size: tuple(sorted(p)) for size, p in sizes.items()}
+
+
+@functools.cache
+def interpreter_files() -> _Files:
+    """The interpreters installed here (read once per process)."""
+    return _files(is_interpreter)
+
+
+@functools.cache
+def named_files(names: frozenset[str]) -> _Files:
+    """The programs installed here under one of ``names`` (read once per process)."""
+    return _files(lambda name: name in names)
 
 
 @functools.lru_cache(maxsize=256)
@@ -95,19 +111,32 @@ def _digest(path: str, size: int, mtime_ns: int) -> bytes | None:
         return None
 
 
+def same_file(real: str, st: os.stat_result, files: _Files) -> tuple[str, str] | None:
+    """``(name, how)`` when the file ``real`` (stat ``st``) is one of ``files``: the same
+    inode (a hard link, a symlink) or the same content (a copy), else ``None``."""
+    ids, sizes = files
+    name = ids.get((st.st_dev, st.st_ino))
+    if name is not None:
+        return name, "the same file as"
+    for other, other_name in sizes.get(st.st_size, ()):
+        ost = os.stat(other)
+        mine = _digest(real, st.st_size, st.st_mtime_ns)
+        if mine is not None and mine == _digest(other, ost.st_size, ost.st_mtime_ns):
+            return other_name, "a copy of"
+    return None
+
+
 def interpreter_identity(real: str, st: os.stat_result) -> str | None:
     """The interpreter the file ``real`` (stat ``st``) is, by inode or content, or ``None``."""
-    ids, sizes = interpreter_files()
-    if (st.st_dev, st.st_ino) in ids:
-        return "the same file as an interpreter"
-    same_size = sizes.get(st.st_size, ())
-    if same_size:
-        mine = _digest(real, st.st_size, st.st_mtime_ns)
-        for other in same_size:
-            ost = os.stat(other)
-            if mine is not None and mine == _digest(other, ost.st_size, ost.st_mtime_ns):
-                return f"a copy of {other}"
-    return None
+    found = same_file(real, st, interpreter_files())
+    return None if found is None else f"{found[1]} {found[0]}, an interpreter"
+
+
+def known_as(real: str, st: os.stat_result, names: frozenset[str]) -> str:
+    """The name among ``names`` of the installed program the file ``real`` is (a copy of
+    tar called ``archiver`` is ``tar``), else the file's own name."""
+    found = same_file(real, st, named_files(names))
+    return Path(real).name if found is None else found[0]
 
 
 def _writable(path: str, st: os.stat_result, *, directory: bool) -> bool:

@@ -21,14 +21,14 @@ pattern never admits options. An argument starting with ``-`` (before a ``--`` t
 pattern admits) is an option. Some programs also read their first argument as an option
 cluster without a dash (``tar cfI x.tar evil.sh``: ``I`` names a compression program): for
 those (``DASHLESS_PROGRAMS`` by the program's real name, or a rule with
-``dashless_options: true``) the first argument is checked as ``-`` + itself against
-``flags``. Every short cluster (``-cfI``) is also read letter by letter, and every long
-option by each prefix GNU getopt accepts (``--use-comp``): the options that make a known
-program run another program (``PROGRAM_OPTIONS``: tar's ``-I``, ``-F``,
-``--use-compress-program``, ``--to-command``, ``--checkpoint-action``, ``--info-script``…;
-rsync's ``-e``; sort's ``--compress-program``…) are refused unless the operator lists that
-option by itself (a pattern that is ``-I`` or starts with ``--to-command``), never through a
-character class or a wildcard.
+``dashless_options: true``; a link or copy of tar counts as tar) the first argument is
+checked as ``-`` + itself against ``flags``. Every short cluster (``-cfI``) is also read
+letter by letter, and every long option by each prefix GNU getopt accepts (``--use-comp``):
+the options that make a known program run another program (``PROGRAM_OPTIONS``: tar's
+``-I``, ``-F``, ``--use-compress-program``, ``--to-command``, ``--checkpoint-action``,
+``--info-script``…; rsync's ``-e``; sort's ``--compress-program``…) are refused unless the
+operator lists that option by itself (a pattern that is ``-I`` or starts with
+``--to-command=``), never through a character class or a wildcard.
 
 So ``rm -rf /`` is refused three times over: ``rm`` unlisted, ``-rf`` unmatched, ``/``
 outside ``cwd``. The program runs in ``cwd`` with a scrubbed environment (a fixed ``PATH``,
@@ -55,6 +55,7 @@ from toolkeeper.bounds import HostCommand, HostPath
 from toolkeeper.builtins._shell_identity import (
     interpreter_identity,
     is_interpreter,
+    known_as,
     placement_problem,
 )
 from toolkeeper.builtins._shell_process import Plan, run
@@ -80,6 +81,7 @@ PROGRAM_OPTIONS: dict[str, tuple[str, ...]] = {
             "--open-files-in-pager", "--extcmd", "--tool"),
 }
 """Options with which a known program runs another program (by the program's real name)."""
+_KNOWN = DASHLESS_PROGRAMS | frozenset(PROGRAM_OPTIONS)
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Variables that make the loader, a shell or an interpreter run code of the setter's choosing.
@@ -231,8 +233,9 @@ def _check_args(ctx: ToolContext, rule: CommandRule, cwd: Path, args: list[str],
 
 
 def _check_program(ctx: ToolContext, name: str, rule: CommandRule, real: str,
-                   cwd: Path) -> None:
-    """The program file itself, by identity and placement (``_shell_identity``)."""
+                   cwd: Path) -> str:
+    """The program file itself, by identity and placement (``_shell_identity``); returns
+    the name of the known program it is (``tar`` for a copy of tar), else its own name."""
     try:
         st = os.stat(real)
     except OSError:
@@ -245,6 +248,7 @@ def _check_program(ctx: ToolContext, name: str, rule: CommandRule, real: str,
     where = placement_problem(real, cwd)
     if where is not None:
         ctx.deny(Reason.COMMAND_NOT_ALLOWED, f"{name!r}: {real} {where}")
+    return known_as(real, st, _KNOWN)
 
 
 def plan(ctx: ToolContext, policy: ShellPolicy, request: dict[str, Any]) -> Plan:
@@ -268,8 +272,8 @@ def plan(ctx: ToolContext, policy: ShellPolicy, request: dict[str, Any]) -> Plan
     if not policy.cwd or not Path(policy.cwd).is_dir():
         ctx.fail(Reason.TOOL_ERROR, "shell policy needs cwd, an existing directory")
     cwd = Path(policy.cwd).resolve()
-    _check_program(ctx, name, rule, real, cwd)
-    _check_args(ctx, rule, cwd, args, Path(real).name)
+    program = _check_program(ctx, name, rule, real, cwd)
+    _check_args(ctx, rule, cwd, args, program)
     env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", **policy.env}
     return Plan(argv=(rule.path, *args), cwd=cwd, env=env)
 
