@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from toolkeeper.builtins._git_process import operator_identity
 from toolkeeper.builtins.filesystem import FilesystemPolicy, FilesystemTool
 from toolkeeper.builtins.git import GitPolicy, GitTool
 from toolkeeper.errors import ToolDenied, ToolError
@@ -443,3 +444,27 @@ async def test_a_repo_config_including_other_files_is_refused(repo: Path) -> Non
     """An included file could be one the agent writes, changed between check and run."""
     git(repo, "config", "include.path", "../included.cfg")
     assert await refused("status", repo) == "tool_unavailable"
+
+
+async def test_commits_keep_the_operators_global_identity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Global config is shut out of every git the tool runs, except the operator's
+    ``user.name``/``user.email``, read once, where the repository sets none."""
+    root = tmp_path / "plain"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "agent/w")
+    (root / "a.txt").write_text("a\n")
+    home = tmp_path / "ophome"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Ops Person\n\temail = ops@example.com\n"
+                                     f"[core]\n\thooksPath = {tmp_path}/nohooks\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    operator_identity.cache_clear()
+    try:
+        await run("commit", root, {"message": "first", "paths": ["a.txt"]},
+                  allowed_actions=WRITE)
+    finally:
+        operator_identity.cache_clear()
+    assert git(root, "log", "-1", "--format=%an <%ae>").strip() == "Ops Person <ops@example.com>"

@@ -23,8 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
+import os
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +70,32 @@ def git_env() -> dict[str, str]:
         "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "", "GIT_PAGER": "cat", "PAGER": "cat",
         "GIT_EDITOR": ":", "GIT_SEQUENCE_EDITOR": ":", "GIT_OPTIONAL_LOCKS": "0",
         "GIT_SSH_COMMAND": "ssh -o BatchMode=yes", "GIT_NO_REPLACE_OBJECTS": "1",
+        **{k: v for k, v in os.environ.items() if k in _IDENTITY_VARS},  # plain names
     }
+
+
+_IDENTITY_VARS = frozenset({"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME",
+                            "GIT_COMMITTER_EMAIL"})
+
+
+@functools.cache
+def operator_identity() -> tuple[tuple[str, str], ...]:
+    """``user.name`` and ``user.email`` from the operator's own global git config (read
+    once, runs nothing): the commits' identity where the repository sets none, as before
+    global config was shut out."""
+    found = []
+    for key in ("user.name", "user.email"):
+        try:
+            out = subprocess.run(  # a fixed argument vector; reads config only
+                [shutil.which("git") or "git", "config", "--global", "--get", key],
+                capture_output=True, text=True, timeout=10, check=False,
+                stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        value = out.stdout.strip()
+        if out.returncode == 0 and value and "\n" not in value:
+            found.append((key, value))
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +160,12 @@ class GitRunner:
         they need for every later run; the caller refuses when ``refusal`` is set."""
         out = await self.run("config", "--list", "--show-scope", "--name-only", "-z",
                              check=False)
-        self.repo_config = RepoConfig.of(out.text) if out.code == 0 else RepoConfig()
+        config = RepoConfig.of(out.text) if out.code == 0 else RepoConfig()
+        keys = {k.lower() for k in out.text.split("\0")[1::2]} if out.code == 0 else set()
+        missing = [f"{k}={v}" for k, v in await asyncio.to_thread(operator_identity)
+                   if k not in keys]
+        self.repo_config = dataclasses.replace(
+            config, overrides=(*config.overrides, *(a for m in missing for a in ("-c", m))))
         return self.repo_config
 
     async def run(self, *args: str, cap: int = INTERNAL_CAP, check: bool = True) -> GitOutput:
