@@ -455,3 +455,13 @@ def test_a_copy_of_tar_under_another_name_is_read_as_tar(box: Box) -> None:
         assert _reason(box, rule, "cfI", "out.tar", "./evil.sh", "x") == (
             Reason.ARGUMENT_NOT_ALLOWED), name
         assert _reason(box, rule, "cf", "out.tar", "x") is None
+
+
+def test_arguments_naming_gits_files_are_refused(box: Box) -> None:
+    """A listed program that writes (``tar x``, ``cp``) must not be aimed at ``.git``."""
+    rule = CommandRule(path="/usr/bin/tar", flags=["-[cxtvf]{1,4}", "-C.*", "--directory=.*"],
+                       positional=[ANY])
+    for args in (["xf", "a.tar", "-C", ".git/hooks"], ["xf", "a.tar", "-Csub/.Git"],
+                 ["xf", "a.tar", "--directory=sub/.git"], ["cf", "x.tar", ".git/config"]):
+        assert _reason(box, rule, *args) == Reason.PATH_NOT_ALLOWED, args
+    assert _reason(box, rule, "cf", "x.tar", ".gitignore") is None

@@ -14,7 +14,8 @@ ever handed to a shell interpreter. Every check runs before any process starts:
   arguments);
 - no argument, nor the value of a ``--flag=value`` or of a short option (``-C/``), names a
   path outside ``cwd``: absolute paths and ``..`` or symlinks leading out are
-  ``path_not_allowed``.
+  ``path_not_allowed``; nor git's own files (a ``.git`` component, any case), which the
+  ``git`` tool would read hooks and config from.
 
 Which arguments are options is decided as the program decides it, so that a positional
 pattern never admits options. An argument starting with ``-`` (before a ``--`` that a flags
@@ -52,6 +53,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolkeeper.bounds import HostCommand, HostPath
+from toolkeeper.builtins._fs_walk import is_git_name
 from toolkeeper.builtins._shell_identity import (
     interpreter_identity,
     is_interpreter,
@@ -177,6 +179,9 @@ def _confined(ctx: ToolContext, cwd: Path, value: str) -> None:
     if value.startswith(("/", "~")) or not (cwd / value).resolve().is_relative_to(cwd):
         ctx.deny(Reason.PATH_NOT_ALLOWED, f"argument {value[:_SHOWN]!r} leaves the working "
                  "directory")
+    if any(is_git_name(part) for part in re.split(r"[/=:,]", value)):
+        ctx.deny(Reason.PATH_NOT_ALLOWED, f"argument {value[:_SHOWN]!r} names git's own "
+                 "files (.git), which no listed program may touch")
 
 
 def _listed(rule: CommandRule, option: str) -> bool:
