@@ -13,9 +13,10 @@ the program the operator listed (``CommandRule.path``) is resolved at every call
   program whose arguments need special reading (``tar``) is read as that program;
 - it is not a regular executable file, or it lies where an agent or another user could have
   written it (``command_not_allowed``): inside the shell's own ``cwd`` (where listed
-  programs write), in a file or directory writable by group or others, or — when the
-  gateway does not run as root — in a file or directory the gateway's own user can write
-  (an agent's ``filesystem`` root is such a place).
+  programs write), in a file or directory owned by a user other than root and the
+  gateway's, or writable by group or others, or — when the gateway does not run as root —
+  in a file or directory the gateway's own user can write (an agent's ``filesystem`` root
+  is such a place).
 
 What the operator lists deliberately (a wrapper script, a program that interprets its
 input) runs as listed: the list is the operator's. A tenant names only a path the operator
@@ -140,7 +141,11 @@ def known_as(real: str, st: os.stat_result, names: frozenset[str]) -> str:
 
 
 def _writable(path: str, st: os.stat_result, *, directory: bool) -> bool:
-    if directory and st.st_mode & stat.S_ISVTX and st.st_uid in (0, os.geteuid()):
+    """Whether someone other than root could change ``path``: another owner, group or
+    others with write permission, or the gateway's own user when it is not root."""
+    if st.st_uid not in (0, os.geteuid()):
+        return True  # its owner can always change it
+    if directory and st.st_mode & stat.S_ISVTX:
         others = False  # a sticky directory: others cannot replace a file they do not own
     else:
         others = bool(st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
