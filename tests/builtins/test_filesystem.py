@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from toolkeeper import CallStatus, Gateway, Principal, Reason, Role
 from toolkeeper.api import create_app
 from toolkeeper.builtins.filesystem import FilesystemPolicy, FilesystemTool
+from toolkeeper.errors import ToolSignal
 from toolkeeper.model.enums import Autonomy
 from toolkeeper.providers.base import ToolContext
 
@@ -317,6 +318,7 @@ WRITER = """\
 import resource, signal, sys
 from toolkeeper.builtins.filesystem import FilesystemPolicy, FilesystemTool
 from toolkeeper.errors import ToolSignal
+from toolkeeper.errors import ToolSignal
 from toolkeeper.model.enums import Autonomy
 from toolkeeper.providers.base import ToolContext
 policy = FilesystemPolicy(root=sys.argv[1], allow_write=True, max_write_bytes=4_000_000)
@@ -391,3 +393,83 @@ profiles:
     assert found == {("invalid_policy", "allow_wirte"), ("invalid_policy", "max_read_bytes"),
                      ("ungated_high_risk", "filesystem.delete is high risk but runs ungated "
                       "at autonomy 3")}
+
+
+# --- issue 26 item 9 (hard links, kept program bits) and item 1 (git's files) ---------------
+
+def _tool(root: Path, action: str, **request: Any) -> Any:
+    context = ToolContext(
+        call_id="c1", tenant_id="t", agent="a", tool="filesystem", action=action,
+        tool_version="1", autonomy=Autonomy(2), granted_scopes=frozenset(),
+        policy=FilesystemPolicy(root=str(root), allow_write=True, allow_delete=True))
+    return FilesystemTool().execute(action, request, context)
+
+
+def _refusal(root: Path, action: str, **request: Any) -> str:
+    try:
+        _tool(root, action, **request)
+    except ToolSignal as exc:
+        return str(exc.reason)
+    return "admitted"
+
+
+def test_a_hard_link_to_a_file_outside_is_neither_read_nor_appended_to(
+    root: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "outside" / "secret.txt"
+    os.link(secret, root / "innocent.txt")
+    assert _refusal(root, "read", path="innocent.txt") == "path_not_allowed"
+    assert _refusal(root, "append", path="innocent.txt", content="pwned\n") == "path_not_allowed"
+    assert secret.read_text() == "OUTSIDE SECRET\n"
+    # write replaces the name (a new file), so the outside file is untouched, and then the
+    # new file has one link and reads normally
+    _tool(root, "write", path="innocent.txt", content="mine\n")
+    assert secret.read_text() == "OUTSIDE SECRET\n"
+    assert _tool(root, "read", path="innocent.txt")["content"] == "mine\n"
+
+
+def test_write_never_keeps_execute_or_setuid_bits_and_append_refuses_programs(
+    root: Path
+) -> None:
+    script = root / "run.sh"
+    script.write_text("#!/bin/sh\necho ok\n")
+    script.chmod(0o6755)
+    _tool(root, "write", path="run.sh", content="#!/bin/sh\necho agent\n")
+    assert oct(script.stat().st_mode & 0o7777) == oct(0o644)
+    script.chmod(0o755)
+    assert _refusal(root, "append", path="run.sh", content="echo more\n") == "path_not_allowed"
+    assert script.read_text() == "#!/bin/sh\necho agent\n"
+
+
+def test_gits_files_are_closed_to_every_changing_action(root: Path, tmp_path: Path) -> None:
+    """A ``.git`` at any depth and case, a bare repository under the root, a root inside a
+    git directory: no write, append, move, delete or restore reaches them."""
+    (root / "proj" / ".git" / "hooks").mkdir(parents=True)
+    (root / "proj" / ".git" / "config").write_text("[core]\n")
+    bare = root / "origin.git"
+    for sub in ("objects", "refs", "hooks"):
+        (bare / sub).mkdir(parents=True)
+    (bare / "HEAD").write_text("ref: refs/heads/main\n")
+    probes = [
+        ("write", {"path": "proj/.git/hooks/pre-commit", "content": "x"}),
+        ("write", {"path": "proj/.Git/config", "content": "x"}),
+        ("append", {"path": "proj/.git/config", "content": "x"}),
+        ("write", {"path": "proj/sub/.git", "content": "gitdir: /tmp\n"}),
+        ("write", {"path": "proj/.git./config", "content": "x"}),
+        ("move", {"source": "proj/.git", "destination": "proj/git-moved"}),
+        ("move", {"source": "docs/a.txt", "destination": "proj/.GIT"}),
+        ("delete", {"path": "proj/.git/config"}),
+        ("write", {"path": "origin.git/hooks/post-receive", "content": "x"}),
+        ("write", {"path": "origin.git/config", "content": "x"}),
+    ]
+    for action, request in probes:
+        assert _refusal(root, action, **request) == "path_not_allowed", (action, request)
+    assert (root / "proj" / ".git" / "config").read_text() == "[core]\n"
+    assert not (bare / "hooks" / "post-receive").exists()
+    # a root that is itself a git directory, or inside one
+    assert _refusal(bare, "write", path="hooks/pre-receive", content="x") == "path_not_allowed"
+    assert _refusal(root / "proj" / ".git", "write", path="hooks/x",
+                    content="x") == "path_not_allowed"
+    # reading stays possible; ordinary files next to a repository stay writable
+    assert _tool(root, "read", path="proj/.git/config")["content"] == "[core]\n"
+    _tool(root, "write", path="proj/src.txt", content="ok\n")

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from toolkeeper.builtins._git_process import operator_identity
+from toolkeeper.builtins.filesystem import FilesystemPolicy, FilesystemTool
 from toolkeeper.builtins.git import GitPolicy, GitTool
 from toolkeeper.errors import ToolDenied, ToolError
 from toolkeeper.model.enums import Autonomy, Risk, SideEffect
@@ -316,3 +318,153 @@ def test_definition_maps_risk_and_side_effects() -> None:
     for spec in definition.actions.values():
         assert spec.input_schema is not None
         assert spec.input_schema["additionalProperties"] is False
+
+
+# --- item 1 of issue 26: no program of the agent's (or of a planted config) runs through git --
+
+def _evil(tmp_path: Path) -> tuple[Path, Path]:
+    """A directory collecting markers and a program that drops one named after its $1."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    prog = tmp_path / "evil.sh"
+    prog.write_text(f"#!/bin/sh\ntouch '{marks}'/\"${{1:-ran}}\"\ncat\n")
+    prog.chmod(0o755)
+    return marks, prog
+
+
+def _fs(root: Path, action: str, **request: Any) -> Any:
+    context = ToolContext(
+        call_id="c1", tenant_id="t", agent="a", tool="filesystem", action=action,
+        tool_version="1", autonomy=Autonomy(2), granted_scopes=frozenset(),
+        policy=FilesystemPolicy(root=str(root), allow_write=True, allow_delete=True))
+    return FilesystemTool().execute(action, request, context)
+
+
+async def test_an_agent_with_filesystem_and_git_cannot_get_a_hook_run(
+    repo: Path, tmp_path: Path
+) -> None:
+    """Issue 26 item 1, as reported: move the sample hook into place, overwrite it (its 0755
+    kept), commit. Every way into ``.git`` is refused, and a hook put there anyway never runs."""
+    marks, _ = _evil(tmp_path)
+    hook = f"#!/bin/sh\ntouch '{marks}/hook'\n"
+    (repo / ".git" / "hooks" / "pre-commit.sample").write_text("#!/bin/sh\n")
+    (repo / ".git" / "hooks" / "pre-commit.sample").chmod(0o755)
+    attempts = [
+        ("move", {"source": ".git/hooks/pre-commit.sample",
+                  "destination": ".git/hooks/pre-commit"}),
+        ("write", {"path": ".git/hooks/pre-commit", "content": hook}),
+        ("write", {"path": ".GIT/hooks/post-commit", "content": hook}),
+        ("append", {"path": ".git/config", "content": "[core]\n\thooksPath = hooks\n"}),
+        ("write", {"path": "sub/.git", "content": "gitdir: ../.git\n"}),
+        ("delete", {"path": ".git/index"}),
+        ("move", {"source": ".git", "destination": "dotgit"}),
+    ]
+    admitted = []
+    for action, request in attempts[:2]:  # the report's own steps
+        try:
+            _fs(repo, action, **request)
+            admitted.append(action)
+        except ToolDenied as exc:
+            assert exc.reason == "path_not_allowed", (action, request)
+    await run("branch", repo, {"name": "agent/x"}, allowed_actions=WRITE)
+    _fs(repo, "write", path="a.txt", content="a\n")
+    await run("commit", repo, {"message": "m", "paths": ["a.txt"]}, allowed_actions=WRITE)
+    assert list(marks.iterdir()) == [], f"the hook ran (admitted: {admitted})"
+    assert admitted == []
+    for action, request in attempts[2:]:
+        with pytest.raises(ToolDenied) as info:
+            _fs(repo, action, **request)
+        assert info.value.reason == "path_not_allowed", (action, request)
+    # Planted behind the tool's back (or already there): still never run.
+    for name in ("pre-commit", "commit-msg", "post-commit", "prepare-commit-msg", "pre-push",
+                 "post-checkout", "reference-transaction", "pre-auto-gc"):
+        (repo / ".git" / "hooks" / name).write_text(hook)
+        (repo / ".git" / "hooks" / name).chmod(0o755)
+    _fs(repo, "write", path="b.txt", content="b\n")
+    await run("commit", repo, {"message": "m", "paths": ["b.txt"]}, allowed_actions=WRITE)
+    assert list(marks.iterdir()) == []
+
+
+async def test_a_planted_repo_config_runs_none_of_its_programs(
+    repo: Path, origin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository whose own config (and the user's, and the system's) names programs
+    everywhere git looks for one: no action of the tool runs any of them."""
+    marks, prog = _evil(tmp_path)
+    hooks = repo / "in-tree-hooks"
+    hooks.mkdir()
+    for name in ("pre-commit", "post-commit", "post-checkout", "pre-push", "commit-msg"):
+        (hooks / name).write_text(f"#!/bin/sh\ntouch '{marks}/hook-{name}'\n")
+        (hooks / name).chmod(0o755)
+    evil = {
+        "core.pager": f"{prog} pager", "pager.log": f"{prog} pagerlog",
+        "core.fsmonitor": f"{prog}", "core.hooksPath": str(hooks),
+        "core.sshCommand": f"{prog} ssh", "core.askPass": f"{prog} askpass",
+        "core.editor": f"{prog} editor", "credential.helper": f"!{prog} cred",
+        "alias.status": f"!{prog} alias", "alias.log": f"!{prog} alias",
+        "filter.evil.clean": f"{prog} clean", "filter.evil.smudge": f"{prog} smudge",
+        "filter.evil.required": "true",
+        "diff.evil.textconv": f"{prog} textconv", "diff.evil.command": f"{prog} diffcmd",
+        "diff.external": f"{prog} external", "log.showSignature": "true",
+        "gpg.program": str(prog), "commit.gpgSign": "true",
+        "remote.origin.receivepack": f"{prog} receivepack",
+        "remote.origin.uploadpack": f"{prog} uploadpack",
+    }
+    for key, value in evil.items():
+        git(repo, "config", key, value)
+    (repo / ".gitattributes").write_text("* filter=evil diff=evil\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".gitconfig").write_text(f"[core]\n\thooksPath = {hooks}\n\tpager = {prog} g\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_EXTERNAL_DIFF", f"{prog} envdiff")
+    (repo / "README.md").write_text("changed\n")
+    (repo / "b.txt").write_text("b\n")
+    policy: dict[str, Any] = {"allowed_actions": WRITE, "allow_push": True,
+                              "allow_worktree_dirty": True}
+    await run("status", repo, **policy)
+    await run("diff", repo, {}, **policy)
+    await run("log", repo, {}, **policy)
+    await run("show", repo, {"ref": "HEAD"}, **policy)
+    await run("branch", repo, {"name": "agent/x"}, **policy)
+    await run("commit", repo, {"message": "m", "paths": ["README.md", "b.txt",
+                                                          ".gitattributes"]}, **policy)
+    await run("diff", repo, {"base": "HEAD~1", "head": "HEAD"}, **policy)
+    for name in ("pre-receive", "update", "post-receive", "post-update"):  # the local remote's
+        (origin / "hooks" / name).write_text(f"#!/bin/sh\ntouch '{marks}/remote-{name}'\n")
+        (origin / "hooks" / name).chmod(0o755)
+    await run("push", repo, {"branch": "agent/x"}, **policy)
+    assert git(origin, "rev-parse", "agent/x").strip() == git(repo, "rev-parse", "HEAD").strip()
+    await run("branch", repo, {"name": "main"}, **policy)
+    assert sorted(p.name for p in marks.iterdir()) == []
+
+
+async def test_a_repo_config_including_other_files_is_refused(repo: Path) -> None:
+    """An included file could be one the agent writes, changed between check and run."""
+    git(repo, "config", "include.path", "../included.cfg")
+    assert await refused("status", repo) == "tool_unavailable"
+
+
+async def test_commits_keep_the_operators_global_identity(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Global config is shut out of every git the tool runs, except the operator's
+    ``user.name``/``user.email``, read once, where the repository sets none."""
+    root = tmp_path / "plain"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "agent/w")
+    (root / "a.txt").write_text("a\n")
+    home = tmp_path / "ophome"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Ops Person\n\temail = ops@example.com\n"
+                                     f"[core]\n\thooksPath = {tmp_path}/nohooks\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GIT_CONFIG_GLOBAL", raising=False)
+    operator_identity.cache_clear()
+    try:
+        await run("commit", root, {"message": "first", "paths": ["a.txt"]},
+                  allowed_actions=WRITE)
+    finally:
+        operator_identity.cache_clear()
+    assert git(root, "log", "-1", "--format=%an <%ae>").strip() == "Ops Person <ops@example.com>"

@@ -4,7 +4,9 @@ below would leave a marker file if they ran); the whole process group dies at th
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,9 @@ from tests.support.waiting import wait_until
 from toolkeeper import Activation, Agent, CallStatus, Gateway, Profile, Reason
 from toolkeeper.api import create_app
 from toolkeeper.builtins import definition
+from toolkeeper.builtins import shell as shell_module
 from toolkeeper.builtins.shell import SAFE_PATH, CommandRule, ShellPolicy, ShellTool
+from toolkeeper.errors import ToolSignal
 from toolkeeper.model.enums import Autonomy, Risk, SideEffect
 from toolkeeper.model.tool import ExecutionMeta
 from toolkeeper.providers.base import ToolContext
@@ -39,10 +43,22 @@ class Box:
 
     def program(self, name: str, body: str = "") -> str:
         """A program called ``name`` that records each run, then runs ``body``."""
-        path = self.bin / name
-        path.write_text(f"#!/bin/sh\necho \"$0 $*\" >> '{self.marker}'\n{body}\n")
-        path.chmod(0o755)
+        with self.writable():
+            path = self.bin / name
+            path.unlink(missing_ok=True)
+            path.write_text(f"#!/bin/sh\necho \"$0 $*\" >> '{self.marker}'\n{body}\n")
+            path.chmod(0o555)
         return str(path)
+
+    @contextlib.contextmanager
+    def writable(self) -> Iterator[None]:
+        """Open ``bin`` for the test to add programs, then close it again: a program in a
+        directory the gateway's user can write is refused (``_shell_identity``)."""
+        self.bin.chmod(0o755)
+        try:
+            yield
+        finally:
+            self.bin.chmod(0o555)
 
 
 @pytest.fixture
@@ -113,7 +129,8 @@ def test_rm_rf_slash_and_its_variants_are_refused_before_any_process_starts(
     names = ("rm", "env", "sh", "find", "xargs", "bash", "python3")
     commands = {n: {"path": box.program(n), "flags": [ANY], "positional": [ANY]}
                 for n in names}
-    (box.bin / "innocent").symlink_to(box.bin / "sh")
+    with box.writable():
+        (box.bin / "innocent").symlink_to(box.bin / "sh")
     commands["innocent"] = {"path": str(box.bin / "innocent"), "positional": [ANY]}
     enable(gw, box, commands)
     cases = [
@@ -293,3 +310,161 @@ def test_the_tools_own_deadline_also_kills_the_process_group(db_url: str, box: B
     child = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
                            what="the child wrote its pid"))
     wait_until(lambda: _dead(child), what="the sleeping grandchild was killed")
+
+
+# --- issue 26 items 2 and 4: options read as the program reads them; programs by identity ---
+
+TAR_AS_REPORTED = {"path": "/usr/bin/tar", "flags": ["-[cxtvf]{1,4}"],
+                   "positional": [r"[A-Za-z0-9._/-]+"], "max_args": 6}
+EVIL = "#!/bin/sh\ntouch '{marker}'\ncat\n"
+
+
+def _evil_script(box: Box) -> None:
+    """What an agent could have written into the working directory (a compressor)."""
+    script = box.cwd / "evil.sh"
+    script.write_text(EVIL.format(marker=box.marker))
+    script.chmod(0o755)
+    (box.cwd / "x").write_text("x\n")
+
+
+@pytest.mark.parametrize("args", [
+    ("cfI", "out.tar", "./evil.sh", "x"),
+    ("-cfI", "out.tar", "./evil.sh", "x"),
+    ("-c", "-f", "out.tar", "--use-compress-program=./evil.sh", "x"),
+])
+def test_tar_option_clusters_cannot_name_a_program(
+    gw: Gateway, box: Box, args: tuple[str, ...]
+) -> None:
+    """Issue 26 item 2: ``cfI`` (no dash) passed the positional pattern and tar ran the
+    agent's script. Now it is read as tar reads it, an option cluster, and refused before
+    any process starts."""
+    _evil_script(box)
+    enable(gw, box, {"tar": TAR_AS_REPORTED})
+    res = run(gw, "tar", *args)
+    assert res.reason == Reason.ARGUMENT_NOT_ALLOWED, res
+    assert not box.marker.exists()
+    assert not (box.cwd / "out.tar").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ("cfI", "out.tar", "./evil.sh", "x"),
+    ("-cvfI", "out.tar", "./evil.sh", "x"),
+    ("-cf", "out.tar", "--use-comp=./evil.sh", "x"),
+    ("-cf", "out.tar", "--checkpoint=1", "--checkpoint-action=exec=./evil.sh", "x"),
+    ("-cf", "out.tar", "--to-command=./evil.sh", "x"),
+    ("-cf", "out.tar", "-F", "./evil.sh", "x"),
+])
+def test_program_running_options_need_listing_by_themselves(
+    gw: Gateway, box: Box, args: tuple[str, ...]
+) -> None:
+    """An operator pattern wide enough to admit ``I`` or ``--use-compress-program`` through
+    a class or a wildcard still does not: such options must be listed by themselves."""
+    _evil_script(box)
+    wide = {"path": "/usr/bin/tar", "flags": ["-[A-Za-z]+", "--[a-z-]+(=.*)?"],
+            "positional": [r"[A-Za-z0-9._/-]+"], "max_args": 6}
+    enable(gw, box, {"tar": wide})
+    res = run(gw, "tar", *args)
+    assert res.reason == Reason.ARGUMENT_NOT_ALLOWED, res
+    assert not box.marker.exists()
+
+
+def test_tar_still_runs_with_what_its_rule_admits(gw: Gateway, box: Box) -> None:
+    (box.cwd / "x").write_text("x\n")
+    rule = {**TAR_AS_REPORTED, "flags": ["-[cxtvf]{1,4}", "-C.*"]}
+    enable(gw, box, {"tar": rule})
+    res = run(gw, "tar", "cf", "out.tar", "x")
+    assert res.ok and res.output["exit_code"] == 0, res
+    assert (box.cwd / "out.tar").exists()
+    # an attached short value is confined like any path
+    assert run(gw, "tar", "-C/", "-cf", "o.tar", "x").reason == Reason.PATH_NOT_ALLOWED
+    assert _reason(box, CommandRule(**TAR_AS_REPORTED), "-C/", "-cf", "o.tar", "x") == (
+        Reason.ARGUMENT_NOT_ALLOWED)
+
+
+def _reason(box: Box, rule: CommandRule, *args: str) -> str | None:
+    """The refusal of a planned call (preview: nothing runs), or ``None``."""
+    ctx = ToolContext(call_id="c", tenant_id="t", agent="a", tool="shell", action="run",
+                      tool_version="1", autonomy=Autonomy(2), granted_scopes=frozenset(),
+                      policy=ShellPolicy(cwd=str(box.cwd), commands={"lister": rule}))
+    try:
+        ShellTool().preview("run", {"command": "lister", "args": list(args)}, ctx)
+    except ToolSignal as exc:
+        return str(exc.reason)
+    return None
+
+
+def _program_reason(box: Box, path: str) -> str | None:
+    return _reason(box, CommandRule(path=path, positional=[ANY]), "x")
+
+
+def _dash_twins(box: Box) -> dict[str, str]:
+    """A hard link and a copy of dash under allowed-looking names, outside the cwd."""
+    twins = {"copy": box.bin / "lister-copy", "hard link": box.bin / "lister-link"}
+    with box.writable():
+        shutil.copy2("/usr/bin/dash", twins["copy"])
+        os.link(os.path.realpath("/usr/bin/dash"), twins["hard link"])
+    return {k: str(v) for k, v in twins.items()}
+
+
+def test_programs_are_checked_by_identity_not_by_name(box: Box) -> None:
+    """Issue 26 item 4: each of these reaches an interpreter under another name."""
+    listed = [p for p in ("/usr/bin/ex", "/usr/bin/view", "/usr/bin/setarch",
+                          "/usr/bin/prlimit", "/usr/bin/unshare") if os.path.exists(p)]
+    listed += sorted(str(p) for p in Path("/usr/bin").glob("perl5*"))
+    listed += list(_dash_twins(box).values())
+    assert len(listed) >= 7
+    for path in listed:
+        assert _program_reason(box, path) == Reason.INTERPRETER_NOT_ALLOWED, path
+    assert _program_reason(box, "/usr/bin/ls") is None
+
+
+def test_a_program_where_an_agent_could_write_it_is_refused(box: Box, tmp_path: Path) -> None:
+    inside = box.cwd / "ls"
+    shutil.copy2("/usr/bin/ls", inside)
+    assert _program_reason(box, str(inside)) == Reason.COMMAND_NOT_ALLOWED
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    shutil.copy2("/usr/bin/ls", open_dir / "ls")
+    open_dir.chmod(0o777)
+    assert _program_reason(box, str(open_dir / "ls")) == Reason.COMMAND_NOT_ALLOWED
+    open_dir.chmod(0o755)
+    (open_dir / "ls").chmod(0o757)
+    assert _program_reason(box, str(open_dir / "ls")) == Reason.COMMAND_NOT_ALLOWED
+    (open_dir / "ls").chmod(0o555)
+    open_dir.chmod(0o555)
+    assert _program_reason(box, str(open_dir / "ls")) is None
+    if os.geteuid() == 0:  # a file another user owns: that user can change it at will
+        os.chown(open_dir / "ls", 65534, 65534)
+        assert _program_reason(box, str(open_dir / "ls")) == Reason.COMMAND_NOT_ALLOWED
+
+
+def test_the_identity_check_catches_what_names_miss(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Broken on purpose (no identity check, names only): the twins of dash pass, so the
+    test above is the identity rule's, not the name pattern's."""
+    twins = _dash_twins(box)
+    monkeypatch.setattr(shell_module, "interpreter_identity", lambda real, st: None)
+    assert all(_program_reason(box, p) is None for p in twins.values())
+
+
+def test_a_copy_of_tar_under_another_name_is_read_as_tar(box: Box) -> None:
+    """The way a program reads its arguments follows what it is, not what it is called."""
+    with box.writable():
+        shutil.copy2("/usr/bin/tar", box.bin / "archiver")
+        os.link(os.path.realpath("/usr/bin/tar"), box.bin / "packer")
+    for name in ("archiver", "packer"):
+        rule = CommandRule(**{**TAR_AS_REPORTED, "path": str(box.bin / name)})
+        assert _reason(box, rule, "cfI", "out.tar", "./evil.sh", "x") == (
+            Reason.ARGUMENT_NOT_ALLOWED), name
+        assert _reason(box, rule, "cf", "out.tar", "x") is None
+
+
+def test_arguments_naming_gits_files_are_refused(box: Box) -> None:
+    """A listed program that writes (``tar x``, ``cp``) must not be aimed at ``.git``."""
+    rule = CommandRule(path="/usr/bin/tar", flags=["-[cxtvf]{1,4}", "-C.*", "--directory=.*"],
+                       positional=[ANY])
+    for args in (["xf", "a.tar", "-C", ".git/hooks"], ["xf", "a.tar", "-Csub/.Git"],
+                 ["xf", "a.tar", "--directory=sub/.git"], ["cf", "x.tar", ".git/config"]):
+        assert _reason(box, rule, *args) == Reason.PATH_NOT_ALLOWED, args
+    assert _reason(box, rule, "cf", "x.tar", ".gitignore") is None

@@ -9,6 +9,16 @@ Writes go to a temporary file in the same directory, are fsynced and renamed ove
 target, so a failed or killed write leaves the old file or none, never half of one. The
 previous content of an overwritten file is kept (a hard link, no copy) in ``UNDO_DIR``
 under the root until the write is compensated; that directory is closed to the agent.
+The new file never keeps the replaced one's execute, setuid, setgid or sticky bits.
+
+A regular file with more than one hard link is neither read nor appended to: the other
+name may be outside the root (``ln /etc/shadow root/x`` by anyone who can write there), and
+the check is made on the open descriptor (``fstat``), so the file cannot be swapped after it.
+
+Git's own files are closed to every changing action (``guard_git``): a path with a ``.git``
+component (any case, at any depth, also a ``.git`` file), a directory on the way that is a
+git directory (a bare repository, a ``.git`` renamed), or a root inside one. Writing there
+would hand git a hook or a config naming a program, which git runs as the gateway's user.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ import secrets
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from toolkeeper.errors import ToolDenied, ToolError
 from toolkeeper.model.reasons import Reason
@@ -49,6 +60,31 @@ def split(path: object, *, allow_root: bool = False) -> list[str]:
     if not parts and not allow_root:
         raise ToolDenied(Reason.INVALID_PATH, "path names the root itself")
     return parts
+
+
+def is_git_name(name: str) -> bool:
+    """``.git`` in any case, also as case-insensitive or 8.3 file systems may spell it."""
+    low = name.lower().rstrip(". ")
+    return low == ".git" or low == "git~1"
+
+
+def _git_dir_at(dir_fd: int) -> bool:
+    """Whether the directory ``dir_fd`` is a git directory (what git itself looks for)."""
+    def kind_of(name: str) -> int:
+        try:
+            return os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except OSError:
+            return 0
+    head = kind_of("HEAD")
+    if not (stat.S_ISREG(head) or stat.S_ISLNK(head)):
+        return False
+    return stat.S_ISREG(kind_of("commondir")) or (
+        stat.S_ISDIR(kind_of("objects")) and stat.S_ISDIR(kind_of("refs")))
+
+
+def git_refusal(what: str) -> ToolDenied:
+    return ToolDenied(Reason.PATH_NOT_ALLOWED, f"{what} is inside a git directory; git's "
+                      "files (hooks, config) are never changed through this tool")
 
 
 def shown(parts: list[str]) -> str:
@@ -105,14 +141,38 @@ class Root:
     """An open root directory; ``close`` it (or use it as a context manager)."""
 
     fd: int
+    path: str = ""
 
     @classmethod
     def open(cls, path: str) -> Root:
+        real = os.path.realpath(path)
         try:
-            return cls(os.open(os.path.realpath(path), os.O_RDONLY | os.O_DIRECTORY
-                               | os.O_CLOEXEC))
+            return cls(os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), real)
         except OSError:
             raise ToolError(Reason.TOOL_ERROR, "the filesystem root is not a directory") from None
+
+    def guard_git(self, parts: list[str]) -> None:
+        """Refuse (``path_not_allowed``) a change to ``parts`` when it names or lies in a git
+        directory, or the root does (see the module docstring)."""
+        what = shown(parts)
+        if any(is_git_name(p) for p in parts):
+            raise git_refusal(what)
+        ancestors = [self.path, *(str(p) for p in Path(self.path).parents)]
+        if any(is_git_name(p) for p in Path(self.path).parts) or any(
+                _git_dir_path(a) for a in ancestors[1:]):
+            raise git_refusal(what)
+        fd = os.dup(self.fd)
+        try:
+            for i in range(len(parts)):
+                if _git_dir_at(fd):
+                    raise git_refusal(what)
+                if i == len(parts) - 1:
+                    break
+                nxt = _open_dir_at(fd, parts[i], shown(parts[: i + 1]))
+                os.close(fd)
+                fd = nxt
+        finally:
+            os.close(fd)
 
     def __enter__(self) -> Root:
         return self
@@ -157,6 +217,17 @@ class Root:
             os.close(fd)
 
 
+def _git_dir_path(path: str) -> bool:
+    try:
+        fd = os.open(path, _DIR_FLAGS)
+    except OSError:
+        return False
+    try:
+        return _git_dir_at(fd)
+    finally:
+        os.close(fd)
+
+
 def _open_dir_at(dir_fd: int, name: str, what: str) -> int:
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
@@ -189,6 +260,7 @@ def read_file(dir_fd: int, name: str, what: str, cap: int) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ToolDenied(Reason.NOT_A_FILE, f"{what} is a {kind(st.st_mode)}, not a file")
+        refuse_hard_link(st, what)
         if st.st_size > cap:
             raise ToolDenied(Reason.FILE_TOO_LARGE, f"{what} has {st.st_size} bytes > {cap}")
         buf = bytearray()
@@ -199,6 +271,16 @@ def read_file(dir_fd: int, name: str, what: str, cap: int) -> bytes:
         return bytes(buf)
     finally:
         os.close(fd)
+
+
+def refuse_hard_link(st: os.stat_result, what: str) -> None:
+    """A regular file with another name may be one outside the root: refused."""
+    if st.st_nlink > 1:
+        raise ToolDenied(Reason.PATH_NOT_ALLOWED, f"{what} has {st.st_nlink} hard links; "
+                         "another name could be outside the root")
+
+
+_PROGRAM_BITS = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH | stat.S_ISUID | stat.S_ISGID
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -227,8 +309,8 @@ def filled_temp(dir_fd: int, name: str, data: bytes, mode: int, what: str) -> st
     try:
         try:
             with os_errors(what):
-                if mode >= 0:
-                    os.fchmod(fd, mode)
+                if mode >= 0:  # the replaced file's read/write bits, never x, s or t
+                    os.fchmod(fd, mode & 0o666)
                 _write_all(fd, data)
                 os.fsync(fd)
                 if anonymous:
@@ -278,6 +360,10 @@ def append_file(dir_fd: int, name: str, data: bytes, what: str,
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise ToolDenied(Reason.NOT_A_FILE, f"{what} is a {kind(st.st_mode)}, not a file")
+        refuse_hard_link(st, what)
+        if st.st_mode & _PROGRAM_BITS:
+            raise ToolDenied(Reason.PATH_NOT_ALLOWED, f"{what} is executable; appending "
+                             "would change a program (write replaces it without the x bits)")
         if before_write is not None:
             before_write(st.st_size, created)
         try:

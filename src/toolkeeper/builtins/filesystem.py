@@ -8,6 +8,12 @@ sets ``allow_write`` (``delete`` needs ``allow_delete``). ``write``, ``append`` 
 are compensatable: ``restore`` (or the reverse ``move``) undoes them, and refuses with
 ``file_changed`` when the file was changed since. ``delete`` is irreversible.
 
+No changing action touches git's files (a ``.git`` component in any case, a git directory
+on the way, a root inside one: ``path_not_allowed``), so an agent holding ``filesystem`` and
+``git`` cannot plant a hook or a config for git to run. A file with several hard links is
+neither read nor appended to (``path_not_allowed``: another name may be outside the root);
+``append`` refuses an executable file; ``write`` never keeps x, setuid or setgid bits.
+
 ``write`` is atomic even when the process is killed (anonymous temp file, rename). ``append``
 writes in place: on an error it truncates back, but a process killed in the middle of a large
 append may leave part of it.
@@ -161,6 +167,12 @@ class _Session:
                 found.append("/".join(item[0]) + ("/" if item[1] else ""))
         return {"pattern": req["pattern"], "matches": found, "truncated": truncated}
 
+    def _changeable(self, path: object) -> _Parts:
+        """The components of a path a changing action may touch: never git's own files."""
+        parts = fsw.split(path)
+        self.root.guard_git(parts)
+        return parts
+
     def _existing(self, pfd: int, parts: _Parts) -> os.stat_result | None:
         st = fsw.lstat(pfd, parts[-1], fsw.shown(parts))
         if st is not None and stat.S_ISLNK(st.st_mode):
@@ -172,7 +184,7 @@ class _Session:
 
     def write(self, req: dict[str, Any]) -> dict[str, Any]:
         data = decoded(self.ctx, req, self.policy.max_write_bytes)
-        parts = fsw.split(req.get("path"))
+        parts = self._changeable(req.get("path"))
         what, ident = fsw.shown(parts), Undo.new_id()
         record = {"path": what, "sha256": fsw.sha256(data), "kind": "remove"}
         with self.root.parent(parts) as pfd:
@@ -195,7 +207,7 @@ class _Session:
 
     def append(self, req: dict[str, Any]) -> dict[str, Any]:
         data = decoded(self.ctx, req, self.policy.max_write_bytes)
-        parts = fsw.split(req.get("path"))
+        parts = self._changeable(req.get("path"))
         what, ident = fsw.shown(parts), Undo.new_id()
 
         def remember(size: int, created: bool) -> None:
@@ -213,7 +225,7 @@ class _Session:
                 "created": created, "undo": {"id": ident}}
 
     def _move_plan(self, req: dict[str, Any]) -> tuple[_Parts, _Parts, os.stat_result]:
-        src, dst = fsw.split(req.get("source")), fsw.split(req.get("destination"))
+        src, dst = self._changeable(req.get("source")), self._changeable(req.get("destination"))
         with self.root.parent(src) as sfd:
             st = fsw.lstat(sfd, src[-1], fsw.shown(src))
         if st is None:
@@ -239,7 +251,7 @@ class _Session:
                 "type": fsw.kind(st.st_mode)}
 
     def delete(self, req: dict[str, Any]) -> dict[str, Any]:
-        parts = fsw.split(req.get("path"))
+        parts = self._changeable(req.get("path"))
         what = fsw.shown(parts)
         with self.root.parent(parts) as pfd:
             st = fsw.lstat(pfd, parts[-1], what)
@@ -253,7 +265,7 @@ class _Session:
         return {"path": what, "type": fsw.kind(st.st_mode), "deleted": True}
 
     def restore(self, req: dict[str, Any]) -> dict[str, Any]:
-        parts, undo = fsw.split(req.get("path")), req.get("undo")
+        parts, undo = self._changeable(req.get("path")), req.get("undo")
         ident = undo.get("id") if isinstance(undo, dict) else None
         record, what = self.undo.load(ident), fsw.shown(parts)
         assert isinstance(ident, str)
@@ -298,7 +310,7 @@ class _Session:
             return PreviewResult(summary=f"move {fsw.shown(src)} to {fsw.shown(dst)}",
                                  data={"source": fsw.shown(src), "destination": fsw.shown(dst),
                                        "type": fsw.kind(st.st_mode), "size": st.st_size})
-        parts = fsw.split(req.get("path"))
+        parts = self._changeable(req.get("path"))
         what = fsw.shown(parts)
         with self.root.parent(parts) as pfd:
             if action == "delete":

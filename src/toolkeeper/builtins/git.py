@@ -3,7 +3,9 @@
 Guardrails live in ``GitPolicy`` and are enforced here, not in prompts. Refs must match a
 strict pattern (no leading ``-``, ``..``, ``@{``, spaces, control characters), so option
 injection is impossible; git runs from an argument vector (never a shell) with ``--`` before
-literal pathspecs, no prompts, no external diff programs, a timeout and capped output.
+literal pathspecs, no prompts, no external diff programs, a timeout and capped output. No
+program named by any config runs: hooks, fsmonitor, pagers, editors, credential helpers,
+filter and diff drivers, system and global config are all off (``_git_process``).
 ``since`` (log) is ``YYYY-MM-DD`` or ``N.hours|N.days|N.weeks`` (N in 1..9999, "N ago").
 Dirty means staged or unstaged changes to tracked files; untracked files do not count.
 """
@@ -90,6 +92,19 @@ _ACTIONS: dict[str, ActionSpec] = {
     "push": _spec("Push a managed branch to an allowed remote (never forced).", _IRREV,
                   {"branch": _REF, "remote": {"type": "string", "maxLength": 64}}),
 }
+
+
+LOCAL_RECEIVE_PACK = "git -c core.hooksPath=/dev/null -c core.fsmonitor=false receive-pack"
+"""The receive-pack of a push to a local repository: none of that repository's hooks run."""
+
+
+def _local_url(url: str) -> bool:
+    """Whether git reaches ``url`` as a local path (as git decides: no ``scheme://`` other
+    than ``file://``, no ``host:`` before the first ``/``)."""
+    if "://" in url:
+        return url.startswith("file://")
+    head = url.split("/", 1)[0]
+    return ":" not in head
 
 
 def _capped(out: GitOutput, limit: int) -> tuple[str, bool]:
@@ -292,7 +307,12 @@ class _Session:
     async def push(self, req: dict[str, Any]) -> dict[str, Any]:
         remote, branch = await self.push_plan(req)
         refspec = f"refs/heads/{branch}:refs/heads/{branch}"  # never forced: no '+', no -f
-        out = await self.git.run("push", "--porcelain", remote, refspec)
+        # --receive-pack: the repo config's remote.*.receivepack would name a local program;
+        # a local remote's receive-pack runs here, without our -c (git clears them for it).
+        url = (await self.git.run("remote", "get-url", "--push", remote)).text.strip()
+        receive = LOCAL_RECEIVE_PACK if _local_url(url) else "git-receive-pack"
+        out = await self.git.run("push", "--porcelain", f"--receive-pack={receive}",
+                                 remote, refspec)
         text, truncated = _capped(out, self.policy.max_output_chars)
         return {"remote": remote, "branch": branch, "output": text, "truncated": truncated}
 
@@ -350,4 +370,7 @@ class GitTool(BaseTool):
         top = await git.run("rev-parse", "--show-toplevel", check=False)
         if top.code != 0 or Path(top.text.strip()).resolve() != root:
             ctx.fail(Reason.TOOL_ERROR, "repo_root is not the top of a git work tree")
+        refusal = (await git.vet_config()).refusal
+        if refusal is not None:
+            ctx.fail(Reason.TOOL_UNAVAILABLE, f"{refusal}; the git tool does not run with it")
         return _Session(git, ctx, policy)

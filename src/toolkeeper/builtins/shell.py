@@ -3,15 +3,33 @@
 The agent names a ``command`` (a key of the policy's ``commands``) and ``args``; nothing is
 ever handed to a shell interpreter. Every check runs before any process starts:
 
-- the command, the program's file name and the file a symlink leads to must not be a shell,
-  an interpreter or a wrapper that runs other programs (``sh``, ``env``, ``xargs``, ``find``,
-  ``python``… — ``INTERPRETERS``): ``interpreter_not_allowed``, whatever the policy says;
-- the command must be listed (``command_not_allowed``);
+- the command must be listed (``command_not_allowed``), and the program is checked by what
+  it is, not by its name (``_shell_identity``): resolved at the call, a file that is an
+  interpreter — by name, by inode (a hard link, ``ex`` → vim) or by content (a copy of
+  ``dash``) — is ``interpreter_not_allowed``, whatever the policy says; one that lies where
+  an agent could have written it is ``command_not_allowed``;
 - the arguments fit the command's rule (``argument_not_allowed``): at most ``max_args``; the
-  first one of ``subcommands`` when set; one starting with ``-`` (before a ``--``) matches
-  a ``flags`` pattern, any other a ``positional`` pattern (patterns match whole arguments);
-- no argument, nor the value of a ``--flag=value``, names a path outside ``cwd``: absolute
-  paths and ``..`` or symlinks leading out are ``path_not_allowed``.
+  first one of ``subcommands`` when set; then each argument the program reads as options
+  matches a ``flags`` pattern, any other a ``positional`` pattern (patterns match whole
+  arguments);
+- no argument, nor the value of a ``--flag=value`` or of a short option (``-C/``), names a
+  path outside ``cwd``: absolute paths and ``..`` or symlinks leading out are
+  ``path_not_allowed``; nor git's own files (a ``.git`` component, any case), which the
+  ``git`` tool would read hooks and config from.
+
+Which arguments are options is decided as the program decides it, so that a positional
+pattern never admits options. An argument starting with ``-`` (before a ``--`` that a flags
+pattern admits) is an option. Some programs also read their first argument as an option
+cluster without a dash (``tar cfI x.tar evil.sh``: ``I`` names a compression program): for
+those (``DASHLESS_PROGRAMS`` by the program's real name, or a rule with
+``dashless_options: true``; a link or copy of tar counts as tar) the first argument is
+checked as ``-`` + itself against ``flags``. Every short cluster (``-cfI``) is also read
+letter by letter, and every long option by each prefix GNU getopt accepts (``--use-comp``):
+the options that make a known program run another program (``PROGRAM_OPTIONS``: tar's
+``-I``, ``-F``, ``--use-compress-program``, ``--to-command``, ``--checkpoint-action``,
+``--info-script``…; rsync's ``-e``; sort's ``--compress-program``…) are refused unless the
+operator lists that option by itself (a pattern that is ``-I`` or starts with
+``--to-command=``), never through a character class or a wildcard.
 
 So ``rm -rf /`` is refused three times over: ``rm`` unlisted, ``-rf`` unmatched, ``/``
 outside ``cwd``. The program runs in ``cwd`` with a scrubbed environment (a fixed ``PATH``,
@@ -20,7 +38,7 @@ at ``timeout_s`` (``command_timeout``) and when it exits; stdout and stderr are 
 their caps and marked truncated beyond. A non-zero exit is a result, not an error.
 
 What a listed program does with the arguments its rule admits is the operator's judgement
-(``git -c alias.x=!cmd`` runs a shell: do not admit ``-c``).
+(``git -c alias.x=!cmd`` runs a shell: do not admit ``-c``); the process sandbox contains it.
 """
 
 from __future__ import annotations
@@ -28,12 +46,20 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import stat
 from pathlib import Path
 from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolkeeper.bounds import HostCommand, HostPath
+from toolkeeper.builtins._fs_walk import is_git_name
+from toolkeeper.builtins._shell_identity import (
+    interpreter_identity,
+    is_interpreter,
+    known_as,
+    placement_problem,
+)
 from toolkeeper.builtins._shell_process import Plan, run
 from toolkeeper.model.call import PreviewResult
 from toolkeeper.model.enums import Risk, SideEffect
@@ -42,16 +68,22 @@ from toolkeeper.model.tool import ActionSpec, ExecutionMeta
 from toolkeeper.providers.base import ToolContext, ToolPolicy
 from toolkeeper.providers.native import BaseTool
 
-INTERPRETERS = re.compile(
-    r"(?:[a-z]*sh|rc|busybox|toybox|env|xargs|find|sudo|su|doas|runuser|pkexec|nohup|setsid|"
-    r"timeout|nice|ionice|chrt|taskset|stdbuf|unbuffer|chroot|script|strace|ltrace|gdb|watch|"
-    r"flock|parallel|expect|tclsh|wish|exec|eval|command|builtin|time|at|batch|crontab|"
-    r"systemd-run|xdg-open|sed|awk|gawk|mawk|nawk|vim?|nvim|emacs|ed|less|more|man|make|"
-    r"(?:python|pypy|perl|ruby|php|lua|luajit|node|nodejs|deno|bun|irb|pwsh|osascript)"
-    r"[0-9.]*)(?:\.exe)?",
-)
-"""Program names no policy can enable: shells (any ``…sh``), interpreters, and programs
-whose job is to run another program or that offer a shell escape."""
+DASHLESS_PROGRAMS = frozenset({"tar", "gtar", "bsdtar", "ar", "ps"})
+"""Programs (by real file name) that read a first argument without a dash as options."""
+PROGRAM_OPTIONS: dict[str, tuple[str, ...]] = {
+    "tar": ("-I", "-F", "--use-compress-program", "--to-command", "--checkpoint-action",
+            "--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"),
+    "rsync": ("-e", "--rsh", "--rsync-path"),
+    "sort": ("--compress-program",),
+    "zip": ("-TT", "--unzip-command"),
+    "scp": ("-S", "-o"),
+    "sdiff": ("--diff-program",),
+    "wget": ("--use-askpass",),
+    "git": ("--exec-path", "--upload-pack", "--receive-pack", "--config-env",
+            "--open-files-in-pager", "--extcmd", "--tool"),
+}
+"""Options with which a known program runs another program (by the program's real name)."""
+_KNOWN = DASHLESS_PROGRAMS | frozenset(PROGRAM_OPTIONS)
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 # Variables that make the loader, a shell or an interpreter run code of the setter's choosing.
@@ -86,6 +118,9 @@ class CommandRule(BaseModel):
         "Patterns every other argument must match whole (``[A-Za-z0-9._/-]+``); empty admits\n"
         "none. Each is also a path that must stay inside ``cwd``."))
     max_args: int = Field(default=16, ge=0, le=256)
+    dashless_options: bool = Field(default=False, description=(
+        "The program reads its first argument (after the subcommand) as options even without\n"
+        "a dash (``tar cf``); it is then checked against ``flags``. Always on for tar, ar, ps."))
 
     @field_validator("path")
     @classmethod
@@ -140,37 +175,85 @@ INPUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def is_interpreter(name: str) -> bool:
-    """Whether a program called ``name`` is one no policy may enable."""
-    return INTERPRETERS.fullmatch(Path(name).name.lower()) is not None
-
-
 def _confined(ctx: ToolContext, cwd: Path, value: str) -> None:
     if value.startswith(("/", "~")) or not (cwd / value).resolve().is_relative_to(cwd):
         ctx.deny(Reason.PATH_NOT_ALLOWED, f"argument {value[:_SHOWN]!r} leaves the working "
                  "directory")
+    if any(is_git_name(part) for part in re.split(r"[/=:,]", value)):
+        ctx.deny(Reason.PATH_NOT_ALLOWED, f"argument {value[:_SHOWN]!r} names git's own "
+                 "files (.git), which no listed program may touch")
 
 
-def _check_args(ctx: ToolContext, rule: CommandRule, cwd: Path, args: list[str]) -> None:
+def _listed(rule: CommandRule, option: str) -> bool:
+    """Whether the operator lists ``option`` by itself (not through a class or wildcard)."""
+    return any(p == option or p.startswith(f"{option}=") for p in rule.flags)
+
+
+def _runs_programs(ctx: ToolContext, rule: CommandRule, program: str, arg: str) -> None:
+    """Refuse an option of ``arg`` that makes ``program`` run another program, unless the
+    operator listed it by itself: each letter of a short cluster, each accepted long prefix."""
+    risky = PROGRAM_OPTIONS.get(program, ())
+    if not risky:
+        return
+    if arg.startswith("--"):
+        name = arg.split("=", 1)[0]
+        hits = [o for o in risky if o.startswith("--") and len(name) > 3 and o.startswith(name)]
+    else:
+        hits = [o for o in risky if len(o) == 2 and o[1] in arg[1:]]
+        hits += [o for o in risky if len(o) > 2 and not o.startswith("--") and o in arg]
+    for option in hits:
+        if not _listed(rule, option):
+            ctx.deny(Reason.ARGUMENT_NOT_ALLOWED, f"{arg[:_SHOWN]!r} holds {option}, which makes "
+                     f"{program} run another program; list {option} by itself to allow it")
+
+
+def _check_args(ctx: ToolContext, rule: CommandRule, cwd: Path, args: list[str],
+                program: str = "") -> None:
+    """Check ``args`` against ``rule`` (see the module docstring); ``program`` is the real
+    file name of the program (``tar``), which decides how it reads its arguments."""
     if len(args) > rule.max_args:
         ctx.deny(Reason.ARGUMENT_NOT_ALLOWED, f"{len(args)} arguments > max_args {rule.max_args}")
     if rule.subcommands is not None and (not args or args[0] not in rule.subcommands):
         ctx.deny(Reason.ARGUMENT_NOT_ALLOWED,
                  f"the first argument must be one of {', '.join(rule.subcommands)}")
+    first = 1 if rule.subcommands is not None else 0
+    dashless = rule.dashless_options or program in DASHLESS_PROGRAMS
     flags_done = False
-    for i, arg in enumerate(args):
-        if i == 0 and rule.subcommands is not None:
-            continue
-        flag = arg.startswith("-") and not flags_done
-        patterns = rule.flags if flag else rule.positional
-        if not any(re.fullmatch(p, arg) for p in patterns):
+    for i, arg in enumerate(args[first:], start=first):
+        as_option = arg if arg.startswith("-") else f"-{arg}"
+        flag = not flags_done and (arg.startswith("-") or (dashless and i == first and arg != ""))
+        if not any(re.fullmatch(p, as_option if flag else arg) for p in
+                   (rule.flags if flag else rule.positional)):
             kind = "flag" if flag else "argument"
             ctx.deny(Reason.ARGUMENT_NOT_ALLOWED, f"{kind} {arg[:_SHOWN]!r} is not allowed")
-        flags_done = flags_done or arg == "--"
-        if flag and "=" in arg:
-            _confined(ctx, cwd, arg.split("=", 1)[1])
-        elif not flag:
+        flags_done = flags_done or (arg == "--" and flag)
+        if not flag:
             _confined(ctx, cwd, arg)
+            continue
+        _runs_programs(ctx, rule, program, as_option)
+        if "=" in arg:
+            _confined(ctx, cwd, arg.split("=", 1)[1])
+        elif not arg.startswith("--") and len(as_option) > 2:
+            _confined(ctx, cwd, as_option[2:])  # a short option's attached value: -C/
+
+
+def _check_program(ctx: ToolContext, name: str, rule: CommandRule, real: str,
+                   cwd: Path) -> str:
+    """The program file itself, by identity and placement (``_shell_identity``); returns
+    the name of the known program it is (``tar`` for a copy of tar), else its own name."""
+    try:
+        st = os.stat(real)
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode) or not os.access(real, os.X_OK):
+        ctx.fail(Reason.TOOL_UNAVAILABLE, f"{name!r}: {rule.path} is not an executable file")
+    what = interpreter_identity(real, st)
+    if what is not None:
+        ctx.deny(Reason.INTERPRETER_NOT_ALLOWED, f"{name!r} ({real}) is {what}")
+    where = placement_problem(real, cwd)
+    if where is not None:
+        ctx.deny(Reason.COMMAND_NOT_ALLOWED, f"{name!r}: {real} {where}")
+    return known_as(real, st, _KNOWN)
 
 
 def plan(ctx: ToolContext, policy: ShellPolicy, request: dict[str, Any]) -> Plan:
@@ -194,9 +277,8 @@ def plan(ctx: ToolContext, policy: ShellPolicy, request: dict[str, Any]) -> Plan
     if not policy.cwd or not Path(policy.cwd).is_dir():
         ctx.fail(Reason.TOOL_ERROR, "shell policy needs cwd, an existing directory")
     cwd = Path(policy.cwd).resolve()
-    _check_args(ctx, rule, cwd, args)
-    if not os.access(real, os.X_OK) or not Path(real).is_file():
-        ctx.fail(Reason.TOOL_UNAVAILABLE, f"{name!r}: {rule.path} is not an executable file")
+    program = _check_program(ctx, name, rule, real, cwd)
+    _check_args(ctx, rule, cwd, args, program)
     env = {"PATH": SAFE_PATH, "LANG": "C.UTF-8", **policy.env}
     return Plan(argv=(rule.path, *args), cwd=cwd, env=env)
 
