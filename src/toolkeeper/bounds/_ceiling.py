@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from toolkeeper.bounds._markers import SHOWN, HostField, parse_network
 
@@ -16,8 +16,7 @@ _FIELD_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 class CommandBound(BaseModel):
     """The most a tenant's rule for one program may admit (a ``shell`` ``CommandRule``):
     its own rule for ``path`` must keep within each of these fields (subset of patterns,
-    ``max_args`` at most). A bare path (the format before 0.x) is this with nothing else:
-    the program, with no arguments."""
+    ``max_args`` at most)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -45,11 +44,6 @@ class CommandBound(BaseModel):
                                  ) from None
         return value
 
-    @model_validator(mode="before")
-    @classmethod
-    def _bare_path(cls, value: Any) -> Any:
-        return {"path": value} if isinstance(value, str) else value
-
 
 class TenantBounds(BaseModel):
     """The operator's ceiling for host-touching and permission-widening values a tenant
@@ -62,9 +56,9 @@ class TenantBounds(BaseModel):
     networks: tuple[str, ...] = Field(default=(), description=(
         "CIDRs a tenant may allow-list, or subnets of them. Loopback, link-local and metadata\n"
         "ranges only when listed by themselves (``127.0.0.0/8``), never through ``0.0.0.0/0``."))
-    commands: tuple[CommandBound, ...] = Field(default=(), description=(
+    commands: tuple[str | CommandBound, ...] = Field(default=(), description=(
         "Programs a tenant's ``shell`` rules may name, each with the most its arguments may\n"
-        "admit; a bare path admits the program with no arguments."))
+        "admit; a bare path (the earlier format) admits the program with no arguments."))
     permissions: tuple[str, ...] = Field(default=(), description=(
         "Switches a tenant may turn on where no operator tool has them on (``allow_write``,\n"
         "``allow_delete``, ``allow_push``, ``allow_worktree_dirty``)."))
@@ -87,13 +81,20 @@ class TenantBounds(BaseModel):
             raise ValueError(f"not a network: {', '.join(repr(b[:SHOWN]) for b in bad)}")
         return value
 
-    @field_validator("commands", mode="before")
+    @field_validator("commands")
     @classmethod
-    def _commands(cls, value: Any) -> Any:
-        if isinstance(value, list | tuple) and any(
-                isinstance(v, str) and not v.strip() for v in value):
-            raise ValueError("empty entry: name a directory or a command")
+    def _commands(cls, value: tuple[str | CommandBound, ...]) -> tuple[str | CommandBound, ...]:
+        for v in value:
+            if isinstance(v, str) and not v.strip():
+                raise ValueError("empty entry: name a directory or a command")
+            if isinstance(v, str) and not v.startswith("/"):
+                raise ValueError(f"a command's path must be absolute: {v[:SHOWN]!r}")
         return value
+
+    @property
+    def command_rules(self) -> tuple[CommandBound, ...]:
+        """``commands``, each bare path as the rule it stands for (no arguments)."""
+        return tuple(CommandBound(path=c) if isinstance(c, str) else c for c in self.commands)
 
     @field_validator("permissions")
     @classmethod
@@ -114,12 +115,12 @@ class TenantBounds(BaseModel):
     def ceiling(self, marker: HostField) -> tuple[str, ...]:
         """The operator's values for fields marked like ``marker``."""
         if marker.kind == "commands":
-            return tuple(c.path for c in self.commands)
+            return tuple(c.path for c in self.command_rules)
         values: tuple[str, ...] = getattr(self, marker.kind)
         return values
 
     def entries(self, table: str) -> tuple[dict[str, Any], ...]:
         """The ceiling's entries for a table field of that name (``commands``)."""
         if table == "commands":
-            return tuple(c.model_dump() for c in self.commands)
+            return tuple(c.model_dump() for c in self.command_rules)
         return ()
