@@ -41,6 +41,7 @@ The empty ceiling (the default) lets a tenant widen nothing.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, get_args, get_origin
 
@@ -78,6 +79,7 @@ if TYPE_CHECKING:
 _NO_BOUNDS = TenantBounds()
 
 
+@functools.cache  # models are classes, fixed once defined; every call reads these
 def bound_fields(model: type[BaseModel]) -> dict[str, Bound]:
     """The fields of ``model`` a tenant may only narrow, by name, with their markers."""
     return {name: marker for name, info in model.model_fields.items()
@@ -89,6 +91,7 @@ def host_fields(model: type[BaseModel]) -> dict[str, HostField]:
     return {name: m for name, m in bound_fields(model).items() if isinstance(m, HostField)}
 
 
+@functools.cache
 def table_fields(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
     """The fields of ``model`` that are tables (``dict[str, Entry]``) of a model with
     bounded fields (the shell's ``commands: {name: {path: …}}``), by name."""
