@@ -60,8 +60,8 @@ class TenantBounds(BaseModel):
         "Programs a tenant's ``shell`` rules may name, each with the most its arguments may\n"
         "admit; a bare path (the earlier format) admits the program with no arguments."))
     permissions: tuple[str, ...] = Field(default=(), description=(
-        "Switches a tenant may turn on where no operator tool has them on (``allow_write``,\n"
-        "``allow_delete``, ``allow_push``, ``allow_worktree_dirty``)."))
+        "Switches a tenant may turn on, in its own tools and over the operator's\n"
+        "(``allow_write``, ``allow_delete``, ``allow_push``, ``allow_worktree_dirty``)."))
     env: dict[str, str | None] = Field(default_factory=dict, description=(
         "Environment variables a tenant may set besides the safe ones (``LANG``, ``LC_*``,\n"
         "``TZ``…): name -> the only value allowed, or null for any value."))
