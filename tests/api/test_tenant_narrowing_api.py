@@ -28,6 +28,8 @@ TAR = {"path": "/usr/bin/tar", "flags": ["-c", "-t", "-f"], "positional": [NAME]
 GIT = {"path": "/usr/bin/git", "subcommands": ["status", "log"], "flags": ["--short"],
        "max_args": 2}
 CHECKPOINT = "--checkpoint-action=exec=touch pwned"
+KEPT = {"LC_ALL": "C"}
+"""The operator's shell sets it; a tenant's env keeps it (dropping it is refused too)."""
 
 
 @dataclass
@@ -84,7 +86,7 @@ def narrowing(db_url: str, host: Host, **tenant_bounds: Any) -> Iterator[Api]:
     gw = Gateway.open(db_url, tenant_bounds=tenant_bounds)
     try:
         gw.registry.register(definition("shell", policy={
-            "cwd": str(host.cwd), "commands": {"tar": TAR, "git": GIT}, "env": {"LC_ALL": "C"}}))
+            "cwd": str(host.cwd), "commands": {"tar": TAR, "git": GIT}, "env": KEPT}))
         gw.registry.register(definition("filesystem", policy={"root": str(host.ro)}))
         gw.registry.register(definition("git", policy={"repo_root": str(host.repo)}))
         gw.registry.put_profile(Profile(name="main", tenant_id="acme", autonomy=3), replace=True)
@@ -195,26 +197,26 @@ HOOKS = ["TAR_OPTIONS", "HOME", "XDG_CONFIG_HOME", "OPENSSL_CONF", "EDITOR", "PA
 def test_a_tenant_sets_only_allow_listed_environment_variables(db_url: str, host: Host) -> None:
     with narrowing(db_url, host) as api:
         for name in HOOKS:
-            r = api.activate("shell", {"env": {name: "x"}})
+            r = api.activate("shell", {"env": {**KEPT, name: "x"}})
             assert r.status_code == 422, (name, r.text)
             if r.json()["error"]["reason"] == BOUNDS:  # GIT_*: the model refuses it for all
                 refused(r, f"/policy/env/{name}")
         refused(api.activate("shell", {"env": {"LANG": "/tmp/evil", "LC_ALL": "../x"}}),
-                "/policy/env/LANG", "/policy/env/LC_ALL")
+                "/policy/env/LANG", "/policy/env/LC_ALL", "/policy/env")  # LC_ALL=C dropped
         safe = {"LANG": "C.UTF-8", "TZ": "Europe/Paris", "LC_ALL": "C", "NO_COLOR": "1"}
         assert api.activate("shell", {"env": safe}).status_code == 200
 
 
 def test_the_operators_env_ceiling_names_values_or_frees_them(db_url: str, host: Host) -> None:
     with narrowing(db_url, host, env={"MODE": "fast", "RETRIES": None}) as api:
-        refused(api.activate("shell", {"env": {"MODE": "slow"}}), "/policy/env/MODE")
-        assert api.activate("shell", {"env": {"MODE": "fast", "RETRIES": "7"}}
+        refused(api.activate("shell", {"env": {**KEPT, "MODE": "slow"}}), "/policy/env/MODE")
+        assert api.activate("shell", {"env": {**KEPT, "MODE": "fast", "RETRIES": "7"}}
                             ).status_code == 200
 
 
 def test_a_stored_tar_options_runs_nothing(db_url: str, host: Host) -> None:
     with narrowing(db_url, host) as api:
-        env = {"TAR_OPTIONS": "--checkpoint=1 --checkpoint-action='exec=touch pwned'"}
+        env = {**KEPT, "TAR_OPTIONS": "--checkpoint=1 --checkpoint-action='exec=touch pwned'"}
         refused(api.activate("shell", {"env": env}), "/policy/env/TAR_OPTIONS")
         _store_tenant_profile(api.gw, (Activation(tool="shell", policy={"env": env}),))
         denied(api, shell(api, "tar", "-c", "-f", "out.tar", "in.txt"))

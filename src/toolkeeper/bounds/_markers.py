@@ -269,7 +269,8 @@ class Pinned(Bound):
 class EnvAllowList(Bound):
     """Environment variables of a process: an allow-list. A tenant sets a ``SAFE_ENV`` name
     with a ``SAFE_ENV_VALUE``, or a name the operator's tool sets with the same value, or a
-    name of ``tenant_bounds.env`` (with its value, or any value where that is ``null``)."""
+    name of ``tenant_bounds.env`` (with its value, or any value where that is ``null``); and
+    it keeps every variable the operator's tool sets, with its value."""
 
     def excess(self, name: str, value: Any, operator: Any, bounds: TenantBounds,
                at: str) -> list[Excess]:
@@ -282,6 +283,11 @@ class EnvAllowList(Bound):
                 continue
             found.append(Excess(f"{at}/{_escape(str(var))}", f"{name}: {str(var)[:SHOWN]!r}"
                                 " is not a variable the operator lets tenants set"))
+        # the operator's own variables may be what keeps a program tame: kept, as they are
+        dropped = [var for var, text in theirs.items() if value.get(var) != text]
+        if dropped:
+            found.append(Excess(at, f"{name}: drops or changes the operator's "
+                                f"{str(dropped[0])[:SHOWN]!r}"))
         return found
 
 
