@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, get_args, get_origin
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from toolkeeper.bounds._ceiling import CommandBound, TenantBounds
 from toolkeeper.bounds._markers import (
@@ -104,11 +105,17 @@ def table_fields(model: type[BaseModel]) -> dict[str, type[BaseModel]]:
     return found
 
 
+@functools.cache
+def _defaults(model: type[BaseModel]) -> Mapping[str, Any]:
+    return MappingProxyType({name: info.get_default(call_default_factory=True)
+                             for name, info in model.model_fields.items()
+                             if not info.is_required()})
+
+
 def filled(model: type[BaseModel], values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with each field they omit at its default (what the model would use)."""
-    out = {name: info.get_default(call_default_factory=True)
-           for name, info in model.model_fields.items() if not info.is_required()}
-    return {**out, **values}
+    """``values`` with each field they omit at its default (what the model would use; only
+    read, never changed, so one copy of the defaults serves every call)."""
+    return {**_defaults(model), **values}
 
 
 def _entry_excess(entry_model: type[BaseModel], entry: Mapping[str, Any],
@@ -173,11 +180,9 @@ def operator_values(policy_model: type[BaseModel], policy: Mapping[str, Any]
                     ) -> dict[str, Any]:
     """The operator's tool policy as the tool runs it: what it sets, the defaults for the
     rest (an operator tool that leaves ``allow_write`` out has it off, and so must a
-    tenant)."""
-    try:
-        return policy_model.model_validate(policy).model_dump()
-    except ValidationError:  # a broken tool fails when called; bound by what it says
-        return filled(policy_model, policy)
+    tenant). Read as written, not validated: the markers compare values as the model
+    would keep them (``allowed_methods`` in any case), and it is on every call's path."""
+    return filled(policy_model, policy)
 
 
 def activation_excess(policy: Mapping[str, Any], tool: ToolDefinition,
