@@ -70,6 +70,13 @@ def test_every_field_a_tenant_writes_is_bounded_or_reviewed() -> None:
     assert stale == []
 
 
+def test_the_ceilings_command_rules_carry_every_bounded_field_of_a_shell_rule() -> None:
+    from toolkeeper.bounds import CommandBound
+    from toolkeeper.builtins.shell import CommandRule
+
+    assert set(bound_fields(CommandRule)) <= set(CommandBound.model_fields)
+
+
 def _pair(marker: Bound) -> tuple[Any, Any]:
     """``(operator's value, a tenant's wider value)`` for a field marked ``marker``."""
     if isinstance(marker, Permission):

@@ -30,7 +30,16 @@ SPECIAL_NETWORKS: tuple[IPNetwork, ...] = (
 )
 """Ranges no wider operator network grants: each must be allowed by a network inside it."""
 SHOWN = 200
-ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "ABSENT"})()
+
+
+class _Absent:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Any = _Absent()
 """The operator has no value for the field (the tool is a tenant's own)."""
 
 SAFE_ENV = re.compile(r"LANG|LANGUAGE|LC_[A-Z]{1,20}|TZ|NO_COLOR|COLUMNS|LINES")
@@ -281,7 +290,7 @@ class EnvAllowList(Bound):
         for var, text in value.items():
             if _env_allowed(str(var), text, theirs, bounds.env):
                 continue
-            found.append(Excess(f"{at}/{_escape(str(var))}", f"{name}: {str(var)[:SHOWN]!r}"
+            found.append(Excess(f"{at}/{escape_pointer(str(var))}", f"{name}: {str(var)[:SHOWN]!r}"
                                 " is not a variable the operator lets tenants set"))
         # the operator's own variables may be what keeps a program tame: kept, as they are
         dropped = [var for var, text in theirs.items() if value.get(var) != text]
@@ -302,7 +311,8 @@ def _env_allowed(var: str, text: Any, theirs: Mapping[str, Any],
     return var in ceiling and ceiling[var] in (None, text)
 
 
-def _escape(key: str) -> str:
+def escape_pointer(key: str) -> str:
+    """``key`` as one JSON pointer token."""
     return key.replace("~", "~0").replace("/", "~1")
 
 
@@ -330,5 +340,3 @@ def _subnet(a: IPNetwork, b: IPNetwork) -> bool:
         return isinstance(b, ipaddress.IPv4Network) and a.subnet_of(b)
     return isinstance(b, ipaddress.IPv6Network) and a.subnet_of(b)
 
-
-escape_pointer = _escape
