@@ -263,6 +263,8 @@ def test_a_stored_write_switch_on_a_read_only_root_writes_nothing(
             "allow_write": True, "allow_delete": True}),))
         denied(api, api.execute("filesystem", {"path": "notes.txt", "content": "tenant's"},
                                 "write"))
+        enabled = api.call("GET", "/discovery/agents/bot/enabled", "bot").json()["tools"]
+        assert "filesystem" not in [t["name"] for t in enabled]  # listed as it is decided
     assert (host.ro / "notes.txt").read_text() == "operator's\n"
 
 
