@@ -276,7 +276,7 @@ async def test_preview_shows_the_command_line_and_runs_nothing(box: Box) -> None
 def test_a_tenant_names_only_the_operators_commands_over_rest(db_url: str, box: Box) -> None:
     tenant_cwd = box.cwd / "src"
     with Gateway.open(db_url, tenant_bounds={"paths": [str(box.cwd)],
-                                             "commands": ["/usr/bin/ls"]}) as gw:
+                                             "commands": [LS]}) as gw:
         gw.registry.register(definition("shell"))
         gw.registry.put_profile(Profile(name="main", tenant_id="acme", autonomy=3))
         gw.registry.put_agent(Agent(name="bot", profile="main", tenant_id="acme"))

@@ -78,3 +78,65 @@ def test_the_files_profiles_are_unbounded_and_its_ceiling_bounds_tenants(
 
 def origins(gw: Gateway) -> dict[str, str]:
     return {p.name: p.origin for p in gw.store.registry.profiles()}
+
+
+NARROWING = """\
+version: 1
+settings:
+  tenant_bounds:
+    paths: ["{tenants}"]
+    commands: [/usr/bin/true, {{path: /usr/bin/ls, flags: ["-l"], max_args: 1}}]
+    permissions: [allow_write]
+    env: {{TZ: null, MODE: fast}}
+tools:
+  - builtin: filesystem
+    policy: {{root: "{ro}"}}
+  - builtin: shell
+    policy: {{cwd: "{ro}", commands: {{ls: {{path: /usr/bin/ls}}}}}}
+profiles:
+  - name: ops
+    autonomy: 3
+    activations:
+      - tool: filesystem
+        policy: {{allow_write: true}}
+      - tool: shell
+        policy: {{env: {{TAR_OPTIONS: "-v", HOME: "{ro}"}}}}
+  - {{name: team, autonomy: 3}}
+agents:
+  - {{name: bot, profile: ops}}
+"""
+
+
+def test_the_files_ceiling_carries_rules_switches_and_env_and_its_profiles_set_anything(
+        db_url: str, tmp_path: Path) -> None:
+    ro, tenants = tmp_path / "ro", tmp_path / "tenants"
+    ro.mkdir()
+    (tenants / "default").mkdir(parents=True)
+    path = tmp_path / "toolkeeper.yaml"
+    path.write_text(NARROWING.format(tenants=tenants, ro=ro))
+    with Gateway.open(db_url, config=path) as gw:
+        bounds = gw.settings.tenant_bounds
+        assert [c.path for c in bounds.command_rules] == ["/usr/bin/true", "/usr/bin/ls"]
+        assert (bounds.permissions, bounds.env) == (("allow_write",), {"TZ": None,
+                                                                        "MODE": "fast"})
+        # the operator's profile: a write switch and any variable but the hooks
+        assert gw.call_sync("filesystem", "write", {"path": "a.txt", "content": "ops"},
+                            agent="bot").ok
+        assert gw.call_sync("shell", arguments={"command": "ls"}, agent="bot").ok
+        admin = gw.store.tokens.create(tenant_id="default", role="admin")[1]
+        with TestClient(create_app(gw)) as client:
+            def activate(tool: str, policy: dict[str, object]) -> list[str]:
+                r = client.post("/activations", headers={"Authorization": f"Bearer {admin}"},
+                                json={"profile": "team", "tool": tool, "policy": policy})
+                return [] if r.status_code == 200 else [
+                    e["pointer"] for e in r.json()["error"]["details"]["errors"]]
+
+            assert activate("filesystem", {"allow_write": True}) == []  # permissions
+            assert activate("shell", {"env": {"TAR_OPTIONS": "-v"}}) == ["/policy/env/TAR_OPTIONS"]
+            assert activate("shell", {"env": {"TZ": "UTC", "MODE": "fast"}}) == []
+            assert activate("shell", {"commands": {"ls": {
+                "path": "/usr/bin/ls", "flags": ["-l"], "max_args": 1}}}) == []
+            assert activate("shell", {"commands": {"ls": {
+                "path": "/usr/bin/ls", "flags": ["-la"], "max_args": 1}}}) == [
+                    "/policy/commands/ls/flags/0"]
+    assert (ro / "a.txt").read_text() == "ops"

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import field_validator
 
-from toolkeeper.bounds import HostNetworks
+from toolkeeper.bounds import HostNetworks, Subset, host_covered
 from toolkeeper.errors import ConfigError
 from toolkeeper.netguard import NetGuard
 from toolkeeper.providers.base import ToolPolicy
@@ -17,12 +17,12 @@ from toolkeeper.providers.base import ToolPolicy
 class NetworkPolicy(ToolPolicy):
     """Base of an outbound built-in's policy: where its requests may go."""
 
-    allowed_hosts: tuple[str, ...] = ()
+    allowed_hosts: Annotated[tuple[str, ...], Subset(open="empty", covered=host_covered)] = ()
     """Exact host names or ``*.suffix``; empty admits any public host."""
     allowed_networks: Annotated[tuple[str, ...], HostNetworks()] = ()
     """CIDRs reachable even though private (``10.0.0.0/8``); empty admits none. A tenant
     may list only networks within the operator's ceiling (``toolkeeper.bounds``)."""
-    allowed_ports: tuple[int, ...] | None = None
+    allowed_ports: Annotated[tuple[int, ...] | None, Subset(open="none")] = None
     """``None`` admits any port."""
 
     @field_validator("allowed_networks")

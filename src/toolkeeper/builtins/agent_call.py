@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from toolkeeper.bounds import Excess, HostNetworks, TenantBounds
+from toolkeeper.bounds import AtMost, Excess, HostNetworks, Subset, TenantBounds
 from toolkeeper.builtins._agent_transport import (
     CHAIN_HEADER,
     Outbound,
@@ -83,14 +83,14 @@ _NOT_FOUND = "no published agent endpoint by that id or slug in this tenant"
 class AgentCallPolicy(ToolPolicy):
     """Which agents ``agent_call`` may reach, how deep a chain may go, and its caps."""
 
-    allowed_agents: tuple[str, ...] | None = None
+    allowed_agents: Annotated[tuple[str, ...] | None, Subset(open="none")] = None
     """Agent names (slugs) this policy may call; ``None``: any published agent of the
     tenant."""
-    max_depth: int = Field(default=4, ge=1, le=32)
+    max_depth: Annotated[int, AtMost()] = Field(default=4, ge=1, le=32)
     """Longest chain of agent calls (this one included): beyond, ``agent_call_depth``."""
-    timeout_s: float = Field(default=60.0, gt=0, le=300)
+    timeout_s: Annotated[float, AtMost()] = Field(default=60.0, gt=0, le=300)
     """Ceiling of the run's deadline (the endpoint's own ``timeout_s`` applies if lower)."""
-    max_response_bytes: int = Field(default=1 << 20, ge=1, le=64 << 20)
+    max_response_bytes: Annotated[int, AtMost()] = Field(default=1 << 20, ge=1, le=64 << 20)
     """A bigger reply fails the call with ``output_too_large``."""
 
 

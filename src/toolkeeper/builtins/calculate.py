@@ -14,10 +14,11 @@ import ast
 import math
 import operator
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
+from toolkeeper.bounds import AtMost
 from toolkeeper.errors import ToolDenied, ToolError
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
@@ -46,11 +47,11 @@ _CONSTANTS: dict[str, float] = {"pi": math.pi, "e": math.e}
 class CalculatePolicy(ToolPolicy):
     """Bounds of the calculate tool."""
 
-    max_expression_length: int = Field(default=1000, ge=1, le=10_000)
+    max_expression_length: Annotated[int, AtMost()] = Field(default=1000, ge=1, le=10_000)
     """Longer expressions are refused (``payload_too_large``)."""
-    max_exponent: int = Field(default=1000, ge=1)
+    max_exponent: Annotated[int, AtMost()] = Field(default=1000, ge=1)
     """``a ** b`` with ``|b|`` above this is refused (``expression_invalid``)."""
-    max_result_digits: int = Field(default=1000, ge=1, le=4000)
+    max_result_digits: Annotated[int, AtMost()] = Field(default=1000, ge=1, le=4000)
     """Integer results and intermediates longer than this are refused (``output_too_large``)."""
 
 

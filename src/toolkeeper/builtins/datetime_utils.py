@@ -18,9 +18,10 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, tzinfo
 from email.utils import parsedate_to_datetime
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from toolkeeper.bounds import Subset
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta
@@ -41,7 +42,8 @@ _FORMATS = (
 class DatetimePolicy(ToolPolicy):
     """Policy of the datetime_utils tool: which actions may run."""
 
-    allowed_actions: tuple[str, ...] | None = ("now", "convert", "parse", "diff")
+    allowed_actions: Annotated[tuple[str, ...] | None, Subset(open="none")] = (
+        "now", "convert", "parse", "diff")
     """Actions permitted; ``None`` leaves it to the activation."""
 
 

@@ -29,7 +29,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from toolkeeper.bounds import HostPath
+from toolkeeper.bounds import AtMost, HostPath, Permission
 from toolkeeper.builtins import _fs_walk as fsw
 from toolkeeper.builtins._fs_content import as_text, decoded, diff
 from toolkeeper.builtins._fs_glob import Pattern, walk
@@ -51,21 +51,21 @@ class FilesystemPolicy(ToolPolicy):
     root: Annotated[str | None, HostPath()] = None
     """The directory the tool works in; required, and never left. A tenant may set it only
     within the operator's ceiling (``toolkeeper.bounds``)."""
-    allow_write: bool = False
+    allow_write: Annotated[bool, Permission()] = False
     """``write``, ``append``, ``move`` and ``restore`` are refused (``write_not_allowed``)
     unless set."""
-    allow_delete: bool = False
+    allow_delete: Annotated[bool, Permission()] = False
     """``delete`` is refused (``delete_not_allowed``) unless set."""
-    max_read_bytes: int = Field(default=256_000, ge=1, le=1_000_000)
+    max_read_bytes: Annotated[int, AtMost()] = Field(default=256_000, ge=1, le=1_000_000)
     """A larger file is refused (``file_too_large``); at most 1 MB, so that even base64 of
     it fits the tool's output cap."""
-    max_write_bytes: int = Field(default=256_000, ge=1, le=50_000_000)
+    max_write_bytes: Annotated[int, AtMost()] = Field(default=256_000, ge=1, le=50_000_000)
     """Content of one ``write`` or ``append``; more is refused (``file_too_large``)."""
-    max_list_entries: int = Field(default=1000, ge=1, le=100_000)
+    max_list_entries: Annotated[int, AtMost()] = Field(default=1000, ge=1, le=100_000)
     """``list`` returns at most this many entries and says ``truncated``."""
-    max_glob_results: int = Field(default=1000, ge=1, le=100_000)
+    max_glob_results: Annotated[int, AtMost()] = Field(default=1000, ge=1, le=100_000)
     """``glob`` returns at most this many paths and says ``truncated``."""
-    max_glob_scanned: int = Field(default=100_000, ge=1, le=10_000_000)
+    max_glob_scanned: Annotated[int, AtMost()] = Field(default=100_000, ge=1, le=10_000_000)
     """``glob`` stops (``truncated``) after looking at this many entries."""
 
 

@@ -12,8 +12,9 @@ function that names it.
 from __future__ import annotations
 
 import inspect
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
+from toolkeeper.bounds import Subset
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta
@@ -38,7 +39,7 @@ INPUT_SCHEMA: dict[str, Any] = {
 class FunctionCallPolicy(ToolPolicy):
     """Which allow-listed functions the agent may call."""
 
-    allowed_functions: tuple[str, ...] | None = None
+    allowed_functions: Annotated[tuple[str, ...] | None, Subset(open="none")] = None
     """Names the agent may call, a subset of the operator's allow-list; ``None`` admits the
     whole allow-list (the operator opted each function in), ``()`` none."""
 

@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
-from toolkeeper.bounds import HostPath
+from toolkeeper.bounds import AtMost, HostPath, Permission, Prefix, Subset
 from toolkeeper.builtins._git_process import GitOutput, GitRunner
 from toolkeeper.errors import ToolError
 from toolkeeper.model.call import PreviewResult
@@ -41,24 +41,24 @@ _PREVIEW_COMMITS = 100
 class GitPolicy(ToolPolicy):
     """Guardrails of the git tool; the defaults are a read-only reviewer."""
 
-    allowed_actions: tuple[str, ...] | None = READ_ACTIONS
+    allowed_actions: Annotated[tuple[str, ...] | None, Subset(open="none")] = READ_ACTIONS
     """Actions permitted; ``None`` leaves it to the activation."""
-    max_output_chars: int = Field(default=20_000, ge=1)
+    max_output_chars: Annotated[int, AtMost()] = Field(default=20_000, ge=1)
     """Text output (diff, show, status) is truncated to this and marked ``truncated``."""
-    max_files: int = Field(default=50, ge=1)
+    max_files: Annotated[int, AtMost()] = Field(default=50, ge=1)
     """A commit touching more files is refused (``too_many_files``)."""
-    managed_branch_prefix: str = "agent/"
+    managed_branch_prefix: Annotated[str, Prefix()] = "agent/"
     """Branch creation, commit and push only on branches starting with this."""
-    allow_push: bool = False
+    allow_push: Annotated[bool, Permission()] = False
     """Push is refused (``push_not_allowed``) unless set."""
-    allowed_remotes: tuple[str, ...] = ("origin",)
+    allowed_remotes: Annotated[tuple[str, ...], Subset()] = ("origin",)
     """Remote names push may target; never a URL."""
-    allow_worktree_dirty: bool = False
+    allow_worktree_dirty: Annotated[bool, Permission()] = False
     """Allow creating or switching branches with uncommitted changes to tracked files."""
     repo_root: Annotated[str | None, HostPath()] = None
     """Top of the work tree the tool operates on; required, and never left. A tenant may set
     it only within the operator's ceiling (``toolkeeper.bounds``)."""
-    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    timeout_s: Annotated[float, AtMost()] = Field(default=30.0, gt=0, le=600)
     """Limit for each git process."""
 
 

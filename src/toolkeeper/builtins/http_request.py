@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import httpx
 from pydantic import Field, field_validator
 
+from toolkeeper.bounds import AtMost, Subset
 from toolkeeper.builtins._net_policy import NetworkPolicy
 from toolkeeper.errors import ToolError, UpstreamError
 from toolkeeper.model.call import PreviewResult
@@ -70,15 +71,21 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 _KEPT_HEADERS = ("content-type", "content-length")
 
 
+def same_method(item: object, theirs: object) -> bool:
+    """Methods compare as the policy stores them, upper case."""
+    return isinstance(item, str) and isinstance(theirs, str) and item.upper() == theirs.upper()
+
+
 class HttpRequestPolicy(NetworkPolicy):
     """What ``http_request`` may send where; the defaults are read-only, public hosts."""
 
-    allowed_methods: tuple[str, ...] = ("GET", "HEAD")
+    allowed_methods: Annotated[tuple[str, ...], Subset(covered=same_method)] = (
+        "GET", "HEAD")
     """Other methods are refused with ``method_not_allowed``."""
-    max_response_bytes: int = Field(default=1 << 20, ge=1, le=64 << 20)
-    timeout_s: float = Field(default=10.0, gt=0, le=300)
+    max_response_bytes: Annotated[int, AtMost()] = Field(default=1 << 20, ge=1, le=64 << 20)
+    timeout_s: Annotated[float, AtMost()] = Field(default=10.0, gt=0, le=300)
     """Deadline of the whole exchange, redirects and body included."""
-    max_redirects: int = Field(default=5, ge=0, le=20)
+    max_redirects: Annotated[int, AtMost()] = Field(default=5, ge=0, le=20)
     on_oversize: Literal["truncate", "fail"] = "truncate"
     """Over ``max_response_bytes``: cut and mark ``truncated``, or fail ``output_too_large``."""
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import jmespath
 from jmespath.exceptions import JMESPathError
 from jmespath.parser import ParsedResult
 from pydantic import Field
 
+from toolkeeper.bounds import AtMost
 from toolkeeper.errors import ToolError
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
@@ -31,11 +32,11 @@ _CACHE_SIZE = 256
 class JsonTransformPolicy(ToolPolicy):
     """Bounds of the json_transform tool."""
 
-    max_expression_length: int = Field(default=1000, ge=1, le=100_000)
+    max_expression_length: Annotated[int, AtMost()] = Field(default=1000, ge=1, le=100_000)
     """Longer expressions are refused (``payload_too_large``)."""
-    max_input_bytes: int = Field(default=1_000_000, ge=1)
+    max_input_bytes: Annotated[int, AtMost()] = Field(default=1_000_000, ge=1)
     """Larger ``data`` (compact JSON, UTF-8) is refused (``payload_too_large``)."""
-    max_output_chars: int = Field(default=100_000, ge=1)
+    max_output_chars: Annotated[int, AtMost()] = Field(default=100_000, ge=1)
     """A larger serialized result fails with ``output_too_large``."""
 
 

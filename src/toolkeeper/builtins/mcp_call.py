@@ -8,8 +8,9 @@ for the long tail an operator chooses to open, at the risk set on the activation
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
+from toolkeeper.bounds import Subset, tool_covered
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta
@@ -23,7 +24,7 @@ _NAME = {"type": "string", "minLength": 1, "maxLength": 128}
 class McpCallPolicy(ToolPolicy):
     """Which upstream tools ``mcp_call`` may reach."""
 
-    allowed_tools: tuple[str, ...] = ()
+    allowed_tools: Annotated[tuple[str, ...], Subset(covered=tool_covered)] = ()
     """``server/tool`` or ``server/*`` entries; empty (default) allows nothing."""
 
 

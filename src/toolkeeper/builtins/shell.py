@@ -52,7 +52,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from toolkeeper.bounds import HostCommand, HostPath
+from toolkeeper.bounds import AtMost, EnvAllowList, HostCommand, HostPath, Safeguard, Subset
 from toolkeeper.builtins._fs_walk import is_git_name
 from toolkeeper.builtins._shell_identity import (
     interpreter_identity,
@@ -109,16 +109,18 @@ class CommandRule(BaseModel):
 
     path: Annotated[str, HostCommand()] = Field(description=(
         "Absolute path of the program. A tenant may name only the operator's commands."))
-    subcommands: tuple[str, ...] | None = Field(default=None, description=(
+    # A tenant's rule keeps within the operator's rule for the same path (or the ceiling's
+    # ``tenant_bounds.commands`` entry): patterns a subset, compared as strings.
+    subcommands: Annotated[tuple[str, ...] | None, Subset()] = Field(default=None, description=(
         "When set, the first argument must be one of these (``[status, log]``)."))
-    flags: tuple[str, ...] = Field(default=(), description=(
+    flags: Annotated[tuple[str, ...], Subset()] = Field(default=(), description=(
         "Patterns an argument starting with ``-`` must match whole (``-l``, ``-[la]{1,2}``,\n"
         "``--max-count=[0-9]{1,3}``); ``--`` ends the flags when it matches one."))
-    positional: tuple[str, ...] = Field(default=(), description=(
+    positional: Annotated[tuple[str, ...], Subset()] = Field(default=(), description=(
         "Patterns every other argument must match whole (``[A-Za-z0-9._/-]+``); empty admits\n"
         "none. Each is also a path that must stay inside ``cwd``."))
-    max_args: int = Field(default=16, ge=0, le=256)
-    dashless_options: bool = Field(default=False, description=(
+    max_args: Annotated[int, AtMost()] = Field(default=16, ge=0, le=256)
+    dashless_options: Annotated[bool, Safeguard()] = Field(default=False, description=(
         "The program reads its first argument (after the subcommand) as options even without\n"
         "a dash (``tar cf``); it is then checked against ``flags``. Always on for tar, ar, ps."))
 
@@ -143,13 +145,15 @@ class ShellPolicy(ToolPolicy):
     cwd: Annotated[str | None, HostPath()] = None
     """Working directory, required; path arguments never leave it. A tenant may set it only
     within the operator's ceiling (``toolkeeper.bounds``)."""
-    env: dict[str, str] = Field(default_factory=dict)
+    env: Annotated[dict[str, str], EnvAllowList()] = Field(default_factory=dict)
     """Variables set besides ``PATH`` and ``LANG``; loader and interpreter hooks
-    (``LD_*``, ``PYTHON*``, ``BASH_ENV``…) are refused."""
-    timeout_s: float = Field(default=30.0, gt=0, le=600)
+    (``LD_*``, ``PYTHON*``, ``BASH_ENV``…) are refused. A tenant sets only an allow-list
+    (``LANG``, ``LC_*``, ``TZ``… with plain values, the operator tool's own variables with
+    their values, ``tenant_bounds.env``): see ``toolkeeper.bounds``."""
+    timeout_s: Annotated[float, AtMost()] = Field(default=30.0, gt=0, le=600)
     """The whole process group is killed after this (``command_timeout``)."""
-    max_stdout_bytes: int = Field(default=65_536, ge=1, le=16 << 20)
-    max_stderr_bytes: int = Field(default=16_384, ge=1, le=16 << 20)
+    max_stdout_bytes: Annotated[int, AtMost()] = Field(default=65_536, ge=1, le=16 << 20)
+    max_stderr_bytes: Annotated[int, AtMost()] = Field(default=16_384, ge=1, le=16 << 20)
 
     @field_validator("env")
     @classmethod

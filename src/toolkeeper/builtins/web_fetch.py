@@ -22,11 +22,12 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 import httpx
 from pydantic import Field
 
+from toolkeeper.bounds import AtMost, Superset
 from toolkeeper.builtins._net_policy import NetworkPolicy
 from toolkeeper.errors import ToolError
 from toolkeeper.model.enums import Risk, SideEffect
@@ -76,17 +77,17 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 class WebFetchPolicy(NetworkPolicy):
     """Where ``web_fetch`` may go and how much it may bring back."""
 
-    denied_hosts: tuple[str, ...] = ()
+    denied_hosts: Annotated[tuple[str, ...], Superset()] = ()
     """Exact host names or ``*.suffix`` never fetched, also as a redirect target; a denial
     wins over ``allowed_hosts``."""
-    max_bytes: int = Field(default=2 << 20, ge=1, le=64 << 20)
+    max_bytes: Annotated[int, AtMost()] = Field(default=2 << 20, ge=1, le=64 << 20)
     """Body bytes read (after decompression); reading stops there and marks ``truncated``."""
-    max_redirects: int = Field(default=5, ge=0, le=20)
-    timeout_s: float = Field(default=15.0, gt=0, le=300)
+    max_redirects: Annotated[int, AtMost()] = Field(default=5, ge=0, le=20)
+    timeout_s: Annotated[float, AtMost()] = Field(default=15.0, gt=0, le=300)
     """Deadline of the whole exchange, redirects and body included."""
-    max_text_chars: int = Field(default=50_000, ge=1, le=5_000_000)
+    max_text_chars: Annotated[int, AtMost()] = Field(default=50_000, ge=1, le=5_000_000)
     """Characters of text returned; the rest is cut and marked ``truncated``."""
-    max_links: int = Field(default=100, ge=0, le=2_000)
+    max_links: Annotated[int, AtMost()] = Field(default=100, ge=0, le=2_000)
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, Protocol, TypedDict
+from typing import Annotated, Any, ClassVar, Protocol, TypedDict
 
 import httpx
 from pydantic import Field
 
+from toolkeeper.bounds import AtMost, Subset, host_covered
 from toolkeeper.builtins._net_policy import NetworkPolicy
 from toolkeeper.builtins._search_keys import find_key
 from toolkeeper.errors import ToolError, UpstreamError
@@ -125,20 +126,21 @@ PROVIDERS: dict[str, SearchProvider] = {"serper": SerperProvider()}
 class WebSearchPolicy(NetworkPolicy):
     """How many results, how long a query, where the search request may go."""
 
-    default_results: int = Field(default=5, ge=1, le=100)
+    default_results: Annotated[int, AtMost()] = Field(default=5, ge=1, le=100)
     """Results when the agent does not say ``num`` (capped by ``max_results`` too)."""
-    max_results: int = Field(default=10, ge=1, le=100)
+    max_results: Annotated[int, AtMost()] = Field(default=10, ge=1, le=100)
     """A larger ``num`` is capped to this."""
-    max_query_chars: int = Field(default=400, ge=1, le=2048)
+    max_query_chars: Annotated[int, AtMost()] = Field(default=400, ge=1, le=2048)
     """A longer query is refused (``invalid_arguments``)."""
-    max_output_chars: int = Field(default=20_000, ge=100)
+    max_output_chars: Annotated[int, AtMost()] = Field(default=20_000, ge=100)
     """Results are dropped from the end until the answer fits (``truncated: true``)."""
-    allowed_hosts: tuple[str, ...] = ("google.serper.dev",)
+    allowed_hosts: Annotated[tuple[str, ...], Subset(open="empty", covered=host_covered)] = (
+        "google.serper.dev",)
     """Hosts the search request may go to (exact or ``*.suffix``); empty admits any public
     host. An endpoint from a credential or the implementation must be listed here."""
-    timeout_s: float = Field(default=10.0, gt=0, le=120)
+    timeout_s: Annotated[float, AtMost()] = Field(default=10.0, gt=0, le=120)
     """Deadline of one search request, body included."""
-    max_response_bytes: int = Field(default=1 << 20, ge=1024, le=16 << 20)
+    max_response_bytes: Annotated[int, AtMost()] = Field(default=1 << 20, ge=1024, le=16 << 20)
     """A larger answer is refused (``output_too_large``)."""
 
 

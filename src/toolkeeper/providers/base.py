@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from toolkeeper.bounds import AtMost, Subset
 from toolkeeper.errors import ToolDenied, ToolError
 from toolkeeper.model.enums import Autonomy
 
@@ -24,9 +25,9 @@ class ToolPolicy(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    allowed_actions: tuple[str, ...] | None = None
+    allowed_actions: Annotated[tuple[str, ...] | None, Subset(open="none")] = None
     """Actions this policy permits; ``None`` leaves it to the activation."""
-    max_output_chars: int | None = None
+    max_output_chars: Annotated[int | None, AtMost(none_is_unlimited=True)] = None
     """Caps the output below the tool's ``execution.max_output_chars``."""
 
 

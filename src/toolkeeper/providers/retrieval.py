@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
+from toolkeeper.bounds import AtMost, Pinned, Subset
 from toolkeeper.errors import OperationRefused
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.base import NoPreview, ToolContext, ToolPolicy
@@ -26,7 +27,7 @@ RetrievalQuery = Callable[..., dict[str, Any]]
 class RagRetrievalPolicy(ToolPolicy):
     """Bounds of a ``rag_retrieval`` tool's queries, set on the activation."""
 
-    max_top_k: int | None = Field(default=None, ge=1)
+    max_top_k: Annotated[int | None, AtMost(none_is_unlimited=True)] = Field(default=None, ge=1)
     """Caps ``top_k`` below the gateway's ``retrieval_max_top_k``."""
 
 
@@ -34,10 +35,10 @@ class RetrievalPolicy(RagRetrievalPolicy):
     """Bounds of the ``retrieval`` built-in, set on the activation (or as tool policy
     defaults)."""
 
-    pipeline_id: str | None = Field(default=None, min_length=1, max_length=200)
+    pipeline_id: Annotated[str | None, Pinned()] = Field(default=None, min_length=1, max_length=200)
     """``retrieval`` built-in: the pipeline (id or name) queried; an argument naming
     another is refused (``retrieval_pipeline_not_allowed``). Unset: the argument names it."""
-    allowed_pipelines: tuple[str, ...] | None = None
+    allowed_pipelines: Annotated[tuple[str, ...] | None, Subset(open="none")] = None
     """``retrieval`` built-in: pipelines (ids or names) an argument may name; ``None``:
     any pipeline of the caller's tenant."""
 
