@@ -74,8 +74,8 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
             and cfg.secrets.key_file is not None:
         master_key_file = base_dir / cfg.secrets.key_file
     store = _open_store(url, settings, master_key_file)
-    # replicas on one PostgreSQL must agree on rate limits: count in the database
-    # unless Redis does it (SQLite is one machine's embedded store: count in process)
+    # replicas on one PostgreSQL must agree on rate limits: count in the database unless
+    # Redis does it; on SQLite in process unless asked (``serve --workers N`` asks)
     shared_limits = settings.pop("shared_rate_limits", not store.is_local)
     try:
         store.audit.seal()
