@@ -144,7 +144,12 @@ def _store_key(store: Store, url: str, configured: AuditKey | None) -> AuditKey:
         if check is not None or store.audit.keyed():
             raise ConfigError(f"{KEY_NEEDED}; looked in {where_looked(url)}")
         path = default_key_path(url)
-        key = AuditKey(os.urandom(KEY_BYTES) if path is None else make_key_file(path))
+        try:
+            key = AuditKey(os.urandom(KEY_BYTES) if path is None else make_key_file(path))
+        except OSError as exc:
+            raise ConfigError(f"cannot make the audit key file {path} on this store's first "
+                              f"start ({exc.strerror}): configure a key ({where_looked(url)})"
+                              ) from None
     fits = store.audit.fits(key) if check is None else check == key.check()
     if fits and check is None:
         fits = store.registry.first_setting(CHECK_SETTING, key.check()) == key.check()

@@ -166,3 +166,17 @@ def test_racing_first_starts_end_with_one_key(tmp_path: Path) -> None:
     os.waitpid(pid, 0)
     assert read_key_file(path, "audit key file") == mine
     assert [p.name for p in tmp_path.iterdir()] == ["race.key"]  # no file left aside
+
+
+def test_a_key_that_cannot_be_made_is_a_clear_refusal(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    state = tmp_path / "state"
+    state.write_text("a file where the state directory should be")
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    url = f"sqlite:///{tmp_path}/elsewhere.db"
+    path = _key_file(url)
+    monkeypatch.setattr("toolkeeper.opening.default_key_path",
+                        lambda url: state / "toolkeeper" / "audit.key")
+    with pytest.raises(ConfigError, match="cannot make the audit key file"):
+        attack.open_gateway(url)
+    assert not path.exists()
