@@ -18,7 +18,8 @@ KEY_ENV = {"TOOLKEEPER_AUDIT_KEY": base64.b64encode(attack.KEY).decode()}
 
 
 @pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # no key made elsewhere
     for name in ("TOOLKEEPER_AUDIT_KEY", "TOOLKEEPER_AUDIT_KEY_FILE", "TOOLKEEPER_SECRETS_KEY",
                  "TOOLKEEPER_SECRETS_KEY_FILE", "TOOLKEEPER_AUDIT_CHECKPOINTS"):
         monkeypatch.delenv(name, raising=False)
