@@ -22,6 +22,19 @@ from tests.support.pgcluster import PgCluster, PgUnavailable
 pytest_plugins = ["tests.secrets.backends"]  # secrets_backend: each secrets backend in turn
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _state_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The audit key a gateway makes for a PostgreSQL store on its first start goes to the
+    user's state directory: the session's own, never the home of whoever runs the tests."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def pg_cluster(request: pytest.FixtureRequest) -> PgCluster:
     """One throwaway PostgreSQL cluster for the whole session, stopped at session end."""

@@ -4,8 +4,9 @@ A ``NetGuard`` holds one allow-list and enforces it on each connection its trans
 
 - URL: scheme ``http``/``https`` only, no userinfo, port in ``allowed_ports`` when set, host
   in ``allowed_hosts`` when that list is non-empty (exact names or ``*.suffix``), not in
-  ``denied_hosts`` (same forms; a denial wins over a listing), and no cloud-metadata host
-  name unless listed exactly.
+  ``denied_hosts`` (same forms; a denial wins over a listing), no cloud-metadata host
+  name unless listed exactly, and ``localhost``/``*.localhost`` (any case, trailing dots)
+  taken as the loopback address they always name (RFC 6761) without asking DNS.
 - Address: the guard resolves the name itself and refuses the connection if ANY resolved
   address is private, loopback, link-local, multicast, reserved, unspecified, CGNAT, a cloud
   metadata endpoint, or an IPv6 form embedding such an IPv4 address (mapped, compatible,
@@ -60,6 +61,7 @@ _BLOCKED_NETWORKS: tuple[IPNetwork, ...] = (
     _net("::/128"), _net("::1/128"), _net("64:ff9b:1::/48"), _net("fc00::/7"),
     _net("fe80::/10"), _net("fec0::/10"), _net("ff00::/8"),
 )
+_LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
 _NAT64 = _net("64:ff9b::/96")
 _V4_COMPATIBLE = _net("::/96")
 _STRIPPED_ON_CROSS_ORIGIN = ("authorization", "proxy-authorization", "cookie")
@@ -170,6 +172,8 @@ class NetGuard:
         ip = parse_ip(host)
         if ip is not None:
             self.check_ip(ip)
+        elif host == "localhost" or host.endswith(".localhost"):
+            self.check_ip(_LOOPBACK)  # RFC 6761 §6.3, whatever this host's resolver says
         elif host in METADATA_HOSTS and host not in self._exact:
             raise _deny("address_not_allowed", f"{host!r} is a metadata endpoint", host=host)
 
@@ -183,6 +187,22 @@ class NetGuard:
                 return
         if not is_public_address(ip):
             raise _deny("address_not_allowed", f"address {ip} is not allowed", address=str(ip))
+
+    async def check_destination(self, url: httpx.URL | str,
+                                timeout_s: float = 5.0) -> httpx.URL:
+        """Check ``url`` now as a connection to it would be checked, for a setting stored
+        to be used later: :meth:`check_url`, then :meth:`resolve` of its host as the
+        transport resolves it (``getaddrinfo``, so ``127.1``, ``2130706433`` and
+        ``0x7f000001`` are the loopback address they are). A name that does not resolve
+        within ``timeout_s`` passes: each later connection is checked again anyway."""
+        parsed = self.check_url(url)
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            async with asyncio.timeout(timeout_s):
+                await self.resolve(parsed.raw_host.decode("ascii"), port)
+        except (OSError, TimeoutError):
+            pass
+        return parsed
 
     async def resolve(self, host: str, port: int) -> list[IPAddress]:
         """Every address of ``host``, each checked; refuses if any one is not allowed."""

@@ -14,10 +14,18 @@ from toolkeeper.pipeline.runtime import Settings
 from toolkeeper.providers.artifacts import ArtifactLibrary
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
+from toolkeeper.secrets.embedded import KEY_BYTES
 from toolkeeper.store import Store
 from toolkeeper.store.audit import KEY_NEEDED
 from toolkeeper.store.audit_checkpoints import Checkpoints
-from toolkeeper.store.audit_key import AuditKey, load_audit_key
+from toolkeeper.store.audit_key import (
+    CHECK_SETTING,
+    AuditKey,
+    default_key_path,
+    load_audit_key,
+    make_key_file,
+    where_looked,
+)
 
 AUTO = "auto"
 CHECKPOINTS_ENV = "TOOLKEEPER_AUDIT_CHECKPOINTS"
@@ -65,13 +73,11 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
     if master_key_file is None and cfg is not None and cfg.secrets is not None \
             and cfg.secrets.key_file is not None:
         master_key_file = base_dir / cfg.secrets.key_file
-    audit_key, store = _open_store(url, settings, master_key_file)
-    # replicas on one PostgreSQL must agree on rate limits: count in the database
-    # unless Redis does it (SQLite is one machine's embedded store: count in process)
+    store = _open_store(url, settings, master_key_file)
+    # replicas on one PostgreSQL must agree on rate limits: count in the database unless
+    # Redis does it; on SQLite in process unless asked (``serve --workers N`` asks)
     shared_limits = settings.pop("shared_rate_limits", not store.is_local)
     try:
-        if audit_key is None and store.audit.keyed():
-            raise ConfigError(KEY_NEEDED)
         store.audit.seal()
         if isinstance(secrets, str):
             from toolkeeper.secrets import open_backend
@@ -106,39 +112,83 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
 
 
 def _open_store(url: str, settings: dict[str, Any],
-                master_key_file: str | Path | None) -> tuple[AuditKey | None, Store]:
+                master_key_file: str | Path | None) -> Store:
     """The store, keyed and checkpointed by the ``audit_*`` options taken from
     ``settings`` (they belong to the store, not to the gateway's settings)."""
-    audit_key, checkpoints = audit_options(
-        url, key=settings.pop("audit_key", None), key_file=settings.pop("audit_key_file", None),
-        secrets_key_file=master_key_file,
-        checkpoint_path=settings.pop("audit_checkpoint_path", None),
-        every_s=settings.pop("audit_checkpoint_every_s", 10.0))
-    return audit_key, Store.open(url, audit_key=audit_key, checkpoints=checkpoints)
+    configured = load_audit_key(
+        key=settings.pop("audit_key", None), key_file=settings.pop("audit_key_file", None),
+        secrets_key_file=master_key_file, default_file=default_key_path(url))
+    checkpoint_path = settings.pop("audit_checkpoint_path", None)
+    every_s = settings.pop("audit_checkpoint_every_s", 10.0)
+    store = Store.open(url)
+    try:
+        key = _store_key(store, url, configured)
+        store.audit.key = key
+        store.audit.checkpoints = _checkpoints(url, key, checkpoint_path, every_s)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def _store_key(store: Store, url: str, configured: AuditKey | None) -> AuditKey:
+    """The key this store's chains are (or from now on will be) keyed with.
+
+    None configured: a store already keyed is refused (its key is elsewhere); otherwise this
+    is its first start keyed, and a key is made (in memory for an in-memory database). The
+    store keeps the key's check value, the first writer's winning a race, so another key is
+    refused rather than used to write chains that no longer verify."""
+    check = store.registry.get_setting(CHECK_SETTING)
+    key = configured
+    if key is None:
+        if check is not None or store.audit.keyed():
+            raise ConfigError(f"{KEY_NEEDED}; looked in {where_looked(url)}")
+        path = default_key_path(url)
+        try:
+            key = AuditKey(os.urandom(KEY_BYTES) if path is None else make_key_file(path))
+        except OSError as exc:
+            raise ConfigError(f"cannot make the audit key file {path} on this store's first "
+                              f"start ({exc.strerror}): configure a key ({where_looked(url)})"
+                              ) from None
+    fits = store.audit.fits(key) if check is None else check == key.check()
+    if fits and check is None:
+        fits = store.registry.first_setting(CHECK_SETTING, key.check()) == key.check()
+    if not fits:
+        raise ConfigError("this store's audit chains are keyed with another audit key than "
+                          f"the one found; configure the store's key (looked in "
+                          f"{where_looked(url)})")
+    return key
 
 
 def audit_options(url: str, *, key: bytes | None = None, key_file: str | Path | None = None,
                   secrets_key_file: str | Path | None = None,
                   checkpoint_path: str | Path | None = None, every_s: float = 10.0,
                   ) -> tuple[AuditKey | None, Checkpoints | None]:
-    """The audit key (``store/audit_key.py`` lists its sources) and checkpoint file.
+    """The audit key (``store/audit_key.py`` lists its sources, the default key file
+    included; none is made here) and checkpoint file, for reading a store.
 
     ``checkpoint_path``: a path, else ``TOOLKEEPER_AUDIT_CHECKPOINTS``; ``"auto"`` (what
     ``toolkeeper serve`` and ``audit verify`` pass) is ``<sqlite file>.audit-checkpoints``
-    when a key is configured, else none. Checkpoints need the key that signs them.
+    when there is a key, else none. Checkpoints need the key that signs them.
     """
-    audit_key = load_audit_key(key=key, key_file=key_file, secrets_key_file=secrets_key_file)
+    audit_key = load_audit_key(key=key, key_file=key_file, secrets_key_file=secrets_key_file,
+                               default_file=default_key_path(url))
+    return audit_key, _checkpoints(url, audit_key, checkpoint_path, every_s)
+
+
+def _checkpoints(url: str, audit_key: AuditKey | None, checkpoint_path: str | Path | None,
+                 every_s: float) -> Checkpoints | None:
     path: str | Path | None = checkpoint_path
     if path in (None, AUTO):
         path = os.environ.get(CHECKPOINTS_ENV) or path
     if path == AUTO:
         path = default_checkpoint_path(url) if audit_key is not None else None
     if path is None:
-        return audit_key, None
+        return None
     if audit_key is None:
         raise ConfigError("audit checkpoints are signed with the audit key: configure one "
                           "(TOOLKEEPER_AUDIT_KEY, an audit key file, or a secrets master key)")
-    return audit_key, Checkpoints(path, audit_key, every_s)
+    return Checkpoints(path, audit_key, every_s)
 
 
 def default_checkpoint_path(url: str) -> Path | None:

@@ -265,10 +265,13 @@ def build(settings: ServerSettings) -> Server:
     # catalog loads walks all of it again (~0.1 s of start-up with 10,000 tools)
     gc.freeze()
     backend, key_file = secrets_choice(settings)
+    # several workers count rate limits, turn caps and concurrency slots in the store (on
+    # SQLite too: one process's counters would let each worker grant the whole limit)
+    shared: dict[str, Any] = {"shared_rate_limits": True} if settings.workers > 1 else {}
     gw = Gateway.open(settings.database_url, config=settings.config, mode=settings.mode,
                       secrets=backend, secrets_key_file=key_file,
                       audit_key_file=settings.audit_key_file,
-                      audit_checkpoint_path=settings.audit_checkpoints or "auto")
+                      audit_checkpoint_path=settings.audit_checkpoints or "auto", **shared)
     try:
         tokens = bootstrap_tokens(gw, settings)
         if settings.demo:

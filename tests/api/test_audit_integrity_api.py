@@ -92,9 +92,20 @@ def test_an_untouched_keyed_chain_verifies_clean(api: RestClient) -> None:
     assert body["events"] > 0
 
 
-def test_an_unkeyed_chain_verifies_with_a_warning(db_url: str) -> None:
+def test_without_a_configured_key_the_chain_is_keyed_by_the_key_made_on_first_start(
+        db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TOOLKEEPER_AUDIT_KEY", "TOOLKEEPER_AUDIT_KEY_FILE", "TOOLKEEPER_SECRETS_KEY",
+                 "TOOLKEEPER_SECRETS_KEY_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # where a PostgreSQL store's key goes
     with api_for(db_url) as api:
         _calls(api, 1)
         body = _verify(api)
-    assert body["ok"] is True
-    assert any("unkeyed chain" in w for w in body["warnings"]), body
+        assert body["ok"] is True and body["warnings"] == [
+            "no checkpoint file configured: a rollback to a saved head row would not be "
+            "detected"], body
+        assert all(e["hash"].startswith("hmac-sha256:") for e in attack.events(db_url))
+        attack.edit_and_rechain(db_url, 2)
+        body = _verify(api)
+    assert body["ok"] is False and any("unkeyed event after keyed" in p
+                                       for p in body["problems"]), body

@@ -125,10 +125,79 @@ def test_a_loopback_url_without_allow_list_is_refused_when_set(api: RestClient) 
     assert api.call("GET", "/settings/webhook").status_code == 404
 
 
+REFUSED_SPELLINGS = [
+    # names for loopback, as a resolver or RFC 6761 gives them
+    "localhost", "LOCALHOST", "localhost.", "LocalHost..", "hook.localhost", "a.b.LOCALHOST.",
+    # IPv4 forms getaddrinfo (inet_aton) reads as 127.0.0.1
+    "127.1", "127.0.1", "2130706433", "0x7f000001", "0x7F000001", "0x7f.1", "0x7f.0.0.1",
+    "017700000001", "0177.0.0.1", "127.000.000.001", "127.0.0.1.", "127.255.255.254",
+    # IPv6 forms of loopback, plain or embedding it
+    "[::1]", "[0:0:0:0:0:0:0:1]", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]",
+    "[0:0:0:0:0:ffff:7f00:1]", "[::127.0.0.1]", "[64:ff9b::7f00:1]",
+    # the unspecified address (reaches local listeners) and private / metadata addresses
+    "0", "0.0.0.0", "[::]", "10.0.0.1", "167772161", "0xa000001", "192.168.1.1",
+    "3232235777", "169.254.169.254", "2852039166", "0xa9fea9fe", "[fe80::1]", "[fd00::1]",
+    "100.64.0.1", "metadata.google.internal", "METADATA.google.internal.",
+]
+
+
+def webhook_answer(api: RestClient, host: str,
+                   allow: list[str] | None = None) -> tuple[int, str | None]:
+    r = api.call("PUT", "/settings/webhook", json={
+        "url": f"http://{host}:9/hook", "secret": SECRET, "allow_networks": allow or []})
+    return r.status_code, r.json()["error"]["reason"] if r.status_code != 200 else None
+
+
+@pytest.mark.parametrize("host", REFUSED_SPELLINGS)
+def test_every_spelling_of_a_refused_address_is_refused_when_set(api: RestClient,
+                                                                   host: str) -> None:
+    """Refused at write time with the guard's reason, as delivery would refuse it: the
+    admin is told now, not by a log line at the first approval."""
+    assert webhook_answer(api, host) == (422, "address_not_allowed")
+    assert api.call("GET", "/settings/webhook").status_code == 404
+
+
+@pytest.mark.parametrize("host", ["localhost", "localhost.", "127.1", "2130706433",
+                                  "0x7f000001", "[::ffff:127.0.0.1]", "hook.localhost"])
+def test_a_loopback_spelling_is_accepted_once_loopback_is_listed(api: RestClient,
+                                                                  host: str) -> None:
+    assert webhook_answer(api, host, LOOPBACK) == (200, None)
+
+
+def test_an_ipv6_loopback_needs_its_own_network_listed(tmp_path: Path) -> None:
+    bounds = TenantBounds(networks=("127.0.0.0/8", "::1/128"))
+    with identity_api(tmp_path, tenant_bounds=bounds) as api:
+        assert webhook_answer(api, "[::1]", LOOPBACK) == (422, "address_not_allowed")
+        assert webhook_answer(api, "[::1]", ["::1/128"]) == (200, None)
+        assert webhook_answer(api, "localhost", ["::1/128"]) == (422, "address_not_allowed")
+
+
+def test_a_public_address_and_an_unresolvable_name_are_accepted(api: RestClient) -> None:
+    assert webhook_answer(api, "93.184.216.34") == (200, None)
+    assert webhook_answer(api, "hooks.invalid") == (200, None)  # delivery checks again
+
+
+def test_the_write_time_check_catches_a_spelling_only_by_resolving_it(
+        api: RestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule broken (the URL checked as text only, as before): ``127.1`` and
+    ``2130706433`` are accepted again, so the spelling tests above would fail."""
+    from toolkeeper.netguard import NetGuard
+
+    async def text_only(self: NetGuard, url: str, timeout_s: float = 5.0) -> object:
+        return self.check_url(url)
+
+    monkeypatch.setattr(NetGuard, "check_destination", text_only)
+    assert webhook_answer(api, "127.1") == (200, None)
+    assert webhook_answer(api, "2130706433") == (200, None)
+
+
 def test_a_name_resolving_to_loopback_is_refused_at_delivery_without_allow_list(
         api: RestClient, notifier: WebhookNotifier) -> None:
     with Receiver() as rx:
-        set_hook(api, f"http://localhost:{rx.port}/hook", allow=None)
+        set_hook(api, f"http://localhost:{rx.port}/hook")  # stored while loopback was listed
+        raw = api.gw.store.registry.get_setting(setting_key("default"))
+        api.gw.store.registry.put_setting(setting_key("default"),
+                                          {**raw, "allow_networks": []})
         needs_approval(api)
         assert notifier.wait_idle(10)
     assert rx.got == []

@@ -18,7 +18,8 @@ KEY_ENV = {"TOOLKEEPER_AUDIT_KEY": base64.b64encode(attack.KEY).decode()}
 
 
 @pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
+def cli_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # no key made elsewhere
     for name in ("TOOLKEEPER_AUDIT_KEY", "TOOLKEEPER_AUDIT_KEY_FILE", "TOOLKEEPER_SECRETS_KEY",
                  "TOOLKEEPER_SECRETS_KEY_FILE", "TOOLKEEPER_AUDIT_CHECKPOINTS"):
         monkeypatch.delenv(name, raising=False)
@@ -90,9 +91,9 @@ def test_the_key_file_and_the_secrets_master_key_are_loaded_like_the_gateway(
     assert refused.exit_code == 2 and "chmod 600" in refused.stderr
 
 
-def test_an_unkeyed_store_verifies_with_a_warning(
+def test_a_legacy_unkeyed_store_verifies_with_a_warning(
         cli: Invoke, db_url: str, cli_env: None) -> None:
-    with attack.open_gateway(db_url) as gw:
+    with attack.open_gateway(db_url, legacy=True) as gw:
         attack.calls(gw, 1)
     res = cli("audit", "verify")
     assert res.exit_code == 0, res.output
@@ -117,3 +118,17 @@ def test_the_cli_next_to_a_demo_store_uses_the_demo_key(
     (tmp_path / "toolkeeper-secrets.key").rename(tmp_path / "elsewhere.key")
     lost = cli("audit", "verify")
     assert lost.exit_code == 1  # no key: the keyed chain is not silently accepted
+
+
+def test_the_cli_verifies_with_the_key_made_on_first_start(
+        cli: Invoke, db_url: str, tmp_path: Path, cli_env: None,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # where a PostgreSQL store's key goes
+    with attack.open_gateway(db_url) as gw:  # no key configured: one is made
+        attack.calls(gw, 2)
+    ok = cli("audit", "verify")
+    assert ok.exit_code == 0, ok.output
+    assert "unkeyed" not in ok.stderr and "not checked" not in ok.output
+    attack.edit_and_rechain(db_url, 2)
+    res = cli("audit", "verify")
+    assert res.exit_code == 1 and "seq 2: unkeyed event after keyed events" in res.stderr

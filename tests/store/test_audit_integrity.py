@@ -143,7 +143,7 @@ def test_untouched_keyed_chains_verify_clean(db_url: str, tmp_path: Path) -> Non
 
 def test_a_legacy_unkeyed_prefix_followed_by_keyed_events_verifies_clean(
         db_url: str, tmp_path: Path) -> None:
-    with _open(db_url) as gw:  # before the upgrade: no key
+    with _open(db_url, legacy=True) as gw:  # before the upgrade: no key
         _calls(gw, 2)
     legacy = attack.events(db_url)
     assert legacy and all(e["hash"].startswith("sha256:") for e in legacy)
@@ -162,7 +162,7 @@ def test_a_legacy_unkeyed_prefix_followed_by_keyed_events_verifies_clean(
 
 
 def test_a_gateway_with_the_key_seals_a_legacy_chain_and_verify_does_not(db_url: str) -> None:
-    with _open(db_url) as gw:
+    with _open(db_url, legacy=True) as gw:
         _calls(gw, 1)
     report = _verify(db_url)  # reading with the key seals nothing
     assert not report.ok and any("not sealed" in p for p in report.problems)
@@ -172,8 +172,8 @@ def test_a_gateway_with_the_key_seals_a_legacy_chain_and_verify_does_not(db_url:
     assert not _verify(db_url).ok
 
 
-def test_an_unkeyed_chain_verifies_with_a_warning(db_url: str) -> None:
-    with _open(db_url) as gw:
+def test_a_legacy_unkeyed_chain_verifies_with_a_warning(db_url: str) -> None:
+    with _open(db_url, legacy=True) as gw:
         _calls(gw, 1)
         report = gw.store.audit.verify("default")
     assert report.ok and report.problems == []

@@ -67,11 +67,11 @@ def _count(url: str, table: Any, *where: Any) -> int:
 @pytest.mark.parametrize("keyed", [True, False], ids=["keyed", "plain"])
 def test_pruning_the_start_keeps_the_chain_verifiable(db_url: str, keyed: bool) -> None:
     key = attack.KEY if keyed else None
-    with attack.open_gateway(db_url, audit_key=key) as gw:
+    with attack.open_gateway(db_url, audit_key=key, legacy=not keyed) as gw:
         attack.calls(gw, 3, "old")
     total = len(attack.events(db_url))
     cut = _now()
-    with attack.open_gateway(db_url, audit_key=key) as gw:
+    with attack.open_gateway(db_url, audit_key=key, legacy=not keyed) as gw:
         attack.calls(gw, 2, "new")
     kept_before = len(attack.events(db_url)) - total
     store = _store(db_url, key=key)
@@ -89,7 +89,7 @@ def test_pruning_the_start_keeps_the_chain_verifiable(db_url: str, keyed: bool) 
     assert row["base_seq"] == total
     assert row["base_hash"].startswith("hmac-sha256:" if keyed else "sha256:")
     # the chain goes on from there
-    with attack.open_gateway(db_url, audit_key=key) as gw:
+    with attack.open_gateway(db_url, audit_key=key, legacy=not keyed) as gw:
         attack.calls(gw, 1, "later")
     assert _verify(db_url, key=key).ok
 

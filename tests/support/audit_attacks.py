@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, delete, func, select, update
 
 from toolkeeper import Activation, Agent, Gateway, Profile, Risk, SideEffect, tool
+from toolkeeper.store import Store
 from toolkeeper.store.audit import GENESIS, chain_hash, event_body
 from toolkeeper.store.schema import audit_events, audit_heads
 
@@ -29,9 +30,15 @@ def echo(text: str) -> str:
     return text
 
 
-def open_gateway(url: str, **kw: Any) -> Gateway:
-    """A gateway (``Gateway.open`` options ``kw``) with ``pay`` and ``echo`` for ``bot``."""
-    gw = Gateway.open(url, **kw)
+def open_gateway(url: str, *, legacy: bool = False, **kw: Any) -> Gateway:
+    """A gateway (``Gateway.open`` options ``kw``) with ``pay`` and ``echo`` for ``bot``.
+    ``legacy``: over a store opened without any audit key, as every gateway without a
+    configured key wrote before keys were made on first start (plain SHA-256 chains)."""
+    if legacy:
+        assert all(v is None for v in kw.values()), "a legacy gateway takes no options"
+        gw = Gateway(Store.open(url))
+    else:
+        gw = Gateway.open(url, **kw)
     for t in (pay, echo):
         gw.registry.register(t)
     gw.registry.put_profile(Profile(name="p", autonomy=3, activations=(

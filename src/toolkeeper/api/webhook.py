@@ -74,8 +74,9 @@ async def put_webhook(body: WebhookBody, gw: GatewayDep, caller: Caller) -> dict
     require(caller, Role.ADMIN)
     refuse(excess(WebhookConfig, body.model_dump(), gw.settings.tenant_bounds), "the webhook")
     try:
-        WebhookConfig(url=body.url, secret_ref="-", allow_hosts=body.allow_hosts,
-                      allow_networks=body.allow_networks).guard().check_url(body.url)
+        await WebhookConfig(url=body.url, secret_ref="-", allow_hosts=body.allow_hosts,
+                            allow_networks=body.allow_networks).guard(
+            gw.webhooks.resolver).check_destination(body.url)
     except ToolDenied as exc:
         raise ApiError(422, exc.reason, f"webhook URL refused: {exc.message}; list the "
                        "receiver's network in 'allow_networks' to reach it") from None

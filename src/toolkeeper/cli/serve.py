@@ -57,7 +57,8 @@ def serve(
         "(env TOOLKEEPER_SECRETS_KEY_FILE; TOOLKEEPER_SECRETS_KEY wins).")] = None,
     audit_key_file: Annotated[Path | None, typer.Option(
         "--audit-key-file", help="Audit chain key file (env TOOLKEEPER_AUDIT_KEY_FILE; "
-        "TOOLKEEPER_AUDIT_KEY wins; default: derived from the secrets master key).")] = None,
+        "TOOLKEEPER_AUDIT_KEY wins; default: derived from the secrets master key, else the "
+        "key made on first start, <sqlite file>.audit-key).")] = None,
     audit_checkpoints: Annotated[Path | None, typer.Option(
         "--audit-checkpoints", help="Signed audit checkpoint file (env "
         "TOOLKEEPER_AUDIT_CHECKPOINTS; default <sqlite file>.audit-checkpoints when keyed).")

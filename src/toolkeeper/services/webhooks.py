@@ -13,7 +13,10 @@ event and counts it — with a 5 s timeout per attempt and 3 retries with expone
 on network errors, 429 and 5xx. The SSRF guard (:mod:`toolkeeper.netguard`) applies to
 every delivery; a tenant reaches a private or loopback receiver only by listing its network
 (``allow_networks``), and only within the operator's ceiling (``tenant_bounds.networks``,
-see :mod:`toolkeeper.bounds`; checked when set and again before each delivery). Nothing
+see :mod:`toolkeeper.bounds`; checked when set and again before each delivery). The URL is
+refused when set if it names a refused address however spelled (``localhost``, ``127.1``,
+``2130706433``…): the route resolves it as the delivery will
+(:meth:`~toolkeeper.netguard.NetGuard.check_destination`). Nothing
 here ever blocks or fails the call that created the approval.
 """
 
@@ -109,7 +112,9 @@ class WebhookNotifier:
         self._setting, self._secrets, self._bounds = setting, secrets, bounds
         self._queue: queue.Queue[ApprovalRecord] = queue.Queue(maxsize=queue_size)
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
-        self._resolver = resolver
+        self.resolver = resolver
+        """How deliveries resolve names (``None``: the system resolver); the write-time check
+        of ``PUT /settings/webhook`` resolves the same way."""
         self._stop = threading.Event()
         self._idle = threading.Condition()
         self._pending = 0
@@ -214,7 +219,7 @@ class WebhookNotifier:
 
     async def _send(self, rec: ApprovalRecord, cfg: WebhookConfig, body: bytes,
                     headers: dict[str, str]) -> Delivery:
-        guard = cfg.guard(self._resolver)
+        guard = cfg.guard(self.resolver)
         error = ""
         for attempt in range(1, self.retries + 2):
             try:

@@ -70,8 +70,8 @@ def event_hash(row: dict[str, Any]) -> str:
 
 Prepared = list[tuple[str, dict[str, Any], bytes]]
 KEY_NEEDED = ("this store's audit chains are keyed: configure the audit key "
-              "(TOOLKEEPER_AUDIT_KEY, an audit key file, or the secrets master key it is "
-              "derived from)")
+              "(TOOLKEEPER_AUDIT_KEY, an audit key file, the secrets master key it is "
+              "derived from, or the default key file made on its first start)")
 
 
 def prepare(drafts: Sequence[AuditDraft]) -> Prepared:
@@ -298,6 +298,19 @@ class AuditRepo:
             return conn.execute(select(audit_heads.c.tenant_key)
                                 .where(audit_heads.c.mac.is_not(None)).limit(1)).first() \
                 is not None
+
+    def fits(self, key: AuditKey, sample: int = 100) -> bool:
+        """Whether the chain heads are sealed with ``key`` (true when none is sealed yet):
+        one of the first ``sample`` sealed heads checking suffices (the others may be
+        tampered with; verify says so)."""
+        h = audit_heads.c
+        with self._db.read() as conn:
+            heads = conn.execute(select(h.tenant_key, h.seq, h.hash, h.mac, h.base_seq,
+                                        h.base_hash).where(h.mac.is_not(None))
+                                 .limit(sample)).all()
+        return not heads or any(AuditKey.matches(key.head(k, seq, hash_, base_seq, base_hash),
+                                                 mac)
+                                for k, seq, hash_, mac, base_seq, base_hash in heads)
 
     def seal(self) -> int:
         """MAC the heads of chains written before the key was configured (trust on first

@@ -11,7 +11,15 @@ Where the key comes from, first match wins:
 2. an audit key file (``audit_key_file``, else ``TOOLKEEPER_AUDIT_KEY_FILE``): the same text,
    mode 0600 (``toolkeeper.secrets.generate_key_file`` writes one);
 3. derived with HKDF-SHA256 from the secrets master key when one is configured
-   (``TOOLKEEPER_SECRETS_KEY``, the secrets key file, else ``TOOLKEEPER_SECRETS_KEY_FILE``).
+   (``TOOLKEEPER_SECRETS_KEY``, the secrets key file, else ``TOOLKEEPER_SECRETS_KEY_FILE``);
+4. the default key file (:func:`default_key_path`: ``<sqlite file>.audit-key``, else
+   ``$XDG_STATE_HOME/toolkeeper/audit.key``, by default ``~/.local/state/…``), which a
+   gateway opening a store whose chains are not keyed yet makes when none of the above is
+   configured (:func:`make_key_file`, mode 0600, as ``serve --demo`` makes the secrets key).
+
+A store remembers a check value of its key (:meth:`AuditKey.check`, an HMAC of a constant:
+it reveals nothing of the key), so a gateway given another key refuses to open the store
+instead of writing chains nobody can verify.
 
 The key object keeps the HMAC state of the key precomputed: each MAC copies it, so an event
 costs one HMAC (two SHA-256 finalisations), not a key schedule.
@@ -19,6 +27,7 @@ costs one HMAC (two SHA-256 finalisations), not a key schedule.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
@@ -36,6 +45,10 @@ from toolkeeper.secrets.embedded import KEY_FILE_ENV as SECRETS_KEY_FILE_ENV
 
 KEY_ENV = "TOOLKEEPER_AUDIT_KEY"
 KEY_FILE_ENV = "TOOLKEEPER_AUDIT_KEY_FILE"
+DEFAULT_KEY_NAME = "audit.key"
+"""The key made on first start for a store that is not a SQLite file (state directory)."""
+CHECK_SETTING = "audit_key_check"
+"""The registry setting holding the check value of the key the store is keyed with."""
 PLAIN = "sha256:"
 KEYED = "hmac-sha256:"
 _HKDF_INFO = b"toolkeeper audit chain v1"
@@ -78,6 +91,10 @@ class AuditKey:
         """The MAC of one checkpoint line."""
         return self._mac(b"c|", orjson.dumps([tenant_key, seq, hash_, ts]))
 
+    def check(self) -> str:
+        """The key's check value, kept in the store to recognise the key it was keyed with."""
+        return self._mac(b"k|toolkeeper audit key check")
+
     @staticmethod
     def matches(expected: str, found: str | None) -> bool:
         return found is not None and hmac.compare_digest(expected, found)
@@ -91,9 +108,10 @@ def derive(master_key: bytes) -> bytes:
 
 def load_audit_key(*, key: bytes | None = None, key_file: str | Path | None = None,
                    secrets_key_file: str | Path | None = None,
+                   default_file: Path | None = None,
                    environ: Mapping[str, str] | None = None) -> AuditKey | None:
-    """The audit key from ``key``, else the sources in the module docstring; ``None``
-    when none is configured (the chain is then plain SHA-256, and verify says so)."""
+    """The audit key from ``key``, else the sources in the module docstring (the default
+    key file ``default_file`` when it exists); ``None`` when there is none."""
     env = os.environ if environ is None else environ
     if key is not None:
         return AuditKey(key)
@@ -105,4 +123,54 @@ def load_audit_key(*, key: bytes | None = None, key_file: str | Path | None = No
     secrets_key_file = secrets_key_file or env.get(SECRETS_KEY_FILE_ENV) or None
     if env.get(SECRETS_KEY_ENV) or secrets_key_file is not None:
         return AuditKey(derive(load_master_key(env, secrets_key_file)))
+    if default_file is not None and default_file.exists():
+        return AuditKey(read_key_file(default_file, "audit key file"))
     return None
+
+
+def default_key_path(url: str, environ: Mapping[str, str] | None = None) -> Path | None:
+    """Where the key made on first start lives: ``<sqlite file>.audit-key`` for a SQLite
+    file; for any other store, ``toolkeeper/audit.key`` in the user's state directory
+    (``$XDG_STATE_HOME``, else ``~/.local/state``) on the gateway's host, never in the
+    database, and whatever the working directory; ``None`` for an in-memory database."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite"):
+        env = os.environ if environ is None else environ
+        state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local",
+                                                           "state")
+        return Path(os.path.abspath(state)) / "toolkeeper" / DEFAULT_KEY_NAME
+    if parsed.database in (None, "", ":memory:"):
+        return None
+    return Path(os.path.abspath(parsed.database + ".audit-key"))
+
+
+def make_key_file(path: Path) -> bytes:
+    """A new random key written to ``path`` (base64, mode 0600), or the key already there
+    when another process made it first: the file appears whole or not at all (written
+    aside, then linked), so a racing reader never sees it half-written."""
+    key = os.urandom(KEY_BYTES)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}")
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(base64.b64encode(key).decode("ascii") + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            return read_key_file(path, "audit key file")
+    finally:
+        aside.unlink(missing_ok=True)
+    return key
+
+
+def where_looked(url: str) -> str:
+    """The key's sources for an error message, the default file's path included."""
+    default = default_key_path(url)
+    return (f"{KEY_ENV}, {KEY_FILE_ENV} (or --audit-key-file), the secrets master key it is "
+            f"derived from ({SECRETS_KEY_ENV}, {SECRETS_KEY_FILE_ENV})"
+            + (f", or the default key file {default}" if default is not None else ""))
