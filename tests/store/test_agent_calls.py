@@ -73,3 +73,30 @@ def test_a_live_call_keeps_counting_beside_an_expired_one(
     _age(one, stale, time.time() - 1)
     with InFlight(two.agent_calls).running("t1", "b", ("a",), timeout_s=5):
         assert one.agent_calls.chains_into("t1", "b") == [("a",)]
+
+
+@pytest.mark.empty_database
+def test_migration_0009_adds_the_table_and_downgrades_cleanly(db_url: str) -> None:
+    from alembic import command
+    from sqlalchemy import create_engine, inspect
+
+    from toolkeeper.store.migrate import alembic_config, current, upgrade
+
+    def tables() -> set[str]:
+        engine = create_engine(db_url)
+        try:
+            return set(inspect(engine).get_table_names())
+        finally:
+            engine.dispose()
+
+    upgrade(db_url, "0009")
+    assert "agent_calls_in_flight" in tables()
+    command.downgrade(alembic_config(db_url), "0008")
+    assert current(db_url) == "0008" and "agent_calls_in_flight" not in tables()
+    upgrade(db_url)
+    store = Store.open(db_url)
+    try:
+        with InFlight(store.agent_calls).running("t1", "b", ("a",), timeout_s=5):
+            assert store.agent_calls.chains_into("t1", "b") == [("a",)]
+    finally:
+        store.close()
