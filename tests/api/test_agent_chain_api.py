@@ -226,3 +226,40 @@ def test_a_call_left_by_a_dead_process_counts_until_it_expires(
         later = _rest_back(api, server)("a2", "a1")
     assert later["status"] == "succeeded", later
     assert hits["a1"] == [{"chain": ["a2"], "header": "a2"}]
+
+
+def test_nothing_is_sent_when_the_record_cannot_be_written(
+        api: RestClient, server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: a call the other processes could not see is not made."""
+    def broken(*args: Any, **kwargs: Any) -> str:
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(api.gw.store.agent_calls, "start", broken)
+    hits: dict[str, list[Any]] = {name: [] for name in AGENTS}
+    with serving(_callee("a2", None, _rest_back(api, server), hits)) as u2:
+        r = api.put("admin", "/agents/a2/endpoint", {
+            "transport": "http", "url": u2 + "/run", "status": "published",
+            "allowed_networks": ["127.0.0.1/32"]})
+        assert r.status_code == 200, r.text
+        result = _rest_back(api, server)("a1", "a2")
+    assert result["status"] != "succeeded", result
+    assert hits["a2"] == []
+
+
+def test_a_record_that_cannot_be_deleted_does_not_fail_the_answered_call(
+        api: RestClient, server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(row: str) -> None:
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(api.gw.store.agent_calls, "end", broken)
+    hits: dict[str, list[Any]] = {name: [] for name in AGENTS}
+    with serving(_callee("a2", None, _rest_back(api, server), hits)) as u2:
+        r = api.put("admin", "/agents/a2/endpoint", {
+            "transport": "http", "url": u2 + "/run", "status": "published",
+            "allowed_networks": ["127.0.0.1/32"]})
+        assert r.status_code == 200, r.text
+        result = _rest_back(api, server)("a1", "a2")
+    assert result["status"] == "succeeded", result
+    assert len(hits["a2"]) == 1
+    # the row stays until its expiry: a2 asking a1 meanwhile is refused, not let through
+    assert api.gw.runtime.agent_calls.chains_into("default", "a2") == [("a1",)]

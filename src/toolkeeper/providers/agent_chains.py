@@ -22,10 +22,12 @@ What the gateway cannot know, said plainly:
 * gateways on different stores (two SQLite files, two databases): each knows its own
   calls only. There only the header, when the callee sends it, carries the chain.
 
-A process that dies mid-call leaves its row: it keeps counting (refusals, never escapes)
-until ``expires_at`` = start + the call's timeout + :data:`MARGIN_S`, then stops. The cost
-is ``agent_call``'s alone: one read of the caller's chains, one insert and one delete per
-call; no other call reads or writes the table.
+A record that cannot be written stops the call before anything is sent (fail closed); one
+that cannot be deleted is logged and expires. A process that dies mid-call leaves its row:
+it keeps counting (refusals, never escapes) until ``expires_at`` = start + the call's
+timeout + :data:`MARGIN_S`, then stops. The cost is ``agent_call``'s alone: one read of the
+caller's chains, one insert and one delete per call; no other call reads or writes the
+table.
 
 There is no in-memory variant: every gateway has a store (SQLite files only, PostgreSQL),
 so one record serves one process and many alike, and there is one thing to test. A
@@ -34,10 +36,13 @@ so one record serves one process and many alike, and there is one thing to test.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from toolkeeper.store.agent_calls import AgentCallRepo
+
+log = logging.getLogger("toolkeeper")
 
 MARGIN_S = 30.0
 """How long a row outlives its call's timeout: a crashed writer's row stops counting then
@@ -65,4 +70,8 @@ class InFlight:
         try:
             yield
         finally:
-            self._repo.end(row)
+            try:
+                self._repo.end(row)
+            except Exception:  # the callee has answered: its row expires by itself
+                log.warning("could not delete the in-flight agent call %s (it stops "
+                            "counting at its expiry)", row, exc_info=True)
