@@ -35,6 +35,7 @@ from toolkeeper.pipeline.limiters import ConcurrencyGroups, RateLimiter, TurnCou
 from toolkeeper.pipeline.recent_calls import RecentCallsLog
 from toolkeeper.pipeline.runtime import Runtime, Settings
 from toolkeeper.pipeline.state import CallState
+from toolkeeper.providers.agent_chains import InFlight
 from toolkeeper.providers.artifacts import ArtifactLibrary
 from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
@@ -95,7 +96,7 @@ class Gateway:
             rates=RateLimiter(shared, fallback=store.rates if redis_url and shared_rate_limits
                               else None, on_fallback=self.metrics.redis_fallback),
             turns=TurnCounter(caps), concurrency=ConcurrencyGroups(caps),
-            settings=self.settings,
+            settings=self.settings, agent_calls=InFlight(store.agent_calls),
         )
         self._loops = ThreadLoops()
         self._agent_principals = AgentPrincipals()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ from tests.support.waiting import wait_until
 from toolkeeper import Activation, Agent, Autonomy, Profile
 from toolkeeper.api import ApiSettings, create_app
 from toolkeeper.builtins import agent_call, definition
+from toolkeeper.store import Store
 
 CHAIN = "Toolkeeper-Agent-Chain"
 AGENTS = ("a1", "a2", "a3", "a4")
@@ -195,3 +197,69 @@ def test_the_cycle_test_catches_a_guard_that_trusts_only_the_header(
     outer, hits = _run(api, server, {"a2": "a1"}, _rest_back(api, server))
     assert _inner(outer)["status"] == "succeeded"  # the loop went round
     assert len(hits["a1"]) == 1  # a1 ran again: what the test above refuses
+
+
+def test_a_call_left_by_a_dead_process_counts_until_it_expires(
+        api: RestClient, server: str) -> None:
+    """Another process (a worker, a replica) died while running a2 for a1: its row still
+    refuses a2 -> a1 (a refusal, never an escape) until the row's expiry, then not."""
+    from sqlalchemy import update
+
+    from toolkeeper.store.schema import agent_calls_in_flight as calls
+
+    other = Store.open(api.gw.store.db.url)  # the dead process's store
+    try:
+        row = other.agent_calls.start("default", "a2", ("a1",), ttl_s=300)
+    finally:
+        other.close()
+    hits: dict[str, list[Any]] = {name: [] for name in AGENTS}
+    with serving(_callee("a1", None, _rest_back(api, server), hits)) as u1:
+        r = api.put("admin", "/agents/a1/endpoint", {
+            "transport": "http", "url": u1 + "/run", "status": "published",
+            "allowed_networks": ["127.0.0.1/32"]})
+        assert r.status_code == 200, r.text
+        refused = _rest_back(api, server)("a2", "a1")
+        assert (refused["status"], refused["reason"]) == ("denied", "agent_call_cycle")
+        with api.gw.store.db.write() as conn:  # its timeout and margin passed
+            conn.execute(update(calls).where(calls.c.id == row).values(
+                expires_at=time.time() - 1))
+        later = _rest_back(api, server)("a2", "a1")
+    assert later["status"] == "succeeded", later
+    assert hits["a1"] == [{"chain": ["a2"], "header": "a2"}]
+
+
+def test_nothing_is_sent_when_the_record_cannot_be_written(
+        api: RestClient, server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail closed: a call the other processes could not see is not made."""
+    def broken(*args: Any, **kwargs: Any) -> str:
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(api.gw.store.agent_calls, "start", broken)
+    hits: dict[str, list[Any]] = {name: [] for name in AGENTS}
+    with serving(_callee("a2", None, _rest_back(api, server), hits)) as u2:
+        r = api.put("admin", "/agents/a2/endpoint", {
+            "transport": "http", "url": u2 + "/run", "status": "published",
+            "allowed_networks": ["127.0.0.1/32"]})
+        assert r.status_code == 200, r.text
+        result = _rest_back(api, server)("a1", "a2")
+    assert result["status"] != "succeeded", result
+    assert hits["a2"] == []
+
+
+def test_a_record_that_cannot_be_deleted_does_not_fail_the_answered_call(
+        api: RestClient, server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(row: str) -> None:
+        raise OSError("disk I/O error")
+
+    monkeypatch.setattr(api.gw.store.agent_calls, "end", broken)
+    hits: dict[str, list[Any]] = {name: [] for name in AGENTS}
+    with serving(_callee("a2", None, _rest_back(api, server), hits)) as u2:
+        r = api.put("admin", "/agents/a2/endpoint", {
+            "transport": "http", "url": u2 + "/run", "status": "published",
+            "allowed_networks": ["127.0.0.1/32"]})
+        assert r.status_code == 200, r.text
+        result = _rest_back(api, server)("a1", "a2")
+    assert result["status"] == "succeeded", result
+    assert len(hits["a2"]) == 1
+    # the row stays until its expiry: a2 asking a1 meanwhile is refused, not let through
+    assert api.gw.runtime.agent_calls.chains_into("default", "a2") == [("a1",)]

@@ -314,7 +314,7 @@ def test_the_config_file_sets_retention(tmp_path: Path) -> None:
 def test_migration_0008_adds_the_base_and_downgrades_cleanly(db_url: str) -> None:
     with attack.open_gateway(db_url, audit_key=attack.KEY) as gw:
         attack.calls(gw, 1)
-    assert current(db_url) == head() == "0008"
+    assert current(db_url) == head() >= "0008"
     assert attack.head(db_url)["base_seq"] == 0
     command.downgrade(alembic_config(db_url), "0007")
     assert current(db_url) == "0007"

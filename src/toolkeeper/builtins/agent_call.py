@@ -15,8 +15,9 @@ error}``.
 
 Chains: every call knows the agents it passed through and hands them on, the caller
 appended. The gateway knows them from its own record of the agent calls in flight
-(:mod:`toolkeeper.providers.agent_chains`: a call made by an agent that an ``agent_call``
-is running belongs to that chain), whether or not the callee sends the REST header
+(:mod:`toolkeeper.providers.agent_chains`, a table of the store, so every worker and
+replica on it sees it: a call made by an agent that an ``agent_call`` is running belongs to
+that chain), whether or not the callee sends the REST header
 ``Toolkeeper-Agent-Chain`` back; a header sent is one more chain to check, never a way to
 shorten one. A target already on any of them stops with ``agent_call_cycle``, a longest
 chain beyond the policy's ``max_depth`` with ``agent_call_depth`` — both before anything is
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from contextlib import nullcontext
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
@@ -172,10 +174,10 @@ class AgentCallTool(BaseTool):
                        max_bytes=policy.max_response_bytes)
         guard = NetGuard(allowed_networks=endpoint.allowed_networks)
         send = send_a2a if endpoint.transport == "a2a" else send_http
-        in_flight = context.agent_calls if isinstance(context.agent_calls, InFlight) \
-            else InFlight()
+        record = context.agent_calls.running(context.tenant_id, agent.name, path, timeout) \
+            if isinstance(context.agent_calls, InFlight) else nullcontext()
         try:
-            with in_flight.running(context.tenant_id, agent.name, path):
+            with record:
                 async with asyncio.timeout(timeout):
                     reply = await send(guard, out)
         except TimeoutError:

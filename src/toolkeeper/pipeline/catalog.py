@@ -21,7 +21,7 @@ from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.coercions import Coercions
 from toolkeeper.pipeline.profiles import CompiledProfiles, TenantPolicy
 from toolkeeper.providers.base import Provider
-from toolkeeper.store.registry import RegistryRepo, StoredProfile, StoredTool
+from toolkeeper.store.registry import RegistryRepo, StoredProfile, StoredTool, parse_tool
 from toolkeeper.upstream.link import SERVERS_SETTING, servers_from
 
 ProviderFactory = Callable[[ToolDefinition], Provider]
@@ -166,7 +166,7 @@ class Catalog:
     def _parse(self, key: tuple[str, str], pending: _Unparsed) -> _Record:
         # concurrent first lookups may both parse: equal results, the last one stays
         stored = pending.stored
-        rec = (stored.record_id, ToolDefinition.model_validate_json(stored.definition_json),
+        rec = (stored.record_id, parse_tool(stored.definition_json),
                pending.snaps)
         self._records[key] = rec
         return rec

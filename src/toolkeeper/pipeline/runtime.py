@@ -145,5 +145,6 @@ class Runtime:
     """Connections to upstream MCP servers (created on first use by the gateway)."""
     credentials: TenantCredentials | None = None
     """Tenants' own credentials (with the embedded secrets store)."""
-    agent_calls: InFlight = field(default_factory=InFlight)
-    """The agent calls this process is making, for ``agent_call``'s chain guard."""
+    agent_calls: InFlight | None = None
+    """The agent calls in flight on the store (every process's), for ``agent_call``'s
+    chain guard; the gateway sets it."""

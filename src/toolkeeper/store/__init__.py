@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from toolkeeper.store.agent_calls import AgentCallRepo
 from toolkeeper.store.approvals import ApprovalRepo
 from toolkeeper.store.audit import AuditRepo
 from toolkeeper.store.audit_checkpoints import Checkpoints
@@ -37,6 +38,7 @@ class Store:
         self.caps = CapRepo(db)
         self.retrieval = RetrievalRepo(db)
         self.recent_calls = RecentCallRepo(db)
+        self.agent_calls = AgentCallRepo(db)
 
     @classmethod
     def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,

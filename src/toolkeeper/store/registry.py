@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
+import orjson
+from pydantic import ValidationError
 from sqlalchemy import Connection, Text, cast, delete, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
@@ -99,7 +101,7 @@ class RegistryRepo:
             q = q.where(tools.c.tenant_key.in_(keys))
         with self._db.read() as conn:
             rows = conn.execute(q.order_by(tools.c.name)).all()
-        return [(r[0], ToolDefinition.model_validate_json(r[1])) for r in rows]
+        return [(r[0], parse_tool(r[1])) for r in rows]
 
     def stored_tools(self) -> list[StoredTool]:
         """Every tenant's tools with their definitions as stored JSON text, unparsed: the
@@ -114,7 +116,7 @@ class RegistryRepo:
                 tools.c.name == name,
                 tools.c.tenant_key.in_([tenant_id or GLOBAL_TENANT, GLOBAL_TENANT]))
                 .order_by(tools.c.tenant_key.desc())).first()
-        return (row.id, ToolDefinition.model_validate(row.definition)) if row else None
+        return (row.id, parse_tool(row.definition)) if row else None
 
     def add_version(self, tool_id: str, tool: ToolDefinition) -> bool:
         """Write an immutable snapshot; ``False`` if that version already exists."""
@@ -134,7 +136,7 @@ class RegistryRepo:
         with self._db.read() as conn:
             rows = conn.execute(select(tool_versions.c.snapshot).where(
                 tool_versions.c.tool_id == tool_id).order_by(tool_versions.c.created_at)).all()
-        return [ToolDefinition.model_validate(r.snapshot) for r in rows]
+        return [parse_tool(r.snapshot) for r in rows]
 
     def tool_rows(self, tenant_id: str) -> list[ToolRow]:
         """The tenant's tools and the global ones, with their timestamps, by name."""
@@ -155,7 +157,7 @@ class RegistryRepo:
             rows = conn.execute(select(tool_versions.c.snapshot, tool_versions.c.created_at)
                                 .where(tool_versions.c.tool_id == tool_id)
                                 .order_by(tool_versions.c.created_at)).all()
-        return [(ToolDefinition.model_validate(r.snapshot), _utc(r.created_at)) for r in rows]
+        return [(parse_tool(r.snapshot), _utc(r.created_at)) for r in rows]
 
     # profiles, agents, tenants, settings -----------------------------------------------
 
@@ -180,7 +182,7 @@ class RegistryRepo:
     def agents(self) -> list[Agent]:
         with self._db.read() as conn:
             rows = conn.execute(select(cast(agents.c.definition, Text))).all()
-        return [Agent.model_validate_json(r[0]) for r in rows]
+        return [parse_agent(r[0]) for r in rows]
 
     def delete_missing(self, table: str, tenant_id: str, keep: set[str]) -> int:
         target = {"profiles": profiles, "agents": agents}[table]
@@ -267,8 +269,47 @@ def parse_profile(text: str) -> Profile:
     return profile
 
 
+def parse_tool(stored: str | Mapping[str, Any]) -> ToolDefinition:
+    """A stored tool definition (working copy or snapshot; JSON text or parsed). One stored
+    before tools recorded who wrote them (no ``origin``, or ``null``) is trusted no more
+    than a tenant's (``api``): never with the operator's platform secrets. Config apply and
+    registering code write the operator's own again, with an origin."""
+    if isinstance(stored, str):
+        try:
+            tool = ToolDefinition.model_validate_json(stored)
+        except ValidationError:  # e.g. ``"origin": null``: read the slow way
+            return parse_tool(orjson.loads(stored))
+    else:
+        tool = ToolDefinition.model_validate(_origin_or_none(stored))
+    if "origin" not in tool.model_fields_set:
+        tool = tool.model_copy(update={"origin": "api"})
+    return tool
+
+
+def parse_agent(text: str) -> Agent:
+    """A stored agent; an endpoint stored without an ``origin`` (or ``null``) counts as a
+    tenant's (``api``), as tools and profiles do."""
+    try:
+        agent = Agent.model_validate_json(text)
+    except ValidationError:
+        data = orjson.loads(text)
+        if isinstance(data.get("endpoint"), dict):
+            data["endpoint"] = _origin_or_none(data["endpoint"])
+        agent = Agent.model_validate(data)
+    endpoint = agent.endpoint
+    if endpoint is not None and "origin" not in endpoint.model_fields_set:
+        agent = agent.model_copy(update={
+            "endpoint": endpoint.model_copy(update={"origin": "api"})})
+    return agent
+
+
+def _origin_or_none(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` without an ``origin`` that is ``null`` (read as never written)."""
+    return {k: v for k, v in data.items() if k != "origin" or v is not None}
+
+
 def _tool_row(row: Any) -> ToolRow:
-    return ToolRow(id=row.id, definition=ToolDefinition.model_validate(row.definition),
+    return ToolRow(id=row.id, definition=parse_tool(row.definition),
                    created_at=_utc(row.created_at), updated_at=_utc(row.updated_at))
 
 

@@ -278,6 +278,23 @@ concurrency_leases = Table(
 """A held concurrency slot. Released when its call ends; a holder that died leaves a row
 that stops counting once ``expires_at`` (epoch seconds, bounded by the call timeout) passes."""
 
+agent_calls_in_flight = Table(
+    "agent_calls_in_flight", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant_id", String(ID), nullable=False),
+    Column("agent", String(NAME), nullable=False),
+    Column("chain", JSON, nullable=False),
+    Column("owner", String(NAME), nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Index("ix_agent_calls_in_flight_callee", "tenant_id", "agent"),
+)
+"""An ``agent_call`` running now, in any process on this store: the callee ``agent`` of
+``tenant_id`` and the ``chain`` of agents it was reached through (the caller last), for the
+chain guard (``toolkeeper.providers.agent_chains``). Deleted when the call ends; a process
+that died leaves a row that stops counting once ``expires_at`` (epoch seconds: start + the
+call's timeout + a margin) passes. ``owner``: the process that wrote it (host:pid:nonce)."""
+
 credentials = Table(
     "credentials", metadata,
     Column("tenant_id", String(ID), primary_key=True),
