@@ -164,3 +164,18 @@ def test_an_agent_call_tool_created_over_rest_runs(api: RestClient) -> None:
     out = r.json()["output"]
     assert (out["mode"], out["target_agent_slug"], out["run_id"], out["status"],
             out["output"]) == ("sync", "bob", "b-7", "completed", "bob says hello")
+
+
+@pytest.mark.parametrize("url", [
+    "http://localhost:9/run", "http://LOCALHOST./run", "http://127.1:9/", "http://2130706433/",
+    "http://0x7f000001/", "http://0177.0.0.1/", "http://[::1]:9/", "http://[::ffff:7f00:1]/",
+    "http://0/", "http://169.254.169.254/latest", "http://10.1.2.3/",
+])
+def test_an_endpoint_url_reaching_a_refused_address_is_refused_when_written(
+        api: RestClient, url: str) -> None:
+    # allowed_networks empty: loopback and private spellings are refused however written,
+    # resolved as the call's transport would resolve them (issue 26: told at once, not at use)
+    r = api.put("admin", "/agents/alice/endpoint", {**_endpoint(url), "allowed_networks": []})
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["reason"] == "address_not_allowed"
+    assert api.get("admin", "/agents/alice/endpoint").status_code == 404

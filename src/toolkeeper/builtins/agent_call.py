@@ -125,6 +125,14 @@ def refuse_endpoint(endpoint: AgentEndpoint) -> None:
                                errors=[{"pointer": p, "message": m} for _, p, m in found])
 
 
+async def check_endpoint_destination(endpoint: AgentEndpoint) -> None:
+    """Refuse (``ToolDenied``, ``address_not_allowed``) an endpoint whose host is a refused
+    address however spelled (``localhost``, ``127.1``, ``2130706433``…), resolved now as
+    the call's transport will resolve it: the write-time check that tells the admin at once
+    (every call is checked again when it connects)."""
+    await NetGuard(allowed_networks=endpoint.allowed_networks).check_destination(endpoint.url)
+
+
 def endpoint_excess(endpoint: AgentEndpoint, bounds: TenantBounds, *,
                     at: str = "/endpoint") -> list[Excess]:
     """The endpoint's networks beyond the operator's ceiling (for tenant-written ones)."""
@@ -319,5 +327,13 @@ def _result(agent: Agent, reply: Reply) -> dict[str, Any]:
             "output": reply.output, "context": reply.context, "error": reply.error}
 
 
-__all__ = ["CHAIN_HEADER", "AgentCallPolicy", "AgentCallTool", "endpoint_excess",
-           "endpoint_problems", "parse_chain", "refuse_endpoint"]
+__all__ = [
+    "CHAIN_HEADER",
+    "AgentCallPolicy",
+    "AgentCallTool",
+    "check_endpoint_destination",
+    "endpoint_excess",
+    "endpoint_problems",
+    "parse_chain",
+    "refuse_endpoint",
+]

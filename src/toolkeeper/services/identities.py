@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pydantic import BaseModel
 
 from toolkeeper.bounds import Excess, TenantBounds, activation_excess, refuse
-from toolkeeper.builtins.agent_call import endpoint_excess
+from toolkeeper.builtins.agent_call import endpoint_excess, refuse_endpoint
 from toolkeeper.errors import OperationRefused
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
@@ -146,14 +146,22 @@ class IdentityService:
                      endpoint: AgentEndpoint | None) -> Agent:
         """Register (replace) or remove (``None``) the agent's ``agent_call`` endpoint. A
         tenant's networks stay within the operator's ceiling (``policy_exceeds_bounds``)."""
+        current, endpoint = self.vet_endpoint(by, tenant_id, name, endpoint)
+        saved = current.model_copy(update={"endpoint": endpoint})
+        self._put_agent(saved)
+        return saved
+
+    def vet_endpoint(self, by: Principal, tenant_id: str, name: str,
+                     endpoint: AgentEndpoint | None) -> tuple[Agent, AgentEndpoint | None]:
+        """``set_endpoint``'s checks without the write: the agent, and the endpoint as it
+        would be stored (``origin`` ``api``); raises as ``set_endpoint`` would."""
         require(by, tenant_id, Role.ADMIN)
         current = self.get_agent(by, tenant_id, name)
         if endpoint is not None:
             endpoint = endpoint.model_copy(update={"origin": "api"})
             refuse(endpoint_excess(endpoint, self._bounds, at=""), f"agent {name!r} endpoint")
-        saved = current.model_copy(update={"endpoint": endpoint})
-        self._put_agent(saved)
-        return saved
+            refuse_endpoint(endpoint)
+        return current, endpoint
 
     def _save_agent(self, agent: Agent) -> Agent:
         if self._profile(agent.tenant_id, agent.profile) is None:

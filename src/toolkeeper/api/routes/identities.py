@@ -18,12 +18,15 @@ from pydantic import Field
 
 from toolkeeper.api import webhook
 from toolkeeper.api.auth import Caller, GatewayDep
+from toolkeeper.api.errors import ApiError
 from toolkeeper.api.responses import ActivationOut
 from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes import access
 from toolkeeper.api.routes.access import NAME, blocking
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import Body
+from toolkeeper.builtins.agent_call import check_endpoint_destination
+from toolkeeper.errors import ToolDenied
 from toolkeeper.model.call import Principal
 from toolkeeper.model.profile import Activation, Agent, AgentEndpoint, Profile, agent_id
 from toolkeeper.services.identities import invalid, not_found
@@ -122,6 +125,12 @@ async def get_endpoint(name: str, gw: GatewayDep, caller: Caller) -> dict[str, A
             summary="Register or replace the agent's agent_call endpoint (admin)")
 async def put_endpoint(name: str, body: AgentEndpoint, gw: GatewayDep,
                        caller: Caller) -> dict[str, Any]:
+    await blocking(gw.identities.vet_endpoint, caller, caller.tenant_id, name, body)
+    try:  # the URL resolved as the call will resolve it, so the admin hears of it now
+        await check_endpoint_destination(body)
+    except ToolDenied as exc:
+        raise ApiError(422, exc.reason, f"endpoint URL refused: {exc.message}; list the "
+                       "agent's network in 'allowed_networks' to reach it") from None
     saved = await blocking(gw.identities.set_endpoint, caller, caller.tenant_id, name, body)
     return _endpoint_out(saved)
 
