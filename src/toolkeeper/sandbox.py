@@ -85,7 +85,7 @@ class Limits:
 @dataclass(frozen=True, slots=True)
 class Confinement:
     """What one sandboxed process sees: its root, and whether it may write it or reach the
-    network. ``cwd`` defaults to ``root``; ``programs`` are host files made visible
+    network. ``cwd`` defaults to ``root``; ``read_only`` are host paths made visible
     read-only at their paths (a program outside ``/usr``, an interpreter's prefix);
     ``writable_paths`` further host paths it may write (a push to a local remote)."""
 
@@ -94,7 +94,7 @@ class Confinement:
     writable: bool = False
     network: bool = False
     cwd: Path | None = None
-    programs: tuple[Path, ...] = ()
+    read_only: tuple[Path, ...] = ()
     writable_paths: tuple[Path, ...] = ()
     limits: Limits = Limits()
 
@@ -134,15 +134,15 @@ def bwrap_argv(bwrap: str, argv: tuple[str, ...] | list[str], conf: Confinement)
     if conf.network:
         out.append("--share-net")
     out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--dir", HOME]
-    for program in conf.programs:
-        real = os.path.realpath(program)
-        for place in dict.fromkeys((str(program), real)):
-            if not _visible(place):
-                out += ["--ro-bind", real, place]
     root = str(conf.root)
     out += ["--bind" if conf.writable else "--ro-bind", root, root]
-    for path in conf.writable_paths:
-        out += ["--bind", str(path), str(path)]
+    for extra in conf.read_only:
+        real = os.path.realpath(extra)
+        for place in dict.fromkeys((str(extra), real)):
+            if not _visible(place):
+                out += ["--ro-bind", real, place]
+    for writable in conf.writable_paths:
+        out += ["--bind", str(writable), str(writable)]
     out += ["--chdir", str(conf.cwd or conf.root)]
     for name, value in conf.env.items():
         out += ["--setenv", name, value]

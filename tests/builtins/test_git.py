@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from toolkeeper.builtins import _git_process
 from toolkeeper.builtins.git import GitPolicy, GitTool
 from toolkeeper.errors import ToolDenied, ToolError
 from toolkeeper.model.enums import Autonomy, Risk, SideEffect
@@ -302,7 +303,7 @@ async def test_git_slower_than_timeout_fails_with_timeout(
     slow.mkdir()
     (slow / "git").write_text("#!/bin/sh\nexec sleep 30\n")
     (slow / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{slow}:/usr/bin:/bin")
+    monkeypatch.setattr(_git_process, "GIT", str(slow / "git"))
     assert await refused("status", repo, timeout_s=0.3) == "timeout"
 
 

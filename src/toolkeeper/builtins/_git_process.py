@@ -1,19 +1,30 @@
 """The git process runner of the ``git`` built-in: argument vector only (never a shell), no
-prompts, no repo-configured helper programs, bounded time and output."""
+prompts, no repo-configured helper programs, bounded time and output.
+
+Every git runs in the OS sandbox (:mod:`toolkeeper.sandbox`): the repository root is the
+only host directory it sees, read-only unless the runner is ``writable`` (the write
+actions), with a private empty ``HOME``; only ``push`` reaches the network, and only a push
+sees a local remote's directory (writable) and the gateway user's ``~/.ssh`` (read-only)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolkeeper.errors import ToolError
 from toolkeeper.model.reasons import Reason
+from toolkeeper.sandbox import HOME, Confinement, Limits, default_sandbox
 
 INTERNAL_CAP = 4_000_000  # bytes read from git for output the tool parses itself
 STDERR_CAP = 16_000
+GIT = "/usr/bin/git"
+"""The git every runner starts (by path: the sandbox's PATH is fixed)."""
+_MEMORY = 8 << 30  # address space of one git (RLIMIT_AS)
+_KEPT = ("LANG", "LC_ALL", "TZ")  # of the runner's environment, besides its own GIT_*
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +53,10 @@ async def _read(
 class GitRunner:
     """Runs git in one repository: argument vector only, no prompts, bounded time and output."""
 
-    def __init__(self, root: Path, timeout_s: float) -> None:
+    def __init__(self, root: Path, timeout_s: float, *, writable: bool = False) -> None:
         self.root = root
+        self.writable = writable
+        """Whether git may write the repository (its sandbox binds it read-only otherwise)."""
         self.timeout_s = timeout_s
         # Inherited GIT_* variables (GIT_DIR, GIT_WORK_TREE…) could redirect git elsewhere.
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
@@ -52,14 +65,30 @@ class GitRunner:
             GIT_SSH_COMMAND="ssh -o BatchMode=yes",
         )
 
-    async def run(self, *args: str, cap: int = INTERNAL_CAP, check: bool = True) -> GitOutput:
+    def _sandboxed(self, argv: tuple[str, ...], push: bool,
+                   remote: Path | None) -> tuple[list[str], dict[str, str]]:
+        """``argv`` wrapped in the sandbox (``sandbox_unavailable`` when none exists)."""
+        env = {k: v for k, v in self.env.items() if k.startswith("GIT_") or k in _KEPT}
+        env.update(PATH="/usr/bin:/bin", HOME=HOME)
+        ssh = Path.home() / ".ssh"
+        conf = Confinement(
+            root=self.root, env=env, writable=self.writable or push, network=push,
+            read_only=(Path(GIT), *((ssh,) if push and ssh.is_dir() else ())),
+            writable_paths=(remote,) if push and remote is not None else (),
+            limits=Limits(cpu_s=math.ceil(self.timeout_s) + 1, memory_bytes=_MEMORY))
+        return default_sandbox().wrap((GIT, *argv[1:]), conf)
+
+    async def run(self, *args: str, cap: int = INTERNAL_CAP, check: bool = True,
+                  remote: Path | None = None) -> GitOutput:
+        """Run git ``args``; ``remote``: a push's local remote directory, made visible."""
+        argv, env = self._sandboxed((
+            # core.fsmonitor would run a program named in the repo's config on `status`.
+            "git", "--no-pager", "--literal-pathspecs", "-c", "core.fsmonitor=false",
+            "-C", str(self.root), *args), args[0] == "push", remote)
         try:
             proc = await asyncio.create_subprocess_exec(
-                # core.fsmonitor would run a program named in the repo's config on `status`.
-                "git", "--no-pager", "--literal-pathspecs", "-c", "core.fsmonitor=false",
-                "-C", str(self.root), *args,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=self.env,
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
             )
         except OSError as exc:
             raise ToolError(Reason.TOOL_UNAVAILABLE, f"cannot run git: {exc}") from exc

@@ -89,7 +89,7 @@ def _confined(plan: Plan, timeout_s: float) -> tuple[list[str], dict[str, str]]:
     """The sandboxed command line; refuses with ``sandbox_unavailable`` when none exists."""
     limits = Limits(cpu_s=math.ceil(timeout_s) + 1, memory_bytes=_MEMORY)
     conf = Confinement(root=plan.cwd, env=plan.env, writable=plan.writable,
-                       network=plan.network, programs=(Path(plan.argv[0]),), limits=limits)
+                       network=plan.network, read_only=(Path(plan.argv[0]),), limits=limits)
     return default_sandbox().wrap(plan.argv, conf)
 
 
