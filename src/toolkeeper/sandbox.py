@@ -180,7 +180,7 @@ class Sandbox:
     @classmethod
     def from_environment(cls) -> Sandbox:
         """The sandbox the operator's environment asks for (``TOOLKEEPER_UNSAFE_NO_SANDBOX``)."""
-        sandbox = cls(unsafe_off=os.environ.get(UNSAFE_ENV, "") == "1")
+        sandbox = cls(bwrap=BWRAP, unsafe_off=os.environ.get(UNSAFE_ENV, "") == "1")
         if sandbox.unsafe_off:
             log.warning("%s=1: processes started by tools (shell, git, artifacts) run WITHOUT "
                         "an OS sandbox, with the gateway's user rights", UNSAFE_ENV)
