@@ -22,7 +22,7 @@ from pathlib import Path
 
 from toolkeeper.errors import ToolError
 from toolkeeper.model.reasons import Reason
-from toolkeeper.sandbox import Confinement, Limits, default_sandbox
+from toolkeeper.sandbox import Confinement, Limits, Sandbox, default_sandbox
 
 _CHUNK = 65536
 
@@ -85,17 +85,19 @@ class _Exit(asyncio.subprocess.SubprocessStreamProtocol):
 _MEMORY = 8 << 30  # address space of a sandboxed command (RLIMIT_AS)
 
 
-def _confined(plan: Plan, timeout_s: float) -> tuple[list[str], dict[str, str]]:
+def _confined(plan: Plan, timeout_s: float,
+              sandbox: Sandbox) -> tuple[list[str], dict[str, str]]:
     """The sandboxed command line; refuses with ``sandbox_unavailable`` when none exists."""
     limits = Limits(cpu_s=math.ceil(timeout_s) + 1, memory_bytes=_MEMORY)
     conf = Confinement(root=plan.cwd, env=plan.env, writable=plan.writable,
                        network=plan.network, read_only=(Path(plan.argv[0]),), limits=limits)
-    return default_sandbox().wrap(plan.argv, conf)
+    return sandbox.wrap(plan.argv, conf)
 
 
-async def _start(plan: Plan, timeout_s: float) -> tuple[asyncio.subprocess.Process, _Exit]:
+async def _start(plan: Plan, timeout_s: float,
+                 sandbox: Sandbox) -> tuple[asyncio.subprocess.Process, _Exit]:
     loop = asyncio.get_running_loop()
-    argv, env = _confined(plan, timeout_s)
+    argv, env = _confined(plan, timeout_s, sandbox)
     try:
         transport, protocol = await loop.subprocess_exec(
             lambda: _Exit(loop), *argv, cwd=plan.cwd, env=env,
@@ -108,9 +110,11 @@ async def _start(plan: Plan, timeout_s: float) -> tuple[asyncio.subprocess.Proce
     return asyncio.subprocess.Process(transport, protocol, loop), protocol
 
 
-async def run(plan: Plan, *, timeout_s: float, stdout_cap: int, stderr_cap: int) -> Finished:
-    """Run ``plan``; ``command_timeout`` after ``timeout_s`` (the group killed)."""
-    proc, protocol = await _start(plan, timeout_s)
+async def run(plan: Plan, *, timeout_s: float, stdout_cap: int, stderr_cap: int,
+              sandbox: Sandbox | None = None) -> Finished:
+    """Run ``plan`` in ``sandbox`` (the process's own by default); ``command_timeout`` after
+    ``timeout_s`` (the group killed)."""
+    proc, protocol = await _start(plan, timeout_s, sandbox or default_sandbox())
     assert proc.stdout is not None and proc.stderr is not None
     out = asyncio.ensure_future(_read(proc.stdout, stdout_cap))
     err = asyncio.ensure_future(_read(proc.stderr, stderr_cap))
