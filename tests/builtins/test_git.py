@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -317,3 +320,44 @@ def test_definition_maps_risk_and_side_effects() -> None:
     for spec in definition.actions.values():
         assert spec.input_schema is not None
         assert spec.input_schema["additionalProperties"] is False
+
+
+# --- the sandbox every git runs in (toolkeeper.sandbox; more in tests/builtins/test_sandbox.py)
+
+
+async def test_git_of_a_read_action_cannot_write_the_repository(repo: Path) -> None:
+    read = await _git_process.GitRunner(repo, 30).run("branch", "agent/x", check=False)
+    assert read.code != 0 and "cannot lock ref" in read.err, read
+    assert "agent/x" not in git(repo, "branch", "--list")
+    wrote = await _git_process.GitRunner(repo, 30, writable=True).run("branch", "agent/x")
+    assert wrote.code == 0 and "agent/x" in git(repo, "branch", "--list")  # a real probe
+    for action, writable in (("status", False), ("log", False), ("commit", True)):
+        tool = GitTool()
+        session = await tool._open(action, ctx(action, repo, allowed_actions=WRITE),
+                                   write=action in ("branch", "commit", "push"))
+        assert session.git.writable is writable, action
+    refs = repo / ".git" / "refs" / "heads"
+    before = sorted(p.name for p in refs.iterdir())
+    await run("status", repo)
+    await run("log", repo)
+    assert sorted(p.name for p in refs.iterdir()) == before
+
+
+async def test_only_a_push_reaches_the_network(repo: Path) -> None:
+    seen: list[str] = []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.2)
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/r.git"
+
+        def accept() -> None:
+            with contextlib.suppress(TimeoutError), server.accept()[0]:
+                seen.append("connected")
+        runner = _git_process.GitRunner(repo, 10, writable=True)
+        await runner.run("ls-remote", url, check=False)
+        await asyncio.to_thread(accept)
+        assert seen == []  # no network for anything but push
+        _, pushed = await asyncio.gather(
+            asyncio.to_thread(lambda: [accept() for _ in range(50) if not seen]),
+            runner.run("push", url, "main", check=False))  # the listener hangs up on it
+        assert pushed.code != 0
+    assert seen == ["connected"]  # the same probe connects from a push: it is meaningful
