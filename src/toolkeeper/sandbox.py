@@ -27,12 +27,15 @@ then kills everything in the namespace: a timeout still kills the program and it
 
 Why bubblewrap. Measured here (kernel 6.18, Landlock ABI 7; ``/bin/true`` 300 times from
 Python, per command): direct 0.87 ms, Landlock in a ``preexec_fn`` 2.46 ms, bwrap 6.39 ms
-(7.3x direct; unprivileged as ``nobody``: 0.85 / 2.71 / 7.01 ms). ``make bench --only
-sandbox`` measures it again. Landlock is cheaper but only restricts access: it cannot give a
-private ``/tmp`` or a PID namespace (so ``/proc/<pid>/environ`` of the gateway stays readable
-unless ``/proc`` is denied whole), and its network rules (ABI 4) cover TCP only, not UDP or
-Unix sockets. A few milliseconds per process is small next to a tool call; bwrap gives the
-whole picture above, as root and unprivileged (user namespaces).
+(7.3x direct; unprivileged as ``nobody``: 0.85 / 2.71 / 7.01 ms); under a load average of
+~8 on 2 cores: 1.63 / 9.45 / 28.1 ms. ``python -m toolkeeper.bench --only sandbox``
+measures the shell runner sandboxed against unsandboxed and a bare start (same loaded
+machine: 1.38 ms direct, 1.86 ms unsandboxed, 23.7 ms sandboxed p50). Landlock is cheaper
+but only restricts access: it cannot give a private ``/tmp`` or a PID namespace (so
+``/proc/<pid>/environ`` of the gateway stays readable unless ``/proc`` is denied whole),
+and its network rules (ABI 4) cover TCP only, not UDP or Unix sockets. A few milliseconds
+per process is small next to a tool call; bwrap gives the whole picture above, as root and
+unprivileged (user namespaces).
 
 Where bwrap cannot run (missing, user namespaces disabled, another OS) :meth:`Sandbox.wrap`
 refuses with ``sandbox_unavailable``, unless the operator set the loud opt-out
