@@ -11,11 +11,14 @@ from typing import Any
 
 import pytest
 
+from tests.support.sandbox import needs_sandbox  # noqa: F401 (a fixture)
 from toolkeeper.builtins import _git_process
 from toolkeeper.builtins.git import GitPolicy, GitTool
 from toolkeeper.errors import ToolDenied, ToolError
 from toolkeeper.model.enums import Autonomy, Risk, SideEffect
 from toolkeeper.providers.base import ToolContext
+
+pytestmark = pytest.mark.usefixtures("needs_sandbox")  # every process runs in it
 
 WRITE = ("status", "diff", "log", "show", "branch", "commit", "push")
 

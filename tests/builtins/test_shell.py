@@ -14,6 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
+from tests.support.sandbox import needs_sandbox  # noqa: F401 (a fixture)
 from tests.support.waiting import wait_until
 from toolkeeper import Activation, Agent, CallStatus, Gateway, Profile, Reason
 from toolkeeper.api import create_app
@@ -22,6 +23,8 @@ from toolkeeper.builtins.shell import SAFE_PATH, CommandRule, ShellPolicy, Shell
 from toolkeeper.model.enums import Autonomy, Risk, SideEffect
 from toolkeeper.model.tool import ExecutionMeta
 from toolkeeper.providers.base import ToolContext
+
+pytestmark = pytest.mark.usefixtures("needs_sandbox")  # every process runs in it
 
 ANY = ".*"
 

@@ -13,12 +13,15 @@ from typing import Any
 
 import pytest
 
+from tests.support.sandbox import needs_sandbox  # noqa: F401 (a fixture)
 from tests.support.waiting import wait_until
 from toolkeeper import Gateway
 from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.profile import Activation, Agent, Profile
 from toolkeeper.model.tool import ToolDefinition
+
+pytestmark = pytest.mark.usefixtures("needs_sandbox")  # every process runs in it
 
 # every call starts an artifact worker process (and some wait out timeouts): CI and
 # `make test-all` run them, `make test` leaves them out
