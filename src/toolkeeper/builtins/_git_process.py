@@ -103,6 +103,10 @@ class GitRunner:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
+            # the sandbox's processes die with bwrap an instant later, closing the pipes
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(_read(proc.stdout, 0), _read(proc.stderr, 0)), 5)
             raise ToolError(Reason.TIMEOUT, f"git {args[0]} timed out") from None
         result = GitOutput(code, out.decode(errors="replace"), err.decode(errors="replace"),
                            truncated)
