@@ -38,6 +38,7 @@ from toolkeeper.pipeline.state import CallState
 from toolkeeper.providers.agent_chains import InFlight
 from toolkeeper.providers.artifacts import ArtifactLibrary
 from toolkeeper.providers.factory import ProviderFactory
+from toolkeeper.sandbox import default_sandbox
 from toolkeeper.secrets.base import SecretsStore
 from toolkeeper.secrets.credentials import TenantCredentials, redactable, tenant_getter
 from toolkeeper.secrets.embedded import KEY_ENV
@@ -71,6 +72,7 @@ class Gateway:
                  tracer: Any = None, redis_url: str | None = None) -> None:
         self.store = store
         self.settings = settings or Settings()
+        default_sandbox()  # reads the operator's opt-out now, so its warning shows at start
         self.factory = factory or ProviderFactory(
             artifacts=ArtifactLibrary(self.settings.artifacts_dir))
         self.metrics = metrics or Metrics()

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.sandbox import needs_sandbox  # noqa: F401 (a fixture)
+from toolkeeper.builtins import _git_process
 from toolkeeper.builtins._git_process import operator_identity
 from toolkeeper.builtins.filesystem import FilesystemPolicy, FilesystemTool
 from toolkeeper.builtins.git import GitPolicy, GitTool
 from toolkeeper.errors import ToolDenied, ToolError
 from toolkeeper.model.enums import Autonomy, Risk, SideEffect
 from toolkeeper.providers.base import ToolContext
+
+pytestmark = pytest.mark.usefixtures("needs_sandbox")  # every process runs in it
 
 WRITE = ("status", "diff", "log", "show", "branch", "commit", "push")
 
@@ -304,7 +311,7 @@ async def test_git_slower_than_timeout_fails_with_timeout(
     slow.mkdir()
     (slow / "git").write_text("#!/bin/sh\nexec sleep 30\n")
     (slow / "git").chmod(0o755)
-    monkeypatch.setenv("PATH", f"{slow}:/usr/bin:/bin")
+    monkeypatch.setattr(_git_process, "GIT", str(slow / "git"))
     assert await refused("status", repo, timeout_s=0.3) == "timeout"
 
 
@@ -468,3 +475,44 @@ async def test_commits_keep_the_operators_global_identity(
     finally:
         operator_identity.cache_clear()
     assert git(root, "log", "-1", "--format=%an <%ae>").strip() == "Ops Person <ops@example.com>"
+
+
+# --- the sandbox every git runs in (toolkeeper.sandbox; more in tests/builtins/test_sandbox.py)
+
+
+async def test_git_of_a_read_action_cannot_write_the_repository(repo: Path) -> None:
+    read = await _git_process.GitRunner(repo, 30).run("branch", "agent/x", check=False)
+    assert read.code != 0 and "cannot lock ref" in read.err, read
+    assert "agent/x" not in git(repo, "branch", "--list")
+    wrote = await _git_process.GitRunner(repo, 30, writable=True).run("branch", "agent/x")
+    assert wrote.code == 0 and "agent/x" in git(repo, "branch", "--list")  # a real probe
+    for action, writable in (("status", False), ("log", False), ("commit", True)):
+        tool = GitTool()
+        session = await tool._open(action, ctx(action, repo, allowed_actions=WRITE),
+                                   write=action in ("branch", "commit", "push"))
+        assert session.git.writable is writable, action
+    refs = repo / ".git" / "refs" / "heads"
+    before = sorted(p.name for p in refs.iterdir())
+    await run("status", repo)
+    await run("log", repo)
+    assert sorted(p.name for p in refs.iterdir()) == before
+
+
+async def test_only_a_push_reaches_the_network(repo: Path) -> None:
+    seen: list[str] = []
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(0.2)
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/r.git"
+
+        def accept() -> None:
+            with contextlib.suppress(TimeoutError), server.accept()[0]:
+                seen.append("connected")
+        runner = _git_process.GitRunner(repo, 10, writable=True)
+        await runner.run("ls-remote", url, check=False)
+        await asyncio.to_thread(accept)
+        assert seen == []  # no network for anything but push
+        _, pushed = await asyncio.gather(
+            asyncio.to_thread(lambda: [accept() for _ in range(50) if not seen]),
+            runner.run("push", url, "main", check=False))  # the listener hangs up on it
+        assert pushed.code != 0
+    assert seen == ["connected"]  # the same probe connects from a push: it is meaningful

@@ -16,6 +16,7 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import ValidationError
 
+from tests.support.sandbox import needs_sandbox  # noqa: F401 (a fixture)
 from tests.support.waiting import wait_until
 from toolkeeper import Activation, Agent, CallStatus, Gateway, Profile, Reason
 from toolkeeper.api import create_app
@@ -26,6 +27,8 @@ from toolkeeper.errors import ToolSignal
 from toolkeeper.model.enums import Autonomy, Risk, SideEffect
 from toolkeeper.model.tool import ExecutionMeta
 from toolkeeper.providers.base import ToolContext
+
+pytestmark = pytest.mark.usefixtures("needs_sandbox")  # every process runs in it
 
 ANY = ".*"
 
@@ -39,7 +42,7 @@ class Box:
         (self.cwd / "src" / "main.py").write_text("print('hi')\n")
         self.bin = root / "bin"
         self.bin.mkdir()
-        self.marker = root / "ran"
+        self.marker = self.cwd / ".ran"  # inside cwd: the only host directory the sandbox shows
 
     def program(self, name: str, body: str = "") -> str:
         """A program called ``name`` that records each run, then runs ``body``."""
@@ -108,6 +111,7 @@ def test_the_environment_is_scrubbed_and_the_directory_confined(
     res = run(gw, "printenv")
     assert res.ok, res
     env = dict(line.split("=", 1) for line in res.output["stdout"].splitlines())
+    assert env.pop("PWD") == str(box.cwd.resolve())  # set by the sandbox (bwrap --chdir)
     assert env == {"PATH": SAFE_PATH, "LANG": "C.UTF-8", "REPORT_MODE": "short"}
     assert run(gw, "pwd").output["stdout"].strip() == str(box.cwd.resolve())
 
@@ -197,33 +201,40 @@ def test_malformed_calls_are_invalid_arguments(
     assert res.reason == Reason.INVALID_ARGUMENTS, res
 
 
-def _dead(pid: int) -> bool:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except FileNotFoundError:
-        return True
-    return "State:\tZ" in status  # a zombie waiting for a reaper has stopped running
+def sleeping(seconds: str) -> list[int]:
+    """Host pids of running ``sleep <seconds>`` processes. The sandboxed program sees only
+    its own PID namespace, so its children are found by their unique argument instead."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "status").read_text()
+        except (FileNotFoundError, NotADirectoryError, ProcessLookupError, PermissionError):
+            continue
+        if cmd[:2] == [b"sleep", seconds.encode()] and "State:\tZ" not in state:
+            found.append(int(entry.name))  # a zombie waiting for a reaper has stopped running
+    return found
 
 
 def test_a_timeout_kills_the_whole_process_group(gw: Gateway, box: Box) -> None:
-    pidfile = box.cwd / "child.pid"
-    body = f"sleep 300 &\necho $! > '{pidfile}'\nsleep 300"
+    pidfile, nap = box.cwd / "child.pid", f"{300 + os.getpid() % 97}.1"
+    body = f"sleep {nap} &\necho $! > '{pidfile}'\nsleep 300"
     enable(gw, box, {"slow": {"path": box.program("slow", body)}}, timeout_s=2)
     res = run(gw, "slow")
     assert (res.status, res.reason) == (CallStatus.FAILED, Reason.COMMAND_TIMEOUT), res
-    child = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
-                           what="the child wrote its pid"))
-    wait_until(lambda: _dead(child), what="the sleeping grandchild was killed")
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
+               what="the child wrote its pid")
+    wait_until(lambda: not sleeping(nap), what="the sleeping grandchild was killed")
 
 
 def test_children_left_behind_are_killed_when_the_command_exits(gw: Gateway, box: Box) -> None:
-    pidfile = box.cwd / "child.pid"
-    body = f"sleep 300 &\necho $! > '{pidfile}'\necho started"
+    pidfile, nap = box.cwd / "child.pid", f"{300 + os.getpid() % 97}.2"
+    body = f"sleep {nap} &\necho $! > '{pidfile}'\necho started"
     enable(gw, box, {"spawn": {"path": box.program("spawn", body)}}, timeout_s=60)
     res = run(gw, "spawn")
     assert res.ok and res.output["stdout"] == "started\n", res
-    child = int(pidfile.read_text())
-    wait_until(lambda: _dead(child), what="the background child was killed")
+    assert pidfile.read_text().strip()
+    wait_until(lambda: not sleeping(nap), what="the background child was killed")
 
 
 def test_output_is_read_up_to_its_caps_and_marked_truncated(gw: Gateway, box: Box) -> None:
@@ -300,16 +311,16 @@ def test_a_tenant_names_only_the_operators_commands_over_rest(db_url: str, box: 
 
 
 def test_the_tools_own_deadline_also_kills_the_process_group(db_url: str, box: Box) -> None:
-    pidfile = box.cwd / "child.pid"
-    body = f"sleep 300 &\necho $! > '{pidfile}'\nsleep 300"
+    pidfile, nap = box.cwd / "child.pid", f"{300 + os.getpid() % 97}.3"
+    body = f"sleep {nap} &\necho $! > '{pidfile}'\nsleep 300"
     with Gateway.open(db_url) as gw:
         gw.registry.register(definition("shell", execution=ExecutionMeta(timeout_s=2)))
         enable(gw, box, {"slow": {"path": box.program("slow", body)}}, timeout_s=120)
         res = run(gw, "slow")
         assert res.reason == Reason.TIMEOUT, res
-    child = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
-                           what="the child wrote its pid"))
-    wait_until(lambda: _dead(child), what="the sleeping grandchild was killed")
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(),
+               what="the child wrote its pid")
+    wait_until(lambda: not sleeping(nap), what="the sleeping grandchild was killed")
 
 
 # --- issue 26 items 2 and 4: options read as the program reads them; programs by identity ---

@@ -7,17 +7,21 @@ import json
 import textwrap
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.sandbox import needs_sandbox  # noqa: F401 (a fixture)
 from tests.support.waiting import wait_until
 from toolkeeper import Gateway
 from toolkeeper.errors import ConfigError, OperationRefused
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.profile import Activation, Agent, Profile
 from toolkeeper.model.tool import ToolDefinition
+
+pytestmark = pytest.mark.usefixtures("needs_sandbox")  # every process runs in it
 
 # every call starts an artifact worker process (and some wait out timeouts): CI and
 # `make test-all` run them, `make test` leaves them out
@@ -35,11 +39,10 @@ SOURCES = {
               {"name": "tags", "type": "array"}]),
     "sleeper": ('''
         import subprocess, sys, time
-        def run(pid_file):
-            child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
-            open(pid_file, "w").write(str(child.pid))
+        def run(token):
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)", token])
             time.sleep(120)
-        ''', [{"name": "pid_file", "type": "string", "required": True}]),
+        ''', [{"name": "token", "type": "string", "required": True}]),
     "hog": ('''
         def run():
             blocks = []
@@ -141,7 +144,8 @@ def test_arguments_map_to_inputs_by_name_in_a_scrubbed_worker(gw: Gateway) -> No
     out = res.output
     assert (out["text"], out["count"], out["tags"]) == ("hi", 3, None)
     assert "TOOLKEEPER_TEST_SECRET" not in out["env"]
-    assert set(out["env"]) <= {"PATH", "LANG", "PYTHONDONTWRITEBYTECODE", "LC_CTYPE"}
+    # PWD: set by the sandbox (bwrap --chdir)
+    assert set(out["env"]) <= {"PATH", "LANG", "PYTHONDONTWRITEBYTECODE", "LC_CTYPE", "PWD"}
 
 
 def test_template_syntax_passes_as_a_literal_string(gw: Gateway) -> None:
@@ -170,20 +174,28 @@ def test_a_missing_required_input_is_refused_by_the_provider_too(gw: Gateway) ->
     assert (res.ok, res.reason) == (False, "invalid_arguments")
 
 
-def _dead(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+def _running(token: str) -> bool:
+    """Whether a live process has ``token`` as an argument. The sandboxed artifact sees only
+    its own PID namespace and no host file, so its child is found by a unique argument."""
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except (FileNotFoundError, NotADirectoryError, ProcessLookupError, PermissionError):
+            continue
+        if token.encode() in cmd and stat.rsplit(")", 1)[1].split()[0] != "Z":
+            return True
+    return False
 
 
-def test_a_timeout_kills_the_whole_process_group(gw: Gateway, tmp_path: Path) -> None:
-    pid_file = tmp_path / "child.pid"
-    res = call(gw, "sleeper", pid_file=str(pid_file))
+def test_a_timeout_kills_the_whole_process_group(gw: Gateway) -> None:
+    token = f"sleeper-{uuid.uuid4().hex}"
+    with ThreadPoolExecutor(1) as pool:
+        seen = pool.submit(wait_until, lambda: _running(token), what="the child started")
+        res = call(gw, "sleeper", token=token)
+        seen.result()
     assert (res.ok, res.reason) == (False, "artifact_timeout")
-    child = int(pid_file.read_text())
-    wait_until(lambda: _dead(child), what="the artifact's child was killed")
+    wait_until(lambda: not _running(token), what="the artifact's child was killed")
     assert res.output is None
 
 

@@ -18,6 +18,7 @@ from toolkeeper.bench.model import BenchResult, Sizes
 from toolkeeper.bench.pure import bench_pure
 from toolkeeper.bench.rest import bench_rest
 from toolkeeper.bench.retrieval import bench_retrieval
+from toolkeeper.bench.sandbox import bench_sandbox
 from toolkeeper.bench.web_fetch import bench_web_fetch
 
 BenchFn = Callable[[Sizes], BenchResult]
@@ -34,6 +35,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "web_fetch": bench_web_fetch,
     "filesystem": bench_filesystem,
     "retrieval": bench_retrieval,
+    "sandbox": bench_sandbox,
 }
 
 

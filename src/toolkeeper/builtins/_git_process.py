@@ -4,9 +4,10 @@ prompts, no repo-configured helper programs, bounded time and output.
 Every git the gateway runs gets ``HARDENING`` and ``git_env``: no hooks (``core.hooksPath``
 is ``/dev/null``), no fsmonitor, pager, editor, askpass, credential helper, ssh command,
 signing program or auto-gc from any config; ``ext::`` and ``git://`` transports refused; no
-system or global config (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``, ``HOME``
-and ``XDG_CONFIG_HOME`` pointing nowhere); nothing inherited from the gateway's environment
-(``PATH`` is fixed). Aliases are never used: the tool runs fixed subcommands only.
+system or global config (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``,
+``XDG_CONFIG_HOME`` pointing nowhere, ``HOME`` the sandbox's empty one); nothing inherited
+from the gateway's environment (``PATH`` is fixed). Aliases are never used: the tool runs
+fixed subcommands only.
 
 The repository's own config is the one config left (git needs it), so ``RepoConfig`` reads
 its key names before each session (listing config runs nothing) and neutralises on the
@@ -17,6 +18,11 @@ a config that includes other files (``include.path``, ``includeIf``) is refused,
 could change between that check and the run. ``.git/`` itself is closed to the
 ``filesystem`` tool, so an agent cannot plant such keys; a repository that already has
 them is what this covers.
+
+Every git runs in the OS sandbox (:mod:`toolkeeper.sandbox`): the repository root is the
+only host directory it sees, read-only unless the runner is ``writable`` (the write
+actions), with a private empty ``HOME``; only ``push`` reaches the network, and only a push
+sees a local remote's directory (writable) and the gateway user's ``~/.ssh`` (read-only).
 """
 
 from __future__ import annotations
@@ -25,18 +31,23 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
+import math
 import os
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolkeeper.errors import ToolError
 from toolkeeper.model.reasons import Reason
+from toolkeeper.sandbox import HOME, Confinement, Limits, default_sandbox
 
 INTERNAL_CAP = 4_000_000  # bytes read from git for output the tool parses itself
 STDERR_CAP = 16_000
+GIT = "/usr/bin/git"
+"""The git every runner starts (by path: the sandbox's PATH is fixed)."""
+_MEMORY = 8 << 30  # address space of one git (RLIMIT_AS)
+_KEPT = ("LANG", "LC_ALL", "TZ")  # of the runner's environment, besides its own GIT_*
 NOWHERE = "/nonexistent/toolkeeper-git-home"
 """``HOME`` and ``XDG_CONFIG_HOME`` of every git: no user config, no credentials file."""
 HARDENING: tuple[str, ...] = (
@@ -87,7 +98,7 @@ def operator_identity() -> tuple[tuple[str, str], ...]:
     for key in ("user.name", "user.email"):
         try:
             out = subprocess.run(  # a fixed argument vector; reads config only
-                [shutil.which("git") or "git", "config", "--global", "--get", key],
+                [GIT, "config", "--global", "--get", key],
                 capture_output=True, text=True, timeout=10, check=False,
                 stdin=subprocess.DEVNULL)
         except (OSError, subprocess.SubprocessError):
@@ -148,8 +159,10 @@ async def _read(
 class GitRunner:
     """Runs git in one repository: argument vector only, no prompts, bounded time and output."""
 
-    def __init__(self, root: Path, timeout_s: float) -> None:
+    def __init__(self, root: Path, timeout_s: float, *, writable: bool = False) -> None:
         self.root = root
+        self.writable = writable
+        """Whether git may write the repository (its sandbox binds it read-only otherwise)."""
         self.timeout_s = timeout_s
         # Nothing inherited: GIT_DIR, GIT_CONFIG_*, HOME… would change what git runs.
         self.env = git_env()
@@ -168,13 +181,29 @@ class GitRunner:
             config, overrides=(*config.overrides, *(a for m in missing for a in ("-c", m))))
         return self.repo_config
 
-    async def run(self, *args: str, cap: int = INTERNAL_CAP, check: bool = True) -> GitOutput:
+    def _sandboxed(self, argv: tuple[str, ...], push: bool,
+                   remote: Path | None) -> tuple[list[str], dict[str, str]]:
+        """``argv`` wrapped in the sandbox (``sandbox_unavailable`` when none exists)."""
+        env = {k: v for k, v in self.env.items() if k.startswith("GIT_") or k in _KEPT}
+        env.update(PATH="/usr/bin:/bin", HOME=HOME)
+        ssh = Path.home() / ".ssh"
+        conf = Confinement(
+            root=self.root, env=env, writable=self.writable or push, network=push,
+            read_only=(Path(GIT), *((ssh,) if push and ssh.is_dir() else ())),
+            writable_paths=(remote,) if push and remote is not None else (),
+            limits=Limits(cpu_s=math.ceil(self.timeout_s) + 1, memory_bytes=_MEMORY))
+        return default_sandbox().wrap((GIT, *argv[1:]), conf)
+
+    async def run(self, *args: str, cap: int = INTERNAL_CAP, check: bool = True,
+                  remote: Path | None = None) -> GitOutput:
+        """Run git ``args``; ``remote``: a push's local remote directory, made visible."""
+        argv, env = self._sandboxed(
+            (GIT, *HARDENING, *self.repo_config.overrides, "-C", str(self.root), *args),
+            args[0] == "push", remote)
         try:
             proc = await asyncio.create_subprocess_exec(
-                shutil.which("git") or "git", *HARDENING, *self.repo_config.overrides,
-                "-C", str(self.root), *args,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=self.env,
+                *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True,
             )
         except OSError as exc:
             raise ToolError(Reason.TOOL_UNAVAILABLE, f"cannot run git: {exc}") from exc
@@ -189,6 +218,10 @@ class GitRunner:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
+            # the sandbox's processes die with bwrap an instant later, closing the pipes
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.gather(_read(proc.stdout, 0), _read(proc.stderr, 0)), 5)
             raise ToolError(Reason.TIMEOUT, f"git {args[0]} timed out") from None
         result = GitOutput(code, out.decode(errors="replace"), err.decode(errors="replace"),
                            truncated)

@@ -4,12 +4,17 @@ shell), in its own session, with a scrubbed environment, a deadline and capped o
 The program leads a new process group (``start_new_session``); when it exits, times out or
 the call is cancelled, the whole group is killed, so nothing it started outlives the call —
 a background child holding the output pipes open cannot stall it either.
+
+It runs in the OS sandbox (:mod:`toolkeeper.sandbox`): only ``cwd`` of the host is visible
+(writable unless the plan says otherwise), no network, a private ``/tmp``, limits. Killing
+the group kills bwrap, and with it the sandbox's PID namespace (every process in it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import signal
 from dataclasses import dataclass
@@ -17,6 +22,7 @@ from pathlib import Path
 
 from toolkeeper.errors import ToolError
 from toolkeeper.model.reasons import Reason
+from toolkeeper.sandbox import Confinement, Limits, Sandbox, default_sandbox
 
 _CHUNK = 65536
 
@@ -28,6 +34,10 @@ class Plan:
     argv: tuple[str, ...]
     cwd: Path
     env: dict[str, str]
+    writable: bool = True
+    """Whether the program may write ``cwd`` (the sandbox binds it read-only otherwise)."""
+    network: bool = False
+    """Whether the program may reach the network (its sandbox shares the host's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +82,25 @@ class _Exit(asyncio.subprocess.SubprocessStreamProtocol):
             self.exited.set_result(None)
 
 
-async def _start(plan: Plan) -> tuple[asyncio.subprocess.Process, _Exit]:
+_MEMORY = 8 << 30  # address space of a sandboxed command (RLIMIT_AS)
+
+
+def _confined(plan: Plan, timeout_s: float,
+              sandbox: Sandbox) -> tuple[list[str], dict[str, str]]:
+    """The sandboxed command line; refuses with ``sandbox_unavailable`` when none exists."""
+    limits = Limits(cpu_s=math.ceil(timeout_s) + 1, memory_bytes=_MEMORY)
+    conf = Confinement(root=plan.cwd, env=plan.env, writable=plan.writable,
+                       network=plan.network, read_only=(Path(plan.argv[0]),), limits=limits)
+    return sandbox.wrap(plan.argv, conf)
+
+
+async def _start(plan: Plan, timeout_s: float,
+                 sandbox: Sandbox) -> tuple[asyncio.subprocess.Process, _Exit]:
     loop = asyncio.get_running_loop()
+    argv, env = _confined(plan, timeout_s, sandbox)
     try:
         transport, protocol = await loop.subprocess_exec(
-            lambda: _Exit(loop), *plan.argv, cwd=plan.cwd, env=plan.env,
+            lambda: _Exit(loop), *argv, cwd=plan.cwd, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, start_new_session=True,
         )
@@ -86,9 +110,11 @@ async def _start(plan: Plan) -> tuple[asyncio.subprocess.Process, _Exit]:
     return asyncio.subprocess.Process(transport, protocol, loop), protocol
 
 
-async def run(plan: Plan, *, timeout_s: float, stdout_cap: int, stderr_cap: int) -> Finished:
-    """Run ``plan``; ``command_timeout`` after ``timeout_s`` (the group killed)."""
-    proc, protocol = await _start(plan)
+async def run(plan: Plan, *, timeout_s: float, stdout_cap: int, stderr_cap: int,
+              sandbox: Sandbox | None = None) -> Finished:
+    """Run ``plan`` in ``sandbox`` (the process's own by default); ``command_timeout`` after
+    ``timeout_s`` (the group killed)."""
+    proc, protocol = await _start(plan, timeout_s, sandbox or default_sandbox())
     assert proc.stdout is not None and proc.stderr is not None
     out = asyncio.ensure_future(_read(proc.stdout, stdout_cap))
     err = asyncio.ensure_future(_read(proc.stderr, stderr_cap))

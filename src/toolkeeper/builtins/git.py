@@ -36,6 +36,7 @@ _BRANCH_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 _SINCE_RE = re.compile(r"^(?:(\d{4}-\d{2}-\d{2})|([1-9][0-9]{0,3})\.(hours|days|weeks))$")
 _LOG_FORMAT = "%H%x1f%an%x1f%ae%x1f%aI%x1f%s%x1e"
 _PREVIEW_COMMITS = 100
+_WRITES = frozenset({"branch", "commit", "push"})  # the actions whose git may write the repo
 
 
 class GitPolicy(ToolPolicy):
@@ -308,11 +309,14 @@ class _Session:
         remote, branch = await self.push_plan(req)
         refspec = f"refs/heads/{branch}:refs/heads/{branch}"  # never forced: no '+', no -f
         # --receive-pack: the repo config's remote.*.receivepack would name a local program;
-        # a local remote's receive-pack runs here, without our -c (git clears them for it).
+        # a local remote's receive-pack runs here, without our -c (git clears them for it),
+        # and only that remote's directory is made visible (writable) to the push's sandbox.
         url = (await self.git.run("remote", "get-url", "--push", remote)).text.strip()
-        receive = LOCAL_RECEIVE_PACK if _local_url(url) else "git-receive-pack"
+        local = (self.git.root / url.removeprefix("file://")).resolve() \
+            if _local_url(url) else None
+        receive = LOCAL_RECEIVE_PACK if local is not None else "git-receive-pack"
         out = await self.git.run("push", "--porcelain", f"--receive-pack={receive}",
-                                 remote, refspec)
+                                 remote, refspec, remote=local)
         text, truncated = _capped(out, self.policy.max_output_chars)
         return {"remote": remote, "branch": branch, "output": text, "truncated": truncated}
 
@@ -348,7 +352,7 @@ class GitTool(BaseTool):
 
     async def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
         """Run one action after the policy checks."""
-        session = await self._open(action, context)
+        session = await self._open(action, context, write=action in _WRITES)
         return await getattr(session, action)(request)
 
     async def preview(  # type: ignore[override]
@@ -359,14 +363,14 @@ class GitTool(BaseTool):
             return None
         return await (await self._open(action, context)).preview(action, request)
 
-    async def _open(self, action: str, ctx: ToolContext) -> _Session:
+    async def _open(self, action: str, ctx: ToolContext, *, write: bool = False) -> _Session:
         policy = self.checked_policy(action, ctx, GitPolicy, label="git action")
         if not policy.repo_root:
             ctx.fail(Reason.TOOL_ERROR, "git policy has no repo_root")
         root = Path(policy.repo_root).resolve()
         if not root.is_dir():
             ctx.fail(Reason.TOOL_ERROR, f"repo_root {policy.repo_root!r} is not a directory")
-        git = GitRunner(root, policy.timeout_s)
+        git = GitRunner(root, policy.timeout_s, writable=write)
         top = await git.run("rev-parse", "--show-toplevel", check=False)
         if top.code != 0 or Path(top.text.strip()).resolve() != root:
             ctx.fail(Reason.TOOL_ERROR, "repo_root is not the top of a git work tree")

@@ -127,6 +127,11 @@ class Reason(StrEnum):
     COMMAND_TIMEOUT = "command_timeout"
     """The command outlived the shell policy's ``timeout_s``; its whole process group was
     killed."""
+    # processes tools start (toolkeeper.sandbox)
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    """No OS sandbox can be had here (no bubblewrap, no user namespaces, another OS) and the
+    operator did not opt out (``TOOLKEEPER_UNSAFE_NO_SANDBOX=1``): the process was not
+    started."""
     # Vault secrets backend (secrets/vault.py)
     SECRETS_UNAVAILABLE = "secrets_unavailable"
     """The secrets backend (Vault) could not be reached, timed out or refused the gateway:

@@ -3,7 +3,11 @@ worker process per call, with a deadline, memory and CPU limits, a scrubbed envi
 and an output cap. Arguments map to the declared inputs by name and pass as literal
 values (``{{ x }}`` is a string like any other). The artifact's hash was pinned when the
 tool was published; a different hash now quarantines the tool (``on_drift``) and refuses
-the call with ``tool_quarantined``, like a changed upstream MCP definition."""
+the call with ``tool_quarantined``, like a changed upstream MCP definition.
+
+The worker runs in the OS sandbox (:mod:`toolkeeper.sandbox`): it sees its own copy of the
+artifact (read-only), the interpreter and a private ``/tmp``; no network, nothing else of
+the host; where no sandbox can be had the call is refused with ``sandbox_unavailable``."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.providers.artifacts import ArtifactLibrary, Manifest, Snapshot
 from toolkeeper.providers.base import NoPreview, ToolContext, ToolPolicy
+from toolkeeper.sandbox import Confinement, Limits, default_sandbox
 
 WORKER = Path(__file__).with_name("artifact_worker.py")
 ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
@@ -94,10 +99,11 @@ class ArtifactProvider(NoPreview):
         payload = json.dumps({"entry": entry, "root": root, "arguments": inputs,
                               "memory_bytes": cfg.memory_mb * 1024 * 1024,
                               "cpu_s": cfg.cpu_s}).encode()
+        argv, env = _confined(root, cfg)
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-B", str(WORKER), stdin=asyncio.subprocess.PIPE,
+            *argv, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, cwd=root,
-            env=ENV, start_new_session=True)
+            env=env, start_new_session=True)
         try:
             async with asyncio.timeout(deadline):
                 assert proc.stdin is not None and proc.stdout is not None
@@ -122,6 +128,16 @@ class ArtifactProvider(NoPreview):
             with suppress(ProcessLookupError):
                 await proc.wait()
         return out, code
+
+
+def _confined(root: str, cfg: ArtifactConfig) -> tuple[list[str], dict[str, str]]:
+    """The worker's command line in the sandbox: the interpreter itself (not a virtual
+    environment's link to it: ``-I`` needs only the standard library), read-only."""
+    python = os.path.realpath(sys.executable)
+    conf = Confinement(
+        root=Path(root), env=ENV, read_only=(Path(sys.base_prefix), WORKER),
+        limits=Limits(cpu_s=cfg.cpu_s + 1, memory_bytes=cfg.memory_mb * 1024 * 1024))
+    return default_sandbox().wrap((python, "-I", "-B", str(WORKER)), conf)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
@@ -157,7 +173,8 @@ def _answer(raw: tuple[bytes, int], ctx: ToolContext) -> Any:
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        if code in (-signal.SIGXCPU, -signal.SIGKILL):
+        # the sandbox (bwrap) reports a program killed by signal N as exit status 128 + N
+        if code in (-signal.SIGXCPU, -signal.SIGKILL, 128 + signal.SIGXCPU, 128 + signal.SIGKILL):
             ctx.fail(Reason.ARTIFACT_TIMEOUT, "the artifact used up its CPU limit")
         ctx.fail(Reason.ARTIFACT_FAILED, f"the artifact's process ended with code {code} "
                  "and no answer")
