@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,7 +26,6 @@ import pytest
 import uvicorn
 
 from tests.attacks.table import ProbeTable
-from tests.support.processes import child_env
 from tests.support.waiting import wait_until
 from toolkeeper import Gateway
 from toolkeeper.api import ApiSettings, create_app
@@ -361,4 +358,227 @@ def test_filesystem_writes_never_leave_the_root(box: Box) -> None:
     table.add("read-only profile reads", "succeeded", _gist(out), not _stopped(out))
     out = box.call("filesystem", "write", {"path": "docs/v.txt", "content": "x"}, who="viewer")
     table.add("read-only profile writes", "refused", _gist(out), _stopped(out))
+    table.check()
+
+
+# -- pure built-ins: bombs must be refused at once, never hang the server -------------------
+
+CALC_BOMBS = ["9**9**9", "9**99999", "(10**999)**2", "10**999*10**999", "2**1001*2**1001",
+              "round(5, -(10**20))", "round(5, -99999999)", "round(1.5, 10**999)",
+              "round(10**999, -10**999)", "(" * 200 + "1" + ")" * 200, "-" * 900 + "1",
+              "10**999/3", "sqrt(10**999)", "exp(10**6)", "log(0)", "1/0", "10**999 % 0.5",
+              "floor(1e308*10)", "max(" + ",".join(["10**999"] * 50) + ")**2",
+              "__import__('os').system('id')", "().__class__", "[1]*10**9", "'a'*10**9",
+              "lambda: 1", "(1).real", "pi**pi**pi**pi", "1e308*1e308", "abs(-(10**1000))"]
+
+
+def test_calculate_bombs_are_refused(box: Box) -> None:
+    table = ProbeTable("black box: calculate bombs")
+    for expr in CALC_BOMBS:
+        out = box.call("calculate", None, {"expression": expr})
+        result = str((out.get("output") or {}).get("result", ""))
+        table.add(f"calculate {expr[:50]!r}", "refused or small",
+                  _gist(out), _stopped(out) or len(result) <= 1000)
+    out = box.call("calculate", None, {"expression": "round(2.675, 2) + 2**10"})
+    table.add("calculate ordinary", "succeeded", _gist(out), not _stopped(out))
+    table.check()
+
+
+def _pipes(unit: str, n: int) -> str:
+    return "|".join([unit] * n)
+
+
+JMES_BOMBS = [
+    ("doubling by reference", ["x" * 10] * 10, _pipes("[@,@]", 40)),
+    ("doubling, then length", ["x" * 10] * 10, _pipes("[@,@]", 40) + "|length(@)"),
+    ("doubling, then to_string", "x" * 100, _pipes("[@,@]", 40) + "|to_string(@)"),
+    ("flatten tenfold", list(range(1000)), _pipes("[@,@,@,@,@,@,@,@,@,@][]", 12)),
+    ("flatten, sort", list(range(1000)), _pipes("[@,@,@,@,@,@,@,@,@,@][]", 6) + "|sort(@)"),
+    ("join grows a string", ["y" * 1000] * 10,
+     _pipes("[join('', @), join('', @), join('', @), join('', @)]", 20)),
+    ("projection of pairs", list(range(1000)), "[*].[" + ",".join(["@"] * 100) + "]|[]|[]"),
+    ("map doubling", [[1]], _pipes("map(&[@,@], @)", 40)),
+    ("deep nesting", {}, "a" + ".a" * 3000),
+    ("unknown function", {}, "system('id')"),
+]
+
+
+def test_json_transform_bombs_are_refused(box: Box) -> None:
+    table = ProbeTable("black box: json_transform bombs")
+    for probe, data, expr in JMES_BOMBS:
+        try:
+            out = box.call("json_transform", None, {"data": data, "expression": expr})
+            observed, held = _gist(out), _stopped(out)
+        except httpx.HTTPError as exc:
+            observed, held = type(exc).__name__, False
+        table.add(f"json_transform {probe}", "refused at once", observed, held)
+    out = box.call("json_transform", None, {"data": {"a": [1, 2]}, "expression": "a[-1]"})
+    table.add("json_transform ordinary", "succeeded", _gist(out), not _stopped(out))
+    table.check()
+
+
+DATETIME = [
+    ("convert", {"value": "2024-01-01T00:00:00Z", "to_tz": "../../../etc/passwd"}),
+    ("convert", {"value": "2024-01-01T00:00:00Z", "to_tz": "/etc/localtime"}),
+    ("convert", {"value": "2024-01-01T00:00:00Z", "to_tz": "Europe/../../etc/passwd"}),
+    ("now", {"tz": "posix/../../../../proc/self/environ"}),
+    ("parse", {"value": "@99999999999999999999"}),
+    ("parse", {"value": "@-999999999999"}),
+    ("parse", {"value": "9999-12-31T23:59:59+14:00"}),
+    ("diff", {"start": "0001-01-01T00:00:00Z", "end": "9999-12-31T00:00:00Z",
+              "unit": "seconds"}),
+    ("parse", {"value": "x" * 10_000}),
+    ("add", {"value": "2024-01-01T00:00:00Z", "amount": 1e300, "unit": "days"}),
+]
+
+
+def test_datetime_inputs(box: Box) -> None:
+    table = ProbeTable("black box: datetime_utils")
+    for action, args in DATETIME:
+        out = box.call("datetime_utils", action, args)
+        held = "root:x" not in str(out) and out["_http"] < 500
+        table.add(f"datetime {action} {str(args)[:50]}", "no 5xx, nothing read", _gist(out), held)
+    table.check()
+
+
+# -- a hostile tenant admin over REST: tools, activations, endpoints, webhook --------------
+
+
+def _tenant_tools(port: int, root: Path, outside: Path) -> list[tuple[str, dict[str, Any]]]:
+    loop = f"http://127.0.0.1:{port}/"
+    http = [(f"http tool {u}", {"implementation_type": "http",
+                                "implementation_config": {"url": u}})
+            for u in (loop, f"http://2130706433:{port}/", f"http://[::1]:{port}/",
+                      f"http://localhost:{port}/", f"http://0:{port}/",
+                      "http://169.254.169.254/latest/meta-data/", "file:///etc/passwd")]
+    builtin = [
+        ("builtin filesystem root /", {"policy": {"root": "/"}}, "filesystem"),
+        ("builtin filesystem root outside", {"policy": {"root": str(outside)}}, "filesystem"),
+        ("builtin filesystem root via symlink", {"policy": {"root": str(root / "out_dir")}},
+         "filesystem"),
+        ("builtin filesystem root ..", {"policy": {"root": str(root) + "/.."}}, "filesystem"),
+        ("builtin http_request loopback net",
+         {"policy": {"allowed_networks": ["127.0.0.0/8"]}}, "http_request"),
+        ("builtin http_request all nets", {"policy": {"allowed_networks": ["0.0.0.0/0"]}},
+         "http_request"),
+        ("builtin http_request ::/0", {"policy": {"allowed_networks": ["::/0"]}},
+         "http_request"),
+        ("builtin web_fetch mapped loopback",
+         {"policy": {"allowed_networks": ["::ffff:127.0.0.0/104"]}}, "web_fetch"),
+        ("builtin shell with sh", {"policy": {"commands": {"sh": {"path": "/bin/sh"}}}},
+         "shell"),
+        ("builtin git on /", {"policy": {"repositories": {"r": {"path": "/"}}}}, "git"),
+    ]
+    out = [(p, {**b, "implementation_type": "builtin",
+                "implementation_config": {"builtin_key": k}}) for p, b, k in builtin]
+    return http + out + [
+        ("native entry point", {"implementation_type": "native",
+                                "implementation_config": {"entry_point": "os:system"}}),
+        ("python entry point", {"implementation_type": "python",
+                                "implementation_config": {"entry_point": "subprocess:run"}}),
+        ("function os.system", {"implementation_type": "function",
+                                "implementation_config": {"function": "os.system"}}),
+        ("upstream mcp stdio", {"implementation_type": "mcp", "implementation_config": {
+            "command": ["/bin/sh", "-c", "id"], "tool": "x"}}),
+        ("upstream mcp http loopback", {"implementation_type": "mcp", "implementation_config": {
+            "url": loop, "tool": "x"}}),
+        ("artifact", {"implementation_type": "artifact",
+                      "implementation_config": {"path": "/etc/passwd"}}),
+    ]
+
+
+def test_tenant_admin_cannot_write_a_tool_that_reaches_the_host(box: Box) -> None:
+    table = ProbeTable("black box: tenant admin tools")
+    before = len(box.rec.hits)
+    for i, (probe, fields) in enumerate(_tenant_tools(box.rec.port, box.root, box.outside)):
+        name = f"evil{i}"
+        made = box.req("POST", "/tools", "other_admin", json={"name": name, **fields})
+        observed = f"create {made.status_code}"
+        held = made.status_code >= 400
+        if made.status_code < 300:  # stored: it must not run (publish, enable, call)
+            tid = made.json()["id"]
+            pub = box.req("POST", f"/tools/{tid}/publish", "other_admin", json={})
+            act = box.req("POST", "/activations", "other_admin",
+                          json={"profile": "other-prof", "tool": name})
+            args: dict[str, Any] = {"path": "secret.txt"} if "filesystem" in probe else {}
+            action = "read" if "filesystem" in probe else None
+            out = box.call(name, action, args, who="other_bot")
+            observed += f", publish {pub.status_code}, enable {act.status_code}, {_gist(out)}"
+            held = _stopped(out) and _no_canary(out) and "root:x" not in str(out)
+        table.add(f"other_admin {probe}", "refused", observed, held)
+    seen = box.rec.hits[before:]
+    table.add("loopback recorder contacted", "0 requests", f"{len(seen)}", not seen)
+    table.check()
+
+
+ACTIVATION_POLICIES = [
+    ("filesystem", {"root": "/"}), ("filesystem", {"root": "/etc"}),
+    ("filesystem", {"root": "../outside"}), ("filesystem", {"max_read_bytes": 10**12}),
+    ("http_request", {"allowed_networks": ["127.0.0.0/8"]}),
+    ("http_request", {"allowed_networks": ["127.0.0.1/32"]}),
+    ("http_request", {"allowed_networks": ["0.0.0.0/0"]}),
+    ("http_request", {"allowed_networks": ["169.254.0.0/16"]}),
+    ("http_request", {"allowed_networks": ["::1/128"]}),
+    ("http_request", {"allowed_networks": ["::ffff:0:0/96"]}),
+    ("http_request", {"allowed_networks": ["64:ff9b::/96"]}),
+    ("http_request", {"allowed_networks": ["2002::/16"]}),
+    ("web_fetch", {"allowed_networks": ["0.0.0.0/1", "128.0.0.0/1"]}),
+]
+
+
+def test_tenant_admin_activation_policies_cannot_widen(box: Box) -> None:
+    """Tenant ``default``'s admin enables operator built-ins for its own profile with
+    policies beyond the operator's (empty) ceiling: refused, or stored and the call refused."""
+    table = ProbeTable("black box: tenant activation policies")
+    before = len(box.rec.hits)
+    for tool, policy in ACTIVATION_POLICIES:
+        resp = box.req("POST", "/activations", "admin",
+                       json={"profile": "reader", "tool": tool, "policy": policy})
+        observed, held = f"{resp.status_code}", resp.status_code >= 400
+        if resp.status_code < 300:
+            args: dict[str, Any] = ({"path": "passwd"} if tool == "filesystem" else
+                                    {"url": f"http://127.0.0.1:{box.rec.port}/"})
+            out = box.call(tool, "read" if tool == "filesystem" else None, args, who="viewer")
+            observed += f", call {_gist(out)}"
+            held = _stopped(out) and "root:x" not in str(out)
+        table.add(f"activate {tool} {policy}", "refused", observed, held)
+    seen = box.rec.hits[before:]
+    table.add("loopback recorder contacted", "0 requests", f"{len(seen)}", not seen)
+    box.req("POST", "/activations", "admin", json={"profile": "reader", "tool": "filesystem"})
+    table.check()
+
+
+def _loop_urls(port: int) -> list[str]:
+    return [f"http://127.0.0.1:{port}/h", f"http://localhost:{port}/h", f"http://127.1:{port}/h",
+            f"http://2130706433:{port}/h", f"http://0x7f000001:{port}/h", f"http://0:{port}/h",
+            f"http://[::1]:{port}/h", f"http://[::ffff:127.0.0.1]:{port}/h",
+            "http://169.254.169.254/h", f"http://0.0.0.0:{port}/h", "file:///etc/passwd",
+            f"http://evil@127.0.0.1:{port}/h"]
+
+
+def test_agent_endpoints_toward_loopback_are_refused(box: Box) -> None:
+    table = ProbeTable("black box: agent endpoints")
+    for url in _loop_urls(box.rec.port):
+        for transport in ("http", "a2a"):
+            resp = box.req("PUT", "/agents/viewer/endpoint", "admin", json={
+                "transport": transport, "url": url, "status": "published"})
+            table.add(f"endpoint {transport} {url}", "422", str(resp.status_code),
+                      resp.status_code == 422)
+        resp = box.req("PUT", "/agents/viewer/endpoint", "admin", json={
+            "transport": "http", "url": url, "status": "published",
+            "allowed_networks": ["127.0.0.0/8"]})
+        table.add(f"endpoint + loopback net {url}", "422", str(resp.status_code),
+                  resp.status_code == 422)
+    table.check()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 item 10: PUT /settings/webhook accepts "
+                   "loopback spellings other than 127.0.0.1; fixed in services/webhooks.py")
+def test_webhook_toward_loopback_is_refused(box: Box) -> None:
+    table = ProbeTable("black box: webhook URL")
+    for url in _loop_urls(box.rec.port):
+        resp = box.req("PUT", "/settings/webhook", "admin",
+                       json={"url": url, "secret": "s" * 32})
+        table.add(f"webhook {url}", "422", str(resp.status_code), resp.status_code == 422)
+    box.req("DELETE", "/settings/webhook", "admin")
     table.check()
