@@ -12,6 +12,7 @@ point at a recording server which must see no request."""
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import threading
@@ -33,6 +34,8 @@ from toolkeeper.server import mcp_hosts
 
 CANARY = "blackbox-outside-canary-41c7"
 TIMEOUT = 20.0
+OPS_SECRET = "ops-platform-secret-9b2e77"
+TENANT_SECRET = "other-tenant-credential-3c1d"
 CONFIG = """\
 version: 1
 tools:
@@ -56,9 +59,20 @@ profiles:
   - name: reader
     autonomy: 3
     activations: [{{tool: filesystem}}, {{tool: calculate}}]
+  - name: careful
+    autonomy: 0
+    activations: [{{tool: filesystem, policy: {{allow_write: true}}}}]
+  - name: net
+    autonomy: 3
+    activations:
+      - tool: http_request
+        policy: {{allowed_networks: ["127.0.0.1/32"], allowed_methods: [GET, POST]}}
+      - {{tool: json_transform}}
 agents:
   - {{name: bot, profile: worker}}
   - {{name: viewer, profile: reader}}
+  - {{name: careful, profile: careful}}
+  - {{name: netbot, profile: net}}
 """
 
 
@@ -67,11 +81,15 @@ class Recorder:
 
     def __init__(self) -> None:
         self.hits: list[str] = []
+        self.raw: list[str] = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def _any(self) -> None:
                 outer.hits.append(f"{self.command} {self.path}")
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length).decode(errors="replace") if length else ""
+                outer.raw.append(f"{self.path}\n{self.headers}\n{body}")
                 self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
@@ -172,7 +190,12 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
     tmp = tmp_path_factory.mktemp("blackbox")
     root, outside = _tree(tmp)
     (tmp / "toolkeeper.yaml").write_text(CONFIG.format(root=root))
-    gw = Gateway.open(f"sqlite:///{tmp}/tk.db", config=tmp / "toolkeeper.yaml")
+    (tmp / "secrets.key").write_bytes(base64.b64encode(os.urandom(32)))
+    (tmp / "secrets.key").chmod(0o600)
+    gw = Gateway.open(f"sqlite:///{tmp}/tk.db", config=tmp / "toolkeeper.yaml",
+                      secrets="embedded", secrets_key_file=tmp / "secrets.key")
+    gw._secrets.set_secret("ops", "token", OPS_SECRET)  # type: ignore[union-attr]
+    gw.refresh_secrets()
     from toolkeeper import Activation, Agent, Profile
     gw.registry.put_profile(Profile(name="other-prof", tenant_id="other", autonomy=3,
                                     activations=(Activation(tool="calculate"),
@@ -183,6 +206,8 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                                      ("approver", "default", "approver", None),
                                      ("bot", "default", "agent", "bot"),
                                      ("viewer", "default", "agent", "viewer"),
+                                     ("careful", "default", "agent", "careful"),
+                                     ("netbot", "default", "agent", "netbot"),
                                      ("other_admin", "other", "admin", None),
                                      ("other_bot", "other", "agent", "other-bot")):
         tokens[who] = gw.store.tokens.create(tenant_id=tenant, role=role, agent=agent,
@@ -581,4 +606,116 @@ def test_webhook_toward_loopback_is_refused(box: Box) -> None:
                        json={"url": url, "secret": "s" * 32})
         table.add(f"webhook {url}", "422", str(resp.status_code), resp.status_code == 422)
     box.req("DELETE", "/settings/webhook", "admin")
+    table.check()
+
+
+# -- approvals bound to the call, idempotency keys per tenant ------------------------------
+
+
+def test_an_approval_runs_only_the_call_it_approved(box: Box) -> None:
+    table = ProbeTable("black box: approval binding")
+    args = {"path": "docs/approved.txt", "content": "approved"}
+    first = box.call("filesystem", "write", args, who="careful")
+    ap = first.get("approval_id")
+    table.add("write at autonomy 0", "stopped with an approval id", _gist(first),
+              first.get("status") in ("approval_required", "confirmation_required")
+              and bool(ap))
+    kind = box.req("GET", f"/approvals/{ap}", "approver").json().get("kind")
+    deciders = ("bot", "viewer", "other_admin", "other_bot") + (
+        ("careful",) if kind == "approve" else ())
+    for who in deciders:
+        for verb in ("approve", "confirm"):
+            r = box.req("POST", f"/approvals/{ap}/{verb}", who, json={})
+            table.add(f"{who} {verb}s ({kind} gate)", "refused", str(r.status_code),
+                      r.status_code in (403, 404, 409))
+    r = box.req("POST", f"/approvals/{ap}/approve", "approver", json={"note": "ok"})
+    table.add("approver approves", "200", str(r.status_code), r.status_code == 200)
+    changed = [{"path": "docs/approved.txt", "content": "CHANGED"},
+               {"path": "docs/other.txt", "content": "approved"},
+               {"path": "docs/approved.txt", "content": "approved", "encoding": "utf-8"},
+               {"path": "./docs/approved.txt", "content": "approved"},
+               {"path": "docs//approved.txt", "content": "approved"}]
+    for other in changed:
+        out = box.call("filesystem", "write", other, who="careful", approval_id=ap)
+        table.add(f"approved id, args {other}"[:80], "refused", _gist(out),
+                  out.get("status") != "succeeded")
+    for action in ("append", "delete"):
+        out = box.call("filesystem", action, args if action == "append"
+                       else {"path": "docs/approved.txt"}, who="careful", approval_id=ap)
+        table.add(f"approved id on {action}", "refused", _gist(out), _stopped(out))
+    out = box.call("filesystem", "write", args, who="viewer", approval_id=ap)
+    table.add("approved id by a read-only agent", "refused", _gist(out), _stopped(out))
+    out = box.call("filesystem", "write", args, who="careful", approval_id=ap)
+    table.add("approved call itself", "succeeded", _gist(out), out.get("status") == "succeeded")
+    again = box.call("filesystem", "write", {**args, "content": "again"}, who="careful",
+                     approval_id=ap)
+    table.add("approval reused with new content", "refused", _gist(again), _stopped(again))
+    table.add("file holds the approved content", "approved",
+              (box.root / "docs/approved.txt").read_text(),
+              (box.root / "docs/approved.txt").read_text() == "approved")
+    table.check()
+
+
+def test_idempotency_keys_do_not_cross_tenants(box: Box) -> None:
+    table = ProbeTable("black box: idempotency keys")
+    key = "shared-key-0001"
+    mine = box.call("calculate", None, {"expression": "6*7"}, who="bot", idempotency_key=key)
+    theirs = box.call("calculate", None, {"expression": "6*7"}, who="other_bot",
+                      idempotency_key=key)
+    table.add("same key, other tenant", "own fresh call", _gist(theirs),
+              theirs.get("status") == "succeeded" and not theirs.get("deduped")
+              and theirs.get("call_id") != mine.get("call_id"))
+    changed = box.call("calculate", None, {"expression": "1+1"}, who="other_bot",
+                       idempotency_key=key)
+    table.add("same key, other tenant, other args", "not the first tenant's result",
+              _gist(changed), "42" not in str(changed.get("output")))
+    for who in ("viewer", "netbot"):
+        r = box.call("calculate", None, {"expression": "6*7"}, who=who, idempotency_key=key)
+        table.add(f"same key, agent {who}", "not handed bot's call",
+                  _gist(r), r.get("call_id") != mine.get("call_id") or r.get("_http") >= 400)
+    r = box.req("POST", "/tools/execute", "bot", json={"tool": "calculate", "arguments": {
+        "expression": "1"}}, headers={"Idempotency-Key": "x" * 5000})
+    table.add("oversized Idempotency-Key header", "4xx", str(r.status_code),
+              400 <= r.status_code < 500)
+    table.check()
+
+
+# -- secrets: a reference an agent writes never resolves ------------------------------------
+
+
+def test_agent_written_secret_references_never_resolve(box: Box) -> None:
+    table = ProbeTable("black box: agent-written secret references")
+    made = box.req("PUT", "/credentials/conn/key", "other_admin", json={"value": TENANT_SECRET})
+    assert made.status_code < 300, made.text
+    mine = box.req("PUT", "/credentials/mine/key", "admin", json={"value": TENANT_SECRET + "x"})
+    assert mine.status_code < 300, mine.text
+    before = len(box.rec.raw)
+    url = f"http://127.0.0.1:{box.rec.port}/s"
+    refs = ["${secret:ops/token}", "${secret:conn/key}", "${secret:mine/key}",
+            "${secret:other/conn/key}", "${env:TOOLKEEPER_SECRET_OPS__TOKEN}",
+            "$" + "{secret:ops/token}", "${{secret:ops/token}}"]
+    for ref in refs:
+        for probe, args in (
+                ("header", {"url": url, "method": "GET", "headers": {"X-Probe": ref}}),
+                ("bearer", {"url": url, "method": "GET",
+                            "headers": {"Authorization": f"Bearer {ref}"}}),
+                ("query", {"url": f"{url}?q={ref}", "method": "GET"}),
+                ("body", {"url": url, "method": "POST", "body": ref})):
+            out = box.call("http_request", None, args, who="netbot")
+            table.add(f"http_request {probe} {ref}", "sent unresolved", _gist(out),
+                      OPS_SECRET not in str(out) and TENANT_SECRET not in str(out))
+        out = box.call("json_transform", None, {"data": {"a": ref}, "expression": "a"},
+                       who="netbot")
+        table.add(f"json_transform echoes {ref}", "unresolved", _gist(out),
+                  OPS_SECRET not in str(out) and TENANT_SECRET not in str(out))
+    sent = "\n".join(box.rec.raw[before:])
+    table.add("requests received", "some", str(len(box.rec.raw) - before),
+              len(box.rec.raw) > before)
+    table.add("platform secret at the receiver", "absent", str(OPS_SECRET in sent),
+              OPS_SECRET not in sent)
+    table.add("tenant credential at the receiver", "absent", str(TENANT_SECRET in sent),
+              TENANT_SECRET not in sent)
+    audit = box.req("GET", "/audit", "admin").text + box.req("GET", "/calls", "admin").text
+    table.add("secrets in audit/calls", "absent", str(OPS_SECRET in audit),
+              OPS_SECRET not in audit and TENANT_SECRET not in audit)
     table.check()
