@@ -147,7 +147,8 @@ class Box:
                 "params": {**params, "_meta": {**meta, **params.get("_meta", {})}}}
         routing = {"Mcp-Method": method}
         name = params.get("name", params.get("uri"))
-        if isinstance(name, str):
+        if isinstance(name, str) and name.isprintable() and name.isascii() \
+                and name == name.strip():
             routing["Mcp-Name"] = name
         return self.http.post(self.base + "/mcp", json=body, headers={
             "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
@@ -718,4 +719,140 @@ def test_agent_written_secret_references_never_resolve(box: Box) -> None:
     audit = box.req("GET", "/audit", "admin").text + box.req("GET", "/calls", "admin").text
     table.add("secrets in audit/calls", "absent", str(OPS_SECRET in audit),
               OPS_SECRET not in audit and TENANT_SECRET not in audit)
+    table.check()
+
+
+# -- MCP: names not listed, resources, methods, sessions, roles -----------------------------
+
+
+def _mcp_gist(resp: httpx.Response) -> tuple[str, dict[str, Any]]:
+    try:
+        body = resp.json()
+    except ValueError:
+        return f"{resp.status_code} (not JSON)", {}
+    if not isinstance(body, dict):
+        return f"{resp.status_code}", {}
+    if "error" in body:
+        return f"{resp.status_code} rpc {body['error'].get('code')}", body
+    result = body.get("result") or {}
+    return f"{resp.status_code} isError={result.get('isError')}", body
+
+
+def _mcp_ran(body: dict[str, Any]) -> bool:
+    result = body.get("result")
+    return isinstance(result, dict) and result.get("isError") is False and "content" in result
+
+
+MCP_CALLS: list[tuple[str, str, dict[str, Any]]] = [
+    ("viewer", "filesystem_write", {"path": "docs/mcp.txt", "content": "x"}),
+    ("viewer", "filesystem_delete", {"path": "docs/a.txt"}),
+    ("viewer", "http_request", {"url": "http://example.com/", "method": "GET"}),
+    ("viewer", "json_transform", {"data": {}, "expression": "@"}),
+    ("viewer", "shell", {"command": "id"}),
+    ("viewer", "git_status", {}),
+    ("viewer", "filesystem", {"path": "docs/a.txt"}),
+    ("viewer", "filesystem_read ", {"path": "docs/a.txt"}),
+    ("viewer", "FILESYSTEM_WRITE", {"path": "docs/mcp.txt", "content": "x"}),
+    ("viewer", "filesystem.write", {"path": "docs/mcp.txt", "content": "x"}),
+    ("viewer", "filesystem/write", {"path": "docs/mcp.txt", "content": "x"}),
+    ("viewer", "filesystem_write\u0000", {"path": "docs/mcp.txt", "content": "x"}),
+    ("other_bot", "filesystem_read", {"path": "docs/a.txt"}),
+    ("other_bot", "json_transform", {"data": {}, "expression": "@"}),
+    ("bot", "filesystem_read", {"path": "../outside/secret.txt"}),
+    ("bot", "filesystem_read", {"path": "out_file"}),
+    ("bot", "filesystem_glob", {"pattern": "../**"}),
+    ("bot", "http_request", {"url": "http://127.1:9/", "method": "GET"}),
+    ("bot", "web_fetch", {"url": "http://[::ffff:127.0.0.1]:9/"}),
+    ("bot", "calculate", {"expression": "round(5, -(10**20))"}),
+    ("careful", "filesystem_write", {"path": "docs/mcp.txt", "content": "x"}),
+]
+
+
+def test_mcp_calls_out_of_reach_are_refused(box: Box) -> None:
+    table = ProbeTable("black box: MCP tools/call")
+    for who, name, args in MCP_CALLS:
+        resp = box.mcp(who, "tools/call", {"name": name, "arguments": args})
+        gist, body = _mcp_gist(resp)
+        held = not _mcp_ran(body) and CANARY not in resp.text
+        table.add(f"{who} tools/call {name!r}", "refused", gist, held)
+    out = box.mcp("bot", "tools/call", {"name": "calculate", "arguments": {"expression": "2+2"}})
+    table.add("bot tools/call calculate 2+2", "ran", _mcp_gist(out)[0],
+              _mcp_ran(_mcp_gist(out)[1]))
+    table.add("no file written through MCP", "absent", str((box.root / "docs/mcp.txt").exists()),
+              not (box.root / "docs/mcp.txt").exists())
+    table.check()
+
+
+MCP_OTHER: list[tuple[str, str, dict[str, Any]]] = [
+    ("bot", "resources/read", {"uri": "file:///etc/passwd"}),
+    ("bot", "resources/read", {"uri": f"file://{'/' + 'proc/self/environ'}"}),
+    ("bot", "resources/read", {"uri": "toolkeeper://tools/tenant/other/available"}),
+    ("bot", "resources/read", {"uri": "toolkeeper://tools/agent/other-bot/enabled"}),
+    ("bot", "resources/read", {"uri": "toolkeeper://tools/agent/viewer/enabled/../../../"}),
+    ("bot", "resources/read", {"uri": "http://127.0.0.1:9/"}),
+    ("bot", "prompts/get", {"name": "x"}),
+    ("bot", "completion/complete", {"ref": {"type": "ref/prompt", "name": "x"},
+                                    "argument": {"name": "a", "value": "b"}}),
+    ("bot", "sampling/createMessage", {"messages": [], "maxTokens": 1}),
+    ("bot", "roots/list", {}),
+    ("bot", "logging/setLevel", {"level": "debug"}),
+    ("bot", "tasks/list", {}),
+    ("admin", "tools/call", {"name": "calculate", "arguments": {"expression": "1"}}),
+    ("approver", "tools/list", {}),
+    ("other_admin", "tools/list", {}),
+]
+
+
+def test_mcp_other_methods_and_roles(box: Box) -> None:
+    table = ProbeTable("black box: MCP methods and roles")
+    for who, method, params in MCP_OTHER:
+        resp = box.mcp(who, method, params)
+        gist, body = _mcp_gist(resp)
+        text = resp.text
+        held = ("error" in body or resp.status_code >= 400) and "root:x" not in text \
+            and CANARY not in text
+        if method == "resources/read" and "tenant/other" not in str(params) \
+                and "other-bot" not in str(params) and "result" in body:
+            held = "root:x" not in text and "HOME=" not in text
+        table.add(f"{who} {method} {str(params)[:40]}", "refused", gist, held)
+    listed = box.mcp("viewer", "tools/list", {}).text
+    table.add("viewer tools/list", "no http_request, no shell", "listed",
+              "http_request" not in listed and "shell" not in listed)
+    forged = box.http.post(box.base + "/mcp", json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}, headers={
+        "Accept": "application/json, text/event-stream", "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": "forged-session-0000",
+        "Authorization": f"Bearer {box.tokens['viewer']}"})
+    table.add("forged Mcp-Session-Id", "404/400", str(forged.status_code),
+              forged.status_code in (400, 404))
+    bare = box.http.post(box.base + "/mcp", json={"jsonrpc": "2.0", "id": 1,
+                                                  "method": "tools/list", "params": {}},
+                         headers={"Accept": "application/json, text/event-stream"})
+    table.add("no token", "401", str(bare.status_code), bare.status_code == 401)
+    table.check()
+
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 (listed iff callable): a read-only filesystem "
+                   "policy lists write/append/move/restore/delete, every call of them refused "
+                   "write_not_allowed/delete_not_allowed; fixed in builtins/filesystem.py with "
+                   "pipeline/resolve.policy_allows")
+def test_mcp_lists_only_what_the_policy_lets_run(box: Box) -> None:
+    """``viewer``'s filesystem policy allows no write and no delete: what ``tools/list``
+    offers must run (SPEC §5 resolve: an action the tool's policy refuses is not listed)."""
+    table = ProbeTable("black box: MCP listed => callable (policy)")
+    tools = box.mcp("viewer", "tools/list", {}).json()["result"]["tools"]
+    args = {"filesystem_write": {"path": "docs/l.txt", "content": "x"},
+            "filesystem_append": {"path": "docs/l.txt", "content": "x"},
+            "filesystem_move": {"source": "docs/l.txt", "destination": "docs/m.txt"},
+            "filesystem_delete": {"path": "docs/zz-missing.txt"},
+            "filesystem_restore": {"path": "docs/l.txt", "undo": {"id": "x"}}}
+    for tool in tools:
+        if tool["name"] not in args:
+            continue
+        gist, body = _mcp_gist(box.mcp("viewer", "tools/call", {
+            "name": tool["name"], "arguments": args[tool["name"]]}))
+        text = str(body)
+        held = "write_not_allowed" not in text and "delete_not_allowed" not in text
+        table.add(f"listed {tool['name']}", "not refused by policy", gist, held)
     table.check()
