@@ -15,6 +15,8 @@ from __future__ import annotations
 import base64
 import os
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ import pytest
 import uvicorn
 
 from tests.attacks.table import ProbeTable
+from tests.support.processes import child_env
 from tests.support.waiting import wait_until
 from toolkeeper import Gateway
 from toolkeeper.api import ApiSettings, create_app
@@ -855,4 +858,40 @@ def test_mcp_lists_only_what_the_policy_lets_run(box: Box) -> None:
         text = str(body)
         held = "write_not_allowed" not in text and "delete_not_allowed" not in text
         table.add(f"listed {tool['name']}", "not refused by policy", gist, held)
+    table.check()
+
+
+# -- the CLI, as an agent -------------------------------------------------------------------
+
+CLI_PROBES: list[tuple[str, list[str]]] = [
+    ("control: bot calculates", ["call", "calculate", "--agent", "bot",
+                                 "--arg", "expression=1+1"]),
+    ("read ../outside", ["call", "filesystem", "read", "--agent", "viewer",
+                         "--arg", "path=../outside/secret.txt"]),
+    ("write as read-only", ["call", "filesystem", "write", "--agent", "viewer",
+                            "--args-json", '{"path": "docs/cli.txt", "content": "x"}']),
+    ("other tenant's agent", ["call", "calculate", "--agent", "other-bot",
+                              "--arg", "expression=1+1"]),
+    ("http to loopback", ["call", "http_request", "--agent", "bot", "--args-json",
+                          '{"url": "http://2130706433:9/", "method": "GET"}']),
+    ("calculate bomb", ["call", "calculate", "--agent", "bot", "--arg",
+                        "expression=round(5, -(10**20))"]),
+]
+
+
+@pytest.mark.slow  # one CLI process per probe (~2-5 s each on a loaded machine)
+def test_cli_calls_hold(box: Box) -> None:
+    table = ProbeTable("black box: CLI call")
+    env = child_env(TOOLKEEPER_DATABASE_URL=f"sqlite:///{box.work}/tk.db",
+                    TOOLKEEPER_SECRETS_KEY=(box.work / "secrets.key").read_text())
+    for probe, argv in CLI_PROBES:
+        done = subprocess.run([sys.executable, "-m", "toolkeeper.cli", *argv, "--json"],
+                              env=env, cwd=box.work, capture_output=True, timeout=60)
+        text = (done.stdout + done.stderr).decode(errors="replace")
+        held = (done.returncode == 0) == probe.startswith("control") and CANARY not in text \
+            and "root:x" not in text and OPS_SECRET not in text
+        table.add(f"cli {probe}", "exit 0" if probe.startswith("control") else "exit != 0",
+                  f"exit {done.returncode}", held)
+    table.add("cli wrote nothing", "absent", str((box.root / "docs/cli.txt").exists()),
+              not (box.root / "docs/cli.txt").exists())
     table.check()
