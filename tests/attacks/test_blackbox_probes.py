@@ -895,3 +895,92 @@ def test_cli_calls_hold(box: Box) -> None:
     table.add("cli wrote nothing", "absent", str((box.root / "docs/cli.txt").exists()),
               not (box.root / "docs/cli.txt").exists())
     table.check()
+
+
+# -- REST identity and request tricks -------------------------------------------------------
+
+
+def _raw_execute(box: Box, who: str, raw: bytes) -> httpx.Response:
+    return box.req("POST", "/tools/execute", who, content=raw,
+                   headers={"Content-Type": "application/json"})
+
+
+def test_rest_identity_and_body_tricks(box: Box) -> None:
+    table = ProbeTable("black box: REST identity and bodies")
+    calc = {"tool": "calculate", "arguments": {"expression": "1+1"}}
+    probes: list[tuple[str, str, dict[str, Any], tuple[int, ...]]] = [
+        ("agent names another agent", "bot", {**calc, "agent": "viewer"}, (403, 422)),
+        ("agent names other tenant's agent", "bot", {**calc, "agent": "other-bot"}, (403, 422)),
+        ("admin acts for other tenant's agent", "admin", {**calc, "agent": "other-bot"},
+         (200, 401, 403, 404, 422)),
+        ("approver acts for an agent", "approver", {**calc, "agent": "bot"}, (403,)),
+        ("tenant_id in the body", "bot", {**calc, "tenant_id": "other"}, (422,)),
+        ("principal in the body", "bot", {**calc, "principal": {"tenant_id": "other"}}, (422,)),
+        ("scopes granted by the caller", "viewer",
+         {"tool": "http_request", "arguments": {"url": "http://example.com/"},
+          "scopes": ["*", "admin"]}, (200, 404)),
+    ]
+    for probe, who, body, allowed in probes:
+        r = box.req("POST", "/tools/execute", who, json=body)
+        out = r.json() if r.headers.get("content-type", "").startswith("application/json") \
+            else {}
+        ran_other = r.status_code == 200 and out.get("status") == "succeeded" \
+            and probe.startswith(("admin acts for other", "scopes"))
+        table.add(probe, f"one of {allowed}", f"{r.status_code} {out.get('status', '')}",
+                  r.status_code in allowed and not ran_other)
+    raws = [("duplicate tool key", b'{"tool": "calculate", "tool": "http_request", '
+             b'"arguments": {"url": "http://127.1:9/"}}'),
+            ("nested arguments 100k deep", b'{"tool": "calculate", "arguments": '
+             + b'{"a":' * 100_000 + b'1' + b'}' * 100_001),
+            ("huge integer", b'{"tool": "calculate", "arguments": {"expression": "1"}, '
+             b'"x": ' + b'9' * 50_000 + b'}'),
+            ("NaN", b'{"tool": "calculate", "arguments": {"expression": NaN}}'),
+            ("lone surrogate", b'{"tool": "calculate", "arguments": {"expression": "\\ud800"}}'),
+            ("not an object", b'["calculate"]'), ("empty", b""),
+            ("BOM", b'\xef\xbb\xbf{"tool": "calculate", "arguments": {"expression": "1"}}')]
+    for probe, raw in raws:
+        r = _raw_execute(box, "viewer", raw)
+        table.add(f"body {probe}", "4xx, or ran only what viewer may",
+                  str(r.status_code), r.status_code < 500 and box.rec.port != 0
+                  and "http_request" not in r.text.split("tool")[0])
+    for probe, headers in (("token in query", {}), ("Basic auth", {
+            "Authorization": "Basic " + base64.b64encode(b"admin:admin").decode()}),
+            ("Bearer with other's token id", {"Authorization": "Bearer tk_" + "A" * 43}),
+            ("two Authorization headers", {"Authorization": "Bearer x, Bearer y"})):
+        url = "/tools/execute" + (f"?token={box.tokens['bot']}&access_token="
+                                  f"{box.tokens['bot']}" if "query" in probe else "")
+        r = box.http.post(box.base + url, json=calc, headers=headers)
+        table.add(f"auth {probe}", "401", str(r.status_code), r.status_code == 401)
+    marker = box.call("calculate", None, {"expression": "7*1919191"}, who="other_bot",
+                      idempotency_key="other-marker-key")
+    assert marker.get("status") == "succeeded", marker
+    for path in ("/calls?tenant_id=other", "/audit?tenant_id=other", "/approvals?tenant=other",
+                 "/tools?tenant_id=other", "/credentials?tenant_id=other",
+                 "/agents?tenant_id=other", f"/calls/{marker['call_id']}",
+                 "/calls/recent?tenant_id=other", "/audit?agent=other-bot",
+                 "/metrics", "/audit/verify?tenant_id=other"):
+        r = box.req("GET", path, "admin")
+        echoed = r.status_code == 404 and marker["call_id"] in path  # "no call <id>"
+        table.add(f"GET {path}", "nothing of other's", str(r.status_code),
+                  (echoed or marker["call_id"] not in r.text) and "other-marker-key" not in r.text
+                  and "1919191" not in r.text and TENANT_SECRET not in r.text
+                  and "other-prof" not in r.text)
+    table.check()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 item 9: filesystem reads and appends through "
+                   "a hard link inside the root to a file outside; fixed in builtins/filesystem.py")
+def test_filesystem_hard_link_out_of_the_root(box: Box) -> None:
+    table = ProbeTable("black box: filesystem hard link")
+    target = box.outside / "hard.txt"
+    target.write_text(CANARY + "\n")
+    link = box.root / "docs" / "hard.txt"
+    if not link.exists():
+        os.link(target, link)
+    out = box.call("filesystem", "read", {"path": "docs/hard.txt"})
+    table.add("read a hard link to outside", "refused", _gist(out),
+              _stopped(out) and _no_canary(out))
+    out = box.call("filesystem", "append", {"path": "docs/hard.txt", "content": "x"})
+    table.add("append to a hard link to outside", "outside unchanged", _gist(out),
+              target.read_text() == CANARY + "\n")
+    table.check()
