@@ -984,3 +984,87 @@ def test_filesystem_hard_link_out_of_the_root(box: Box) -> None:
     table.add("append to a hard link to outside", "outside unchanged", _gist(out),
               target.read_text() == CANARY + "\n")
     table.check()
+
+
+# -- a tenant admin's tool or endpoint aimed at its own host, carrying the operator's secrets
+
+
+PLATFORM_KEY = "platform-serper-key-51aa"
+
+
+def test_tenant_written_references_never_reach_platform_secrets(tmp_path: Path) -> None:
+    """With loopback inside the operator's ceiling (so the tenant's host can be a recorder
+    here), tenant ``other``'s admin writes a ``web_search`` tool whose endpoint is its host
+    and whose key names the platform's secrets, and an agent endpoint whose headers do: the
+    platform values must never arrive. (A tenant's own credential may.)"""
+    from tests.api.identity_fixtures import identity_api
+    from toolkeeper.builtins import definition
+
+    rec = Recorder()
+    table = ProbeTable("black box: tenant-written secret references")
+    try:
+        with identity_api(tmp_path) as api:
+            api.gw._secrets.set_secret("serper", "api_key", PLATFORM_KEY)  # type: ignore
+            api.gw._secrets.set_secret("ops", "token", OPS_SECRET)  # type: ignore
+            api.gw.refresh_secrets()
+            api.gw.registry.register(definition("web_search"))
+            url = f"http://127.0.0.1:{rec.port}/search"
+            for i, ref in enumerate(("${secret:serper/api_key}", "${secret:ops/token}",
+                                     "serper/api_key")):
+                field = "api_key" if ref.startswith("$") else "credentials_ref"
+                made = api.call("POST", "/tools", "other_admin", json={
+                    "name": f"search{i}", "implementation_type": "builtin",
+                    "implementation_config": {"builtin_key": "web_search", "endpoint": url,
+                                              field: ref},
+                    "policy": {"allowed_hosts": [], "allowed_networks": ["127.0.0.1/32"]}})
+                observed = f"create {made.status_code}"
+                if made.status_code < 300:
+                    tid = made.json()["id"]
+                    api.call("POST", f"/tools/{tid}/publish", "other_admin", json={})
+                    api.call("POST", "/activations", "other_admin",
+                             json={"profile": "other-prof", "tool": f"search{i}"})
+                    out = api.execute("other_agent", f"search{i}", {"query": "q"})
+                    observed += f", call {out.status_code} {out.json().get('reason')}"
+                seen = "\n".join(rec.raw)
+                table.add(f"web_search tool {field}={ref}", "platform value never sent",
+                          observed, PLATFORM_KEY not in seen and OPS_SECRET not in seen)
+            table.check()
+    finally:
+        rec.close()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 item 8: a tenant-written agent endpoint's "
+                   "headers resolve platform secrets through the global agent_call; fixed in "
+                   "secrets scope / builtins/agent_call.py")
+def test_tenant_agent_endpoint_headers_never_carry_platform_secrets(tmp_path: Path) -> None:
+    from tests.api.identity_fixtures import identity_api
+    from toolkeeper import Activation, Agent, Profile
+    from toolkeeper.builtins import definition
+
+    rec = Recorder()
+    table = ProbeTable("black box: tenant agent endpoint headers")
+    try:
+        with identity_api(tmp_path) as api:
+            gw = api.gw
+            gw._secrets.set_secret("ops", "token", OPS_SECRET)  # type: ignore[union-attr]
+            gw.refresh_secrets()
+            gw.registry.register(definition("agent_call"))
+            gw.registry.put_profile(Profile(name="other-prof", tenant_id="other", autonomy=3,
+                                            activations=(Activation(tool="agent_call"),)),
+                                    replace=True)
+            gw.registry.put_agent(Agent(name="callee", profile="other-prof",
+                                        tenant_id="other"), replace=True)
+            put = api.call("PUT", "/agents/callee/endpoint", "other_admin", json={
+                "transport": "http", "url": f"http://127.0.0.1:{rec.port}/run",
+                "status": "published", "allowed_networks": ["127.0.0.1/32"],
+                "headers": {"Authorization": "Bearer ${secret:ops/token}"}})
+            out = api.execute("other_agent", "agent_call",
+                              {"target_agent_slug": "callee", "input": "hi"})
+            seen = "\n".join(rec.raw)
+            table.add("endpoint header ${secret:ops/token}", "never sent",
+                      f"put {put.status_code}, call {out.status_code} "
+                      f"{out.json().get('reason')}, {len(rec.raw)} received",
+                      OPS_SECRET not in seen and OPS_SECRET not in out.text)
+            table.check()
+    finally:
+        rec.close()
