@@ -93,7 +93,11 @@ class Recorder:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length).decode(errors="replace") if length else ""
                 outer.raw.append(f"{self.path}\n{self.headers}\n{body}")
-                self.send_response(200)
+                if self.path.startswith("/redirect?to="):
+                    self.send_response(302)
+                    self.send_header("Location", self.path.split("=", 1)[1])
+                else:
+                    self.send_response(200)
                 self.send_header("Content-Length", "2")
                 self.end_headers()
                 self.wfile.write(b"ok")
@@ -1068,3 +1072,62 @@ def test_tenant_agent_endpoint_headers_never_carry_platform_secrets(tmp_path: Pa
             table.check()
     finally:
         rec.close()
+
+
+# -- redirects inward over REST; operator's global tools and tokens out of a tenant's reach --
+
+
+def test_redirects_inward_are_refused_over_rest(box: Box) -> None:
+    """``netbot`` may reach 127.0.0.1 (the operator allow-listed it); a redirect from there
+    to any other inward address is refused at the hop, whatever the method or spelling."""
+    table = ProbeTable("black box: redirects inward over REST")
+    hops = ["http://127.0.0.2/", "http://0x7f000002/", "http://2130706434/", "http://127.2/",
+            "http://[::1]/", "http://[::ffff:127.0.0.2]/", "http://169.254.169.254/",
+            "http://[fd00:ec2::254]/", "http://10.0.0.1/", "http://0/", "file:///etc/passwd",
+            "gopher://127.0.0.1/", "http://user:pw@127.0.0.2/", "//127.0.0.2/",
+            "http://localhost/"]
+    for hop in hops:
+        for method in ("GET", "POST"):
+            url = f"http://127.0.0.1:{box.rec.port}/redirect?to={hop}"
+            args: dict[str, Any] = {"url": url, "method": method}
+            if method == "POST":
+                args["body"] = "x"
+            out = box.call("http_request", None, args, who="netbot")
+            table.add(f"{method} redirect -> {hop}", "refused", _gist(out), _stopped(out))
+    table.check()
+
+
+def test_tenant_admin_cannot_touch_global_tools_or_mint_wider_tokens(box: Box) -> None:
+    table = ProbeTable("black box: global tools and tokens")
+    tools = box.req("GET", "/tools", "admin").json()
+    globals_ = [t for t in tools if t.get("scope") == "global"]
+    assert globals_, tools
+    for t in globals_[:3]:
+        tid = t["id"]
+        for method, path, body in (
+                ("PUT", f"/tools/{tid}", {"description": "hijacked",
+                                          "policy": {"root": "/"}}),
+                ("PUT", f"/tools/{tid}", {"implementation_config": {"url": "http://127.1/"}}),
+                ("POST", f"/tools/{tid}/version?new_version=9.9.9", {}),
+                ("POST", f"/tools/{tid}/publish", {}),
+                ("DELETE", f"/tools/{tid}", None)):
+            r = box.req(method, path, "admin", json=body)
+            table.add(f"{method} {path.replace(tid, t['name'])} {str(body)[:30]}",
+                      "403/404/405", str(r.status_code), r.status_code in (403, 404, 405))
+        after = box.req("GET", f"/tools/{tid}", "admin").json()
+        table.add(f"global {t['name']} unchanged", "same", after.get("description", "")[:20],
+                  after.get("description") == t.get("description"))
+    for body in ({"role": "admin", "tenant_id": "system"}, {"role": "system"},
+                 {"role": "superuser"}, {"role": "agent", "agent": "other-bot"},
+                 {"role": "agent", "agent": "../other-bot"}):
+        r = box.req("POST", "/tokens", "admin", json=body)
+        held = r.status_code >= 400
+        if r.status_code < 300:  # made: it must stay in default and reach nothing more
+            tok = r.json().get("token", "")
+            me = box.http.get(box.base + "/me", headers={"Authorization": f"Bearer {tok}"})
+            held = me.json().get("tenant_id") == "default"
+        table.add(f"POST /tokens {body}", "refused or own tenant", str(r.status_code), held)
+    for who in ("bot", "approver"):
+        r = box.req("POST", "/tokens", who, json={"role": "admin"})
+        table.add(f"{who} mints an admin token", "403", str(r.status_code), r.status_code == 403)
+    table.check()
