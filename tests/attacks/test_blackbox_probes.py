@@ -428,7 +428,7 @@ JMES_BOMBS = [
     ("flatten tenfold", list(range(1000)), _pipes("[@,@,@,@,@,@,@,@,@,@][]", 12)),
     ("flatten, sort", list(range(1000)), _pipes("[@,@,@,@,@,@,@,@,@,@][]", 6) + "|sort(@)"),
     ("join grows a string", ["y" * 1000] * 10,
-     _pipes("[join('', @), join('', @), join('', @), join('', @)]", 20)),
+     _pipes("[join('', @), join('', @), join('', @), join('', @)]", 10)),
     ("projection of pairs", list(range(1000)), "[*].[" + ",".join(["@"] * 100) + "]|[]|[]"),
     ("map doubling", [[1]], _pipes("map(&[@,@], @)", 40)),
     ("deep nesting", {}, "a" + ".a" * 3000),
@@ -441,7 +441,8 @@ def test_json_transform_bombs_are_refused(box: Box) -> None:
     for probe, data, expr in JMES_BOMBS:
         try:
             out = box.call("json_transform", None, {"data": data, "expression": expr})
-            observed, held = _gist(out), _stopped(out)
+            observed = _gist(out)
+            held = _stopped(out) and "payload_too_large" not in observed  # a bound reached
         except httpx.HTTPError as exc:
             observed, held = type(exc).__name__, False
         table.add(f"json_transform {probe}", "refused at once", observed, held)
