@@ -1132,3 +1132,38 @@ def test_tenant_admin_cannot_touch_global_tools_or_mint_wider_tokens(box: Box) -
         r = box.req("POST", "/tokens", who, json={"role": "admin"})
         table.add(f"{who} mints an admin token", "403", str(r.status_code), r.status_code == 403)
     table.check()
+
+
+# -- the filesystem's own undo store, inside the root ---------------------------------------
+
+
+def test_undo_store_is_out_of_the_agents_reach(box: Box) -> None:
+    """A write's undo copy lives under the root (``.toolkeeper-undo``): an agent must neither
+    read, plant nor aim a ``restore`` at it (or, through it, at anything outside)."""
+    table = ProbeTable("black box: filesystem undo store")
+    made = box.call("filesystem", "write", {"path": "docs/undo.txt", "content": "v1"})
+    made = box.call("filesystem", "write", {"path": "docs/undo.txt", "content": "v2"})
+    undo = str(made)
+    for action, args in (
+            ("list", {"path": ".toolkeeper-undo"}), ("read", {"path": ".toolkeeper-undo"}),
+            ("glob", {"pattern": ".toolkeeper-undo/**"}),
+            ("write", {"path": ".toolkeeper-undo/planted", "content": "x"}),
+            ("append", {"path": ".toolkeeper-undo/planted", "content": "x"}),
+            ("delete", {"path": ".toolkeeper-undo"}),
+            ("move", {"source": "docs/a.txt", "destination": ".toolkeeper-undo/a.txt"}),
+            ("move", {"source": ".toolkeeper-undo", "destination": "docs/undo-copy"}),
+            ("restore", {"path": "docs/undo.txt", "undo": {"id": "../../outside/secret.txt"}}),
+            ("restore", {"path": "docs/undo.txt", "undo": {"id": "/etc/passwd"}}),
+            ("restore", {"path": "../outside/secret.txt", "undo": {"id": "x"}}),
+            ("restore", {"path": "out_file", "undo": {"id": "x"}}),
+            ("restore", {"path": "docs/undo.txt", "undo": {"id": "..%2f..%2fx"}})):
+        out = box.call("filesystem", action, args)
+        listed = str((out.get("output") or {}).get("matches", "")) if action == "glob" else ""
+        held = (_stopped(out) or (action == "glob" and ".toolkeeper-undo" not in listed)) \
+            and _no_canary(out) and "root:x" not in str(out)
+        table.add(f"{action} {str(args)[:60]}", "refused", _gist(out), held)
+    table.add("file keeps its last write", "v2", (box.root / "docs/undo.txt").read_text(),
+              (box.root / "docs/undo.txt").read_text() == "v2" and bool(undo))
+    table.add("outside unchanged", CANARY[:10], (box.outside / "secret.txt").read_text()[:10],
+              (box.outside / "secret.txt").read_text() == CANARY + "\n")
+    table.check()
