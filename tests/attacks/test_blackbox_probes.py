@@ -1166,3 +1166,24 @@ def test_undo_store_is_out_of_the_agents_reach(box: Box) -> None:
     table.add("outside unchanged", CANARY[:10], (box.outside / "secret.txt").read_text()[:10],
               (box.outside / "secret.txt").read_text() == CANARY + "\n")
     table.check()
+
+
+def test_http_request_methods_and_header_injection(box: Box) -> None:
+    table = ProbeTable("black box: http_request methods and headers")
+    url = f"http://127.0.0.1:{box.rec.port}/h"
+    before = len(box.rec.raw)
+    for method in ("DELETE", "PUT", "CONNECT", "TRACE", "get ", "G\r\nET", "PATCH", "OPTIONS"):
+        out = box.call("http_request", None, {"url": url, "method": method}, who="netbot")
+        table.add(f"method {method!r} (GET/POST allowed)", "refused", _gist(out), _stopped(out))
+    for name, value in (("X-A", "a\r\nInjected: 1"), ("X-A\r\nInjected", "1"),
+                        ("X-A", "a\nInjected: 1"), ("Host", "169.254.169.254"),
+                        ("Transfer-Encoding", "chunked"), ("Content-Length", "0\r\n\r\nGET /x"),
+                        ("X-A", "a\x00b")):
+        out = box.call("http_request", None, {"url": url, "method": "GET",
+                                              "headers": {name: value}}, who="netbot")
+        table.add(f"header {name!r}: {value!r}", "invalid_arguments, nothing sent",
+                  _gist(out), "invalid_arguments" in _gist(out))
+    got = "\n".join(box.rec.raw[before:])
+    table.add("smuggled header line at the receiver", "absent", str("Injected" in got),
+              "Injected" not in got and "GET /x" not in got)
+    table.check()
