@@ -126,3 +126,16 @@ def test_definition_is_pure_low_risk_and_inline() -> None:
     assert definition.action_risk("run") is Risk.LOW
     assert definition.action_side_effect("run") is SideEffect.PURE
     assert CalculateTool.inline is True
+
+
+@pytest.mark.parametrize("expression", ["round(5, -(10**20))", "round(5, -99999999)",
+                                        "round(1.5, 10**999)", "round(10**999, -1001)"])
+def test_round_digits_beyond_the_result_bound_are_refused(expression: str) -> None:
+    """``round(5, -10**20)`` computes ``10**(10**20)`` inside ``int.__round__``: it hung the
+    worker until the digits were bounded (black-box probe, issue 26)."""
+    assert reason_of(expression) == "expression_invalid"
+
+
+def test_round_digits_within_the_bound_still_work() -> None:
+    assert calc("round(12345, -2)") == 12300
+    assert calc("round(2.5, 1000)") == 2.5

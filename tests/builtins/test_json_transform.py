@@ -116,3 +116,32 @@ def test_definition_is_pure_low_risk_and_inline() -> None:
     assert definition.action_risk("run") is Risk.LOW
     assert definition.action_side_effect("run") is SideEffect.PURE
     assert JsonTransformTool.inline is True
+
+
+def _pipes(unit: str, n: int) -> str:
+    return "|".join([unit] * n)
+
+
+@pytest.mark.parametrize(("data", "expression"), [
+    (["x" * 10] * 10, _pipes("[@,@]", 40)),  # 2^40 leaves by reference, then serialized
+    ("x" * 100, _pipes("[@,@]", 40) + "|to_string(@)"),
+    (list(range(1000)), _pipes("[@,@,@,@,@,@,@,@,@,@][]", 12)),  # real copies, tenfold
+    ([[1]], _pipes("map(&[@,@], @)", 40)),
+    (["y" * 1000] * 10, _pipes("[join('', @), join('', @), join('', @), join('', @)]", 10)),
+])
+def test_expressions_that_multiply_their_input_fail_at_once(data: Any, expression: str) -> None:
+    """Each of these hung the server (or ate its memory) before the search was bounded."""
+    assert reason_of({"data": data, "expression": expression}) == "output_too_large"
+
+
+def test_the_search_is_bounded_in_steps() -> None:
+    data = list(range(2000))
+    assert reason_of({"data": data, "expression": "[*].[@, @, @]"}, max_steps=1000) \
+        == "output_too_large"
+    assert run({"data": data, "expression": "length(@)"}, max_steps=1000) == {"result": 2000}
+
+
+def test_a_large_ordinary_input_still_passes() -> None:
+    data = [{"id": i, "name": f"n{i}"} for i in range(20_000)]
+    out = run({"data": data, "expression": "length([?id > `100`].name)"})
+    assert out == {"result": 19_899}

@@ -120,8 +120,12 @@ class _Evaluator:
         if node.keywords or not low <= len(node.args) <= high:
             raise _invalid(f"{node.func.id}() takes {low} to {high} positional arguments")
         args = [self.eval(arg) for arg in node.args]
-        if node.func.id == "round" and len(args) == 2 and not isinstance(args[1], int):
-            raise _invalid("round() digits must be an integer")
+        if node.func.id == "round" and len(args) == 2:
+            if not isinstance(args[1], int):
+                raise _invalid("round() digits must be an integer")
+            if abs(args[1]) > self.policy.max_result_digits:
+                # round(5, -10**20) computes 10**(10**20) first: the hang we prevent
+                raise _invalid(f"round() digits beyond ±{self.policy.max_result_digits}")
         return self.bounded(func(*args))
 
     def bounded(self, value: Any) -> Number:

@@ -68,6 +68,15 @@ class FilesystemPolicy(ToolPolicy):
     max_glob_scanned: Annotated[int, AtMost()] = Field(default=100_000, ge=1, le=10_000_000)
     """``glob`` stops (``truncated``) after looking at this many entries."""
 
+    def refusal(self, action: str) -> tuple[str, str] | None:
+        """Also: a write action without ``allow_write``, ``delete`` without
+        ``allow_delete`` (so a read-only filesystem lists none of them)."""
+        if action in _WRITES and not self.allow_write:
+            return Reason.WRITE_NOT_ALLOWED, f"this policy does not allow {action}"
+        if action == "delete" and not self.allow_delete:
+            return Reason.DELETE_NOT_ALLOWED, "this policy does not allow delete"
+        return super().refusal(action)
+
 
 def _spec(text: str, effect: SideEffect, props: dict[str, Any], *required: str) -> ActionSpec:
     schema = {"type": "object", "properties": props, "required": list(required),
@@ -376,10 +385,9 @@ class FilesystemTool(BaseTool):
 
     def _open(self, action: str, ctx: ToolContext) -> _Opened:
         policy = self.checked_policy(action, ctx, FilesystemPolicy, label="filesystem action")
-        if action in _WRITES and not policy.allow_write:
-            ctx.deny(Reason.WRITE_NOT_ALLOWED, f"this policy does not allow {action}")
-        if action == "delete" and not policy.allow_delete:
-            ctx.deny(Reason.DELETE_NOT_ALLOWED, "this policy does not allow delete")
+        refused = policy.refusal(action)  # the pipeline's resolve refused it already
+        if refused is not None:
+            ctx.deny(*refused)
         if not policy.root:
             ctx.fail(Reason.TOOL_ERROR, "filesystem policy has no root")
         return _Opened(ctx, policy)

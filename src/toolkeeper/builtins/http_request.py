@@ -19,6 +19,7 @@ the tool with ``side_effect: pure`` (``HttpRequestTool.definition(side_effect=â€
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import OrderedDict
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -43,6 +44,8 @@ FORBIDDEN_HEADERS = frozenset({
     "host", "content-length", "transfer-encoding", "connection", "keep-alive", "upgrade",
     "te", "trailer", "expect", "proxy-authorization", "proxy-connection",
 })
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_BAD_VALUE = re.compile(r"[\r\n\x00]")
 _SCALAR: dict[str, Any] = {"type": ["string", "number", "integer", "boolean"]}
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -203,6 +206,11 @@ def _build(request: dict[str, Any], policy: HttpRequestPolicy, ctx: ToolContext)
     bad = sorted(name for name in headers if name.lower() in FORBIDDEN_HEADERS)
     if bad:
         ctx.deny(Reason.INVALID_ARGUMENTS, f"headers not allowed: {', '.join(bad)}")
+    malformed = sorted(repr(n) for n, v in headers.items()
+                       if not _TOKEN.fullmatch(n) or _BAD_VALUE.search(str(v)))
+    if malformed:  # refused here, not by the HTTP client mid-send (an ``unknown`` outcome)
+        ctx.deny(Reason.INVALID_ARGUMENTS, "header names must be tokens and values hold no "
+                 f"CR, LF or NUL: {', '.join(malformed)[:300]}")
     body = request.get("body")
     if body is not None and method in ("GET", "HEAD"):
         ctx.deny(Reason.INVALID_ARGUMENTS, f"a {method} request carries no body")

@@ -103,7 +103,8 @@ def tool_policy(profile: CompiledProfile, tool: CompiledTool, activation: Activa
 
 
 def policy_allows(policy: ToolPolicy, action: str) -> bool:
-    return policy.allowed_actions is None or action in policy.allowed_actions
+    """Whether ``policy`` can ever run ``action`` (``ToolPolicy.refusal``)."""
+    return policy.refusal(action) is None
 
 
 def resolve(rt: Runtime, st: CallState) -> CallResult | None:
@@ -125,9 +126,9 @@ def resolve(rt: Runtime, st: CallState) -> CallResult | None:
     policy = tool_policy(st.profile, tool, activation, rt.settings.tenant_bounds)
     if isinstance(policy, Refusal):
         return _stop(st, policy)
-    if not policy_allows(policy, action):
-        return _stop(st, Refusal(Reason.ACTION_NOT_ALLOWED,
-                                 f"{name}.{action} is not in the policy's allowed_actions"))
+    refused = policy.refusal(action)
+    if refused is not None:
+        return _stop(st, Refusal(refused[0], f"{name}: {refused[1]}"))
     st.policy = policy
     st.side_effect = tool.definition.action_side_effect(action)
     if rt.settings.audit_level == "steps":

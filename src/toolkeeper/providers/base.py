@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from toolkeeper.bounds import AtMost, Subset
 from toolkeeper.errors import ToolDenied, ToolError
 from toolkeeper.model.enums import Autonomy
+from toolkeeper.model.reasons import Reason
 
 if TYPE_CHECKING:
     from toolkeeper.model.call import PreviewResult
@@ -29,6 +30,14 @@ class ToolPolicy(BaseModel):
     """Actions this policy permits; ``None`` leaves it to the activation."""
     max_output_chars: Annotated[int | None, AtMost(none_is_unlimited=True)] = None
     """Caps the output below the tool's ``execution.max_output_chars``."""
+
+    def refusal(self, action: str) -> tuple[str, str] | None:
+        """Why this policy refuses ``action`` whatever the arguments — ``(reason, message)``
+        — or ``None``: the one rule the call (resolve) and every listing read, so an action
+        the policy can never run is not listed. Subclasses add their own switches."""
+        if self.allowed_actions is not None and action not in self.allowed_actions:
+            return Reason.ACTION_NOT_ALLOWED, f"{action} is not in the policy's allowed_actions"
+        return None
 
 
 SecretGetter = Callable[[str | None, str], Awaitable[str]]

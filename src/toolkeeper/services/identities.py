@@ -12,18 +12,22 @@ retried revoke never fails. Deleting an agent revokes its tokens.
 
 from __future__ import annotations
 
+import ipaddress
+import re
+import socket
 from collections.abc import Callable
 
 from pydantic import BaseModel
 
 from toolkeeper.bounds import Excess, TenantBounds, activation_excess, refuse
 from toolkeeper.builtins.agent_call import endpoint_excess, refuse_endpoint
-from toolkeeper.errors import OperationRefused
+from toolkeeper.errors import OperationRefused, ToolDenied
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.profile import Activation, Agent, AgentEndpoint, Profile
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.netguard import NetGuard
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.secrets.credentials import TenantCredentials
 from toolkeeper.store.records import TokenRecord
@@ -42,6 +46,34 @@ def invalid(message: str, pointer: str) -> OperationRefused:
     """An ``invalid_arguments`` refusal pointing at one field."""
     return OperationRefused(Reason.INVALID_ARGUMENTS, message,
                             errors=[{"pointer": pointer, "message": message}])
+
+
+_NUMERIC_HOST = re.compile(r"^[0-9a-fx.]+$")
+_LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
+
+
+def refuse_inward_url(url: str, networks: tuple[str, ...], pointer: str = "/url") -> None:
+    """Refuse, when it is written, a URL whose host is spelled as an address the SSRF guard
+    would refuse at call time (every IPv4 spelling ``inet_aton`` takes: ``127.1``,
+    ``2130706433``, ``0x7f000001``, ``0``…; IPv6 literals; ``localhost`` names) unless
+    ``networks`` admit it: the admin is told now, not a log line at call time. Names are not
+    resolved here (the guard resolves and checks them on every call)."""
+    guard = NetGuard(allowed_networks=networks)
+    try:
+        parsed = guard.check_url(url)
+        host = parsed.host.rstrip(".").lower()
+        if host in _LOOPBACK_NAMES or host.endswith(".localhost"):
+            guard.check_ip(ipaddress.ip_address("127.0.0.1"))
+        elif _NUMERIC_HOST.match(host):
+            try:
+                packed = socket.inet_aton(host)
+            except OSError:
+                return
+            guard.check_ip(ipaddress.IPv4Address(packed))
+    except ToolDenied as exc:
+        message = f"{url[:200]!r} is not allowed: {exc}"
+        raise OperationRefused(exc.reason, message,
+                               errors=[{"pointer": pointer, "message": message}]) from None
 
 
 def require(by: Principal, tenant_id: str, *roles: Role) -> None:
@@ -161,6 +193,7 @@ class IdentityService:
             endpoint = endpoint.model_copy(update={"origin": "api"})
             refuse(endpoint_excess(endpoint, self._bounds, at=""), f"agent {name!r} endpoint")
             refuse_endpoint(endpoint)
+            refuse_inward_url(endpoint.url, endpoint.allowed_networks)
         return current, endpoint
 
     def _save_agent(self, agent: Agent) -> Agent:
