@@ -49,14 +49,16 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
 
 
 MIN_SHARE = 0.03
-"""Each decision kind's least share of the decisions compared, so none goes unchecked
-(measured over runs of 70 examples: preview, the rarest, 6-11 %)."""
+"""Each decision kind's least share of the decisions compared, so none goes unchecked.
+The run is derandomized (the same examples every run, as the listed-iff-callable property
+does): random runs of 70 examples put preview, the rarest, anywhere from 1 % to 15 %, and a
+share asserted on luck fails now and then (clean-CI failure at 1 %)."""
 
 
 @pytest.mark.property
 def test_permuting_statements_never_changes_a_decision_and_deny_wins(gw: Gateway) -> None:
     seen: Counter[str] = Counter()
-    order_free_property(gw, seen, max_examples=70)()
+    order_free_property(gw, seen, max_examples=70, derandomize=True)()
     print(f"\ndecisions reached: {distribution(seen)}")
     total = sum(seen[k] for k in KINDS)
     assert total >= 200, distribution(seen)
