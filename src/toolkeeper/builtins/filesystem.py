@@ -68,7 +68,7 @@ class FilesystemPolicy(ToolPolicy):
     max_glob_scanned: Annotated[int, AtMost()] = Field(default=100_000, ge=1, le=10_000_000)
     """``glob`` stops (``truncated``) after looking at this many entries."""
 
-    def refusal(self, action: str) -> tuple[str, str] | None:
+    def refusal(self, action: str) -> tuple[Reason, str] | None:
         """Also: a write action without ``allow_write``, ``delete`` without
         ``allow_delete`` (so a read-only filesystem lists none of them)."""
         if action in _WRITES and not self.allow_write:

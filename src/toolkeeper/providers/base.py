@@ -31,7 +31,7 @@ class ToolPolicy(BaseModel):
     max_output_chars: Annotated[int | None, AtMost(none_is_unlimited=True)] = None
     """Caps the output below the tool's ``execution.max_output_chars``."""
 
-    def refusal(self, action: str) -> tuple[str, str] | None:
+    def refusal(self, action: str) -> tuple[Reason, str] | None:
         """Why this policy refuses ``action`` whatever the arguments — ``(reason, message)``
         — or ``None``: the one rule the call (resolve) and every listing read, so an action
         the policy can never run is not listed. Subclasses add their own switches."""
