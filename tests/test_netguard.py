@@ -273,3 +273,27 @@ async def test_slow_resolver_is_a_connect_timeout_that_did_not_execute() -> None
 
 def test_transport_is_guarded() -> None:
     assert isinstance(NetGuard().transport(), GuardedTransport)
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.1/", "http://2130706433/", "http://0x7f000001/", "http://0177.0.0.1/",
+    "http://0/", "http://017700000001/", "http://0x7f.1/", "http://169.254.43518/",
+    "http://localhost/", "http://LOCALHOST./", "http://a.localhost/",
+    "http://localhost.localdomain/", "http://ip6-localhost/", "http://ip6-loopback/",
+])
+def test_check_url_refuses_inward_spellings_without_resolving(url: str) -> None:
+    # no resolver is asked: every inet_aton spelling is the address it names, and the
+    # loopback names are loopback whatever a resolver says (issue 26 items 10 and 8's kin)
+    with pytest.raises(ToolDenied) as info:
+        NetGuard(resolver=_never).check_url(url)
+    assert info.value.reason == "address_not_allowed"
+
+
+@pytest.mark.parametrize("url", ["http://0x5db8d822/", "http://deadbeef.example/",
+                                 "http://1.1/", "http://cafe/"])
+def test_check_url_admits_public_numeric_spellings_and_plain_names(url: str) -> None:
+    NetGuard(resolver=_never).check_url(url)
+
+
+async def _never(host: str, port: int) -> list[str]:
+    raise AssertionError(f"check_url resolved {host}")

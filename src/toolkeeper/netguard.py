@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import re
 import socket
 from collections.abc import Awaitable, Callable, Collection, Iterable, Sequence
 from http.cookiejar import CookieJar, DefaultCookiePolicy
@@ -62,6 +63,10 @@ _BLOCKED_NETWORKS: tuple[IPNetwork, ...] = (
     _net("fe80::/10"), _net("fec0::/10"), _net("ff00::/8"),
 )
 _LOOPBACK = ipaddress.IPv4Address("127.0.0.1")
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost",
+                             "ip6-loopback"})
+"""Names that mean loopback (RFC 6761 and Debian's ``/etc/hosts``), whatever a resolver says."""
+_NUMERIC_HOST = re.compile(r"[0-9a-fx.]+")
 _NAT64 = _net("64:ff9b::/96")
 _V4_COMPATIBLE = _net("::/96")
 _STRIPPED_ON_CROSS_ORIGIN = ("authorization", "proxy-authorization", "cookie")
@@ -102,6 +107,17 @@ def parse_ip(host: str) -> IPAddress | None:
     try:
         return ipaddress.ip_address(host.strip("[]"))
     except ValueError:
+        return None
+
+
+def numeric_ipv4(host: str) -> ipaddress.IPv4Address | None:
+    """``host`` as the IPv4 address a resolver reads it as in any ``inet_aton`` spelling
+    (``127.1``, ``2130706433``, ``0x7f000001``, ``0177.0.0.1``, ``0``), or ``None``."""
+    if not _NUMERIC_HOST.fullmatch(host):
+        return None
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
         return None
 
 
@@ -169,10 +185,10 @@ class NetGuard:
         if (self._exact or self._suffixes) and not _host_matches(host, self._exact,
                                                                  self._suffixes):
             raise _deny("host_not_allowed", f"host {host!r} is not allowed", host=host)
-        ip = parse_ip(host)
+        ip = parse_ip(host) or numeric_ipv4(host)
         if ip is not None:
             self.check_ip(ip)
-        elif host == "localhost" or host.endswith(".localhost"):
+        elif host in _LOOPBACK_NAMES or host.endswith(".localhost"):
             self.check_ip(_LOOPBACK)  # RFC 6761 §6.3, whatever this host's resolver says
         elif host in METADATA_HOSTS and host not in self._exact:
             raise _deny("address_not_allowed", f"{host!r} is a metadata endpoint", host=host)

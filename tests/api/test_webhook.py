@@ -179,14 +179,17 @@ def test_a_public_address_and_an_unresolvable_name_are_accepted(api: RestClient)
 
 def test_the_write_time_check_catches_a_spelling_only_by_resolving_it(
         api: RestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rule broken (the URL checked as text only, as before): ``127.1`` and
-    ``2130706433`` are accepted again, so the spelling tests above would fail."""
+    """The rule broken (the URL checked as text only, numeric spellings read as names, as
+    before): ``127.1`` and ``2130706433`` are accepted again, so the spelling tests above
+    would fail."""
+    from toolkeeper import netguard
     from toolkeeper.netguard import NetGuard
 
     async def text_only(self: NetGuard, url: str, timeout_s: float = 5.0) -> object:
         return self.check_url(url)
 
     monkeypatch.setattr(NetGuard, "check_destination", text_only)
+    monkeypatch.setattr(netguard, "numeric_ipv4", lambda host: None)
     assert webhook_answer(api, "127.1") == (200, None)
     assert webhook_answer(api, "2130706433") == (200, None)
 

@@ -12,9 +12,6 @@ retried revoke never fails. Deleting an agent revokes its tokens.
 
 from __future__ import annotations
 
-import ipaddress
-import re
-import socket
 from collections.abc import Callable
 
 from pydantic import BaseModel
@@ -48,28 +45,13 @@ def invalid(message: str, pointer: str) -> OperationRefused:
                             errors=[{"pointer": pointer, "message": message}])
 
 
-_NUMERIC_HOST = re.compile(r"^[0-9a-fx.]+$")
-_LOOPBACK_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
-
-
 def refuse_inward_url(url: str, networks: tuple[str, ...], pointer: str = "/url") -> None:
-    """Refuse, when it is written, a URL whose host is spelled as an address the SSRF guard
-    would refuse at call time (every IPv4 spelling ``inet_aton`` takes: ``127.1``,
-    ``2130706433``, ``0x7f000001``, ``0``…; IPv6 literals; ``localhost`` names) unless
-    ``networks`` admit it: the admin is told now, not a log line at call time. Names are not
-    resolved here (the guard resolves and checks them on every call)."""
-    guard = NetGuard(allowed_networks=networks)
+    """Refuse, when it is written, a URL the SSRF guard refuses without resolving anything
+    (``NetGuard.check_url``: every ``inet_aton`` spelling of an address, IPv6 literals,
+    ``localhost`` names) unless ``networks`` admit it: the admin is told now, not a log
+    line at call time. Names are resolved and checked on every call (and by REST when set)."""
     try:
-        parsed = guard.check_url(url)
-        host = parsed.host.rstrip(".").lower()
-        if host in _LOOPBACK_NAMES or host.endswith(".localhost"):
-            guard.check_ip(ipaddress.ip_address("127.0.0.1"))
-        elif _NUMERIC_HOST.match(host):
-            try:
-                packed = socket.inet_aton(host)
-            except OSError:
-                return
-            guard.check_ip(ipaddress.IPv4Address(packed))
+        NetGuard(allowed_networks=networks).check_url(url)
     except ToolDenied as exc:
         message = f"{url[:200]!r} is not allowed: {exc}"
         raise OperationRefused(exc.reason, message,
