@@ -6,7 +6,6 @@ gateway knows the chain from its own record of the agent calls it is making."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,13 +13,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import uvicorn
 
 from tests.api.identity_fixtures import identity_api
-from tests.support.loopback import JsonHandler, serving
+from tests.support.loopback import JsonHandler, serving, serving_app
 from tests.support.rest import RestClient
-from tests.support.serve import free_port
-from tests.support.waiting import wait_until
 from toolkeeper import Activation, Agent, Autonomy, Profile
 from toolkeeper.api import ApiSettings, create_app
 from toolkeeper.builtins import agent_call, definition
@@ -50,17 +46,9 @@ def api(tmp_path: Any) -> Iterator[RestClient]:
 @pytest.fixture
 def server(api: RestClient) -> Iterator[str]:
     """The same app served for real on loopback (the callees call back over HTTP)."""
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(api.gw, ApiSettings()), host="127.0.0.1",
-                                        port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: srv.started, timeout=10, what="the REST server to start")
+    with serving_app(create_app(api.gw, ApiSettings()),
+                     what="the REST server to start") as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
 
 
 Back = Callable[[str, str], Any]
