@@ -6,21 +6,18 @@ gateway knows the chain from its own record of the agent calls it is making."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
 import httpx
 import pytest
-import uvicorn
 
 from tests.api.identity_fixtures import identity_api
-from tests.support.loopback import JsonHandler, serving
+from tests.support.loopback import JsonHandler, serving, serving_app
 from tests.support.rest import RestClient
-from tests.support.serve import free_port
-from tests.support.waiting import wait_until
 from toolkeeper import Activation, Agent, Autonomy, Profile
 from toolkeeper.api import ApiSettings, create_app
 from toolkeeper.builtins import agent_call, definition
@@ -50,17 +47,9 @@ def api(tmp_path: Any) -> Iterator[RestClient]:
 @pytest.fixture
 def server(api: RestClient) -> Iterator[str]:
     """The same app served for real on loopback (the callees call back over HTTP)."""
-    port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(create_app(api.gw, ApiSettings()), host="127.0.0.1",
-                                        port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: srv.started, timeout=10, what="the REST server to start")
+    with serving_app(create_app(api.gw, ApiSettings()),
+                     what="the REST server to start") as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
 
 
 Back = Callable[[str, str], Any]
@@ -119,10 +108,7 @@ def _run(api: RestClient, server: str, links: dict[str, str | None], back: Back,
             serving(_callee("a3", links.get("a3"), back, hits)) as u3, \
             serving(_callee("a4", links.get("a4"), back, hits)) as u4:
         for name, url in zip(AGENTS, (u1, u2, u3, u4), strict=True):
-            r = api.put("admin", f"/agents/{name}/endpoint", {
-                "transport": "http", "url": url + "/run", "status": "published",
-                "allowed_networks": ["127.0.0.1/32"]})
-            assert r.status_code == 200, r.text
+            _publish(api, name, url)
         r = httpx.post(server + "/tools/execute", timeout=30, headers={
             "Authorization": f"Bearer {api.tokens[first]}"}, json={
             "tool": "agent_call", "arguments": {"target_agent_slug": target, "input": "go"}})
@@ -130,6 +116,24 @@ def _run(api: RestClient, server: str, links: dict[str, str | None], back: Back,
     outer: dict[str, Any] = r.json()
     assert outer["status"] == "succeeded", outer
     return outer, hits
+
+
+def _publish(api: RestClient, name: str, url: str) -> None:
+    """``name``'s endpoint published at ``url``."""
+    r = api.put("admin", f"/agents/{name}/endpoint", {
+        "transport": "http", "url": url + "/run", "status": "published",
+        "allowed_networks": ["127.0.0.1/32"]})
+    assert r.status_code == 200, r.text
+
+
+@contextmanager
+def _one_callee(api: RestClient, server: str, name: str) -> Iterator[dict[str, list[Any]]]:
+    """Only ``name``'s endpoint, calling no one, until the block ends: what each endpoint
+    received."""
+    hits: dict[str, list[Any]] = {agent: [] for agent in AGENTS}
+    with serving(_callee(name, None, _rest_back(api, server), hits)) as url:
+        _publish(api, name, url)
+        yield hits
 
 
 def _inner(outer: dict[str, Any]) -> Any:
@@ -177,12 +181,7 @@ def test_once_the_call_is_over_the_callee_calls_freely_again(
         api: RestClient, server: str) -> None:
     """The record lasts as long as the call: afterwards a2 asking a1 is a new chain."""
     _run(api, server, {}, _rest_back(api, server))
-    hits: dict[str, list[Any]] = {name: [] for name in AGENTS}
-    with serving(_callee("a1", None, _rest_back(api, server), hits)) as u1:
-        r = api.put("admin", "/agents/a1/endpoint", {
-            "transport": "http", "url": u1 + "/run", "status": "published",
-            "allowed_networks": ["127.0.0.1/32"]})
-        assert r.status_code == 200, r.text
+    with _one_callee(api, server, "a1") as hits:
         later = _rest_back(api, server)("a2", "a1")
     assert later["status"] == "succeeded", later
     assert hits["a1"] == [{"chain": ["a2"], "header": "a2"}]
@@ -212,12 +211,7 @@ def test_a_call_left_by_a_dead_process_counts_until_it_expires(
         row = other.agent_calls.start("default", "a2", ("a1",), ttl_s=300)
     finally:
         other.close()
-    hits: dict[str, list[Any]] = {name: [] for name in AGENTS}
-    with serving(_callee("a1", None, _rest_back(api, server), hits)) as u1:
-        r = api.put("admin", "/agents/a1/endpoint", {
-            "transport": "http", "url": u1 + "/run", "status": "published",
-            "allowed_networks": ["127.0.0.1/32"]})
-        assert r.status_code == 200, r.text
+    with _one_callee(api, server, "a1") as hits:
         refused = _rest_back(api, server)("a2", "a1")
         assert (refused["status"], refused["reason"]) == ("denied", "agent_call_cycle")
         with api.gw.store.db.write() as conn:  # its timeout and margin passed
@@ -235,12 +229,7 @@ def test_nothing_is_sent_when_the_record_cannot_be_written(
         raise OSError("disk I/O error")
 
     monkeypatch.setattr(api.gw.store.agent_calls, "start", broken)
-    hits: dict[str, list[Any]] = {name: [] for name in AGENTS}
-    with serving(_callee("a2", None, _rest_back(api, server), hits)) as u2:
-        r = api.put("admin", "/agents/a2/endpoint", {
-            "transport": "http", "url": u2 + "/run", "status": "published",
-            "allowed_networks": ["127.0.0.1/32"]})
-        assert r.status_code == 200, r.text
+    with _one_callee(api, server, "a2") as hits:
         result = _rest_back(api, server)("a1", "a2")
     assert result["status"] != "succeeded", result
     assert hits["a2"] == []
@@ -252,12 +241,7 @@ def test_a_record_that_cannot_be_deleted_does_not_fail_the_answered_call(
         raise OSError("disk I/O error")
 
     monkeypatch.setattr(api.gw.store.agent_calls, "end", broken)
-    hits: dict[str, list[Any]] = {name: [] for name in AGENTS}
-    with serving(_callee("a2", None, _rest_back(api, server), hits)) as u2:
-        r = api.put("admin", "/agents/a2/endpoint", {
-            "transport": "http", "url": u2 + "/run", "status": "published",
-            "allowed_networks": ["127.0.0.1/32"]})
-        assert r.status_code == 200, r.text
+    with _one_callee(api, server, "a2") as hits:
         result = _rest_back(api, server)("a1", "a2")
     assert result["status"] == "succeeded", result
     assert len(hits["a2"]) == 1

@@ -6,19 +6,15 @@ REST server as B targeting A with the chain it received, and that call stops wit
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from tests.api.identity_fixtures import identity_api
-from tests.support.loopback import JsonHandler, serving
+from tests.support.loopback import JsonHandler, serving, serving_app
 from tests.support.rest import RestClient
-from tests.support.serve import free_port
-from tests.support.waiting import wait_until
 from toolkeeper import Activation, Agent, Profile
 from toolkeeper.api import ApiSettings, create_app
 from toolkeeper.builtins import definition
@@ -89,17 +85,9 @@ def test_a_bad_chain_header_is_refused(api: RestClient) -> None:
 @pytest.fixture
 def server(api: RestClient) -> Iterator[str]:
     """The same app served for real on loopback (the callee calls back over HTTP)."""
-    port = free_port()
-    app = create_app(api.gw, ApiSettings())
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    try:
-        wait_until(lambda: srv.started, timeout=10, what="the REST server to start")
+    with serving_app(create_app(api.gw, ApiSettings()),
+                     what="the REST server to start") as port:
         yield f"http://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=10)
 
 
 def test_a_to_b_to_a_stops_with_agent_call_cycle(api: RestClient, server: str) -> None:

@@ -17,17 +17,15 @@ import json
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import uvicorn
 
+from tests.support.loopback import serving_app
 from tests.support.serve import free_port
-from tests.support.waiting import wait_until
 from toolkeeper.api import connection_limits as limits
 from toolkeeper.server import ServerSettings, build, connection_limits
 
@@ -55,18 +53,12 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                               log_level="warning")
     server = build(settings)
     agent = next(a.token for a in server.tokens if a.title.startswith("demo agent token"))
-    config = uvicorn.Config(server.app, host="127.0.0.1", port=port, loop="uvloop",
-                            lifespan="on", log_level="warning", server_header=False,
-                            **connection_limits(settings))
-    uv = uvicorn.Server(config)
-    thread = threading.Thread(target=uv.run, daemon=True)
-    thread.start()
     try:
-        wait_until(lambda: uv.started, timeout=30, what="uvicorn started")
-        yield Served(port, agent)
+        with serving_app(server.app, what="uvicorn started", port=port, started_within=30,
+                         joined_within=15, loop="uvloop", lifespan="on", server_header=False,
+                         **connection_limits(settings)):
+            yield Served(port, agent)
     finally:
-        uv.should_exit = True
-        thread.join(timeout=15)
         server.close()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,11 +66,13 @@ class Host:
 
 
 @dataclass
-class Bounded:
+class AsTenant:
+    """A tenant's REST face in process: requests as one of ``tokens``, calls as agent
+    ``bot``."""
+
     gw: Gateway
     client: TestClient
-    host: Host
-    tokens: dict[str, str] = field(default_factory=dict)
+    tokens: dict[str, str]
 
     def call(self, method: str, path: str, who: str = "admin", **kw: Any) -> httpx.Response:
         return self.client.request(method, path, headers={
@@ -83,6 +85,11 @@ class Bounded:
         assert r.status_code == 200, r.text
         out: dict[str, Any] = r.json()
         return out
+
+
+@dataclass
+class Bounded(AsTenant):
+    host: Host
 
 
 @pytest.fixture

@@ -17,7 +17,13 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.test_tenant_bounds_api import BOUNDS, _store_tenant_profile, make_repo, refused
+from tests.api.test_tenant_bounds_api import (
+    BOUNDS,
+    AsTenant,
+    _store_tenant_profile,
+    make_repo,
+    refused,
+)
 from toolkeeper import Activation, Agent, Gateway, Profile
 from toolkeeper.api import create_app
 from toolkeeper.builtins import definition
@@ -47,26 +53,10 @@ class Host:
 
 
 @dataclass
-class Api:
-    gw: Gateway
-    client: TestClient
-    tokens: dict[str, str]
-
-    def call(self, method: str, path: str, who: str = "admin", **kw: Any) -> httpx.Response:
-        return self.client.request(method, path, headers={
-            "Authorization": f"Bearer {self.tokens[who]}"}, **kw)
-
+class Api(AsTenant):
     def activate(self, tool: str, policy: dict[str, Any]) -> httpx.Response:
         return self.call("POST", "/activations", json={"profile": "main", "tool": tool,
                                                        "policy": policy})
-
-    def execute(self, tool: str, arguments: dict[str, Any], action: str | None = None
-                ) -> dict[str, Any]:
-        r = self.call("POST", "/tools/execute", "bot",
-                      json={"tool": tool, "action": action, "arguments": arguments})
-        assert r.status_code == 200, r.text
-        out: dict[str, Any] = r.json()
-        return out
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import os
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,9 +19,8 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
-from tests.support.waiting import wait_until
+from tests.support.loopback import serving_app
 from toolkeeper import Gateway
 from toolkeeper.api import ApiSettings, create_app
 from toolkeeper.server import mcp_hosts
@@ -155,12 +153,6 @@ class Box:
             "Authorization": f"Bearer {self.tokens[who]}"})
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _tree(tmp: Path) -> tuple[Path, Path]:
     root, outside = tmp / "root", tmp / "outside"
     (root / "docs").mkdir(parents=True)
@@ -212,22 +204,16 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
                                      ("other_bot", "other", "agent", "other-bot")):
         tokens[who] = gw.store.tokens.create(tenant_id=tenant, role=role, agent=agent,
                                              label=who)[1]
-    port = _free_port()
     app = create_app(gw, ApiSettings(mcp_allowed_hosts=mcp_hosts("127.0.0.1")))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
     rec = Recorder()
     http = httpx.Client(timeout=TIMEOUT)
     try:
-        wait_until(lambda: bool(server.started), timeout=20, what="uvicorn started")
-        yield Box(f"http://127.0.0.1:{port}", tokens, gw, root, outside, tmp, rec, http)
+        with serving_app(app, what="uvicorn started", started_within=20, joined_within=15,
+                         lifespan="on") as port:
+            yield Box(f"http://127.0.0.1:{port}", tokens, gw, root, outside, tmp, rec, http)
     finally:
         http.close()
         rec.close()
-        server.should_exit = True
-        thread.join(timeout=15)
         gw.close()
 
 

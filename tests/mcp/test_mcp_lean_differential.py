@@ -9,7 +9,6 @@ the differential catching it (issue 26)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +17,19 @@ import httpx
 import pytest
 from mcp_fixtures import MINTED, McpServer, serving_endpoint
 
-from tests.support.audit_diff import mark, written_since
+from tests.support.audit_diff import mark
+from tests.support.lean_spy import (
+    ANSWERED,
+    NEEDS_SDK,
+    SDK_REFUSES,
+    as_sent,
+    breaking,
+    check_took,
+    counted,
+    own_task_id,
+    same,
+    written,
+)
 from toolkeeper.api import ApiSettings, create_app
 from toolkeeper.mcp import lean
 
@@ -33,22 +44,11 @@ META = {"io.modelcontextprotocol/protocolVersion": V,
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpServer, Any]]:
     with pytest.MonkeyPatch.context() as mp, \
             serving_endpoint(f"sqlite:///{tmp_path_factory.mktemp('lean')}/tk.db") as served:
-        mp.setattr(lean, "answer", _counted(lean.answer))
+        mp.setattr(lean, "answer", counted(lean.answer))
         # the endpoint builds its face with the SDK's app, on the first request: until then
         # every request goes to the SDK
         assert _send(served[0], "bot", LIST, HEADERS)["status"] == 200
         yield served
-
-
-ANSWERED: list[str] = []
-"""The methods the lean path answered itself, in order (the server runs in this process)."""
-
-
-def _counted(real: Any) -> Any:
-    async def answer(face: Any, who: Any, job: Any) -> Any:
-        ANSWERED.append(job.method)
-        return await real(face, who, job)
-    return answer
 
 
 def _call(name: str, arguments: Any = None, **extra: Any) -> dict[str, Any]:
@@ -86,31 +86,19 @@ def _same(srv: tuple[McpServer, Any], who: str, body: Any,
     approval) do not meet each other's. ``lean``: whether the lean path must answer the
     request itself (else it must leave it to the SDK: a request it does not take)."""
     server, endpoint = srv
-    answers, written = [], []
+    answers, records = [], []
     for on in (True, False):
         endpoint.fast_path = on
         side = "lean" if on else "sdk"
-        sent = body if isinstance(body, bytes) else json.loads(
-            json.dumps(body).replace("$path", side))
+        sent = as_sent(body, side)
         before, since = len(ANSWERED), mark(server.gw)
         try:
             answers.append(_send(server, who, sent, headers or HEADERS))
         finally:
             endpoint.fast_path = True
-        written.append(written_since(server.gw, since, sides=(side,),
-                                     arguments=_arguments(sent)))
-        took = ANSWERED[before:]
-        assert bool(took) == (lean and on), \
-            f"the {side} side: the lean path answered {took or 'nothing'}"
-    assert answers[0] == answers[1], json.dumps(answers, indent=1, sort_keys=True)
-    assert written[0] == written[1], "audit records differ: " + json.dumps(
-        written, indent=1, sort_keys=True, default=str)
-    return answers[0]
-
-
-def _arguments(sent: Any) -> Any:
-    params = sent.get("params") if isinstance(sent, dict) else None
-    return params.get("arguments") if isinstance(params, dict) else None
+        records.append(written(server.gw, since, side, sent))
+        check_took(before, side, lean=lean, on=on)
+    return same(answers, records)
 
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": META}}
@@ -151,24 +139,22 @@ CASES: dict[str, tuple[str, Any]] = {
 }
 
 
-_SDK_REFUSES = "malformed: the SDK's own error answers it"
-_NEEDS_SDK = "needs what only the SDK does"
 SDK_ONLY = {
-    "list with a null id": _SDK_REFUSES,
-    "list with a cursor": _NEEDS_SDK + " (pagination)",
-    "list without _meta": _SDK_REFUSES + " (a 2026-07-28 request carries its version)",
-    "a notification": _NEEDS_SDK + " (no id: 202, nothing answered)",
-    "call with arguments not an object": _SDK_REFUSES,
-    "call with a name not a string": _SDK_REFUSES,
-    "call without a name": _SDK_REFUSES,
-    "call with an unknown param": _NEEDS_SDK + " (a param it may read)",
-    "call with a progress token": _NEEDS_SDK + " (progress notifications)",
-    "call with a bad clientInfo": _SDK_REFUSES,
-    "wrong jsonrpc version": _SDK_REFUSES,
-    "a batch": _SDK_REFUSES,
-    "a boolean id": _SDK_REFUSES,
-    "unsupported version in _meta": _SDK_REFUSES,
-    "malformed JSON": _SDK_REFUSES,
+    "list with a null id": SDK_REFUSES,
+    "list with a cursor": NEEDS_SDK + " (pagination)",
+    "list without _meta": SDK_REFUSES + " (a 2026-07-28 request carries its version)",
+    "a notification": NEEDS_SDK + " (no id: 202, nothing answered)",
+    "call with arguments not an object": SDK_REFUSES,
+    "call with a name not a string": SDK_REFUSES,
+    "call without a name": SDK_REFUSES,
+    "call with an unknown param": NEEDS_SDK + " (a param it may read)",
+    "call with a progress token": NEEDS_SDK + " (progress notifications)",
+    "call with a bad clientInfo": SDK_REFUSES,
+    "wrong jsonrpc version": SDK_REFUSES,
+    "a batch": SDK_REFUSES,
+    "a boolean id": SDK_REFUSES,
+    "unsupported version in _meta": SDK_REFUSES,
+    "malformed JSON": SDK_REFUSES,
 }
 """The cases the lean path leaves to the SDK by design (:func:`lean.plan` is ``None``): for
 them the differential checks the hand-over and that the lean path did not answer; every
@@ -260,22 +246,12 @@ def test_the_server_setting_reads_its_environment_variable() -> None:
 # -- the differential catches a broken lean path ------------------------------------------
 
 
-def _breaking(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
-    """The lean path's answer step (the counting spy) run with ``change`` applied to what
-    it sends the pipeline or what it answers."""
-    counted = lean.answer
-
-    async def broken(face: Any, who: Any, job: Any) -> Any:
-        return await change(counted, face, who, job)
-    monkeypatch.setattr(lean, "answer", broken)
-
-
 def test_a_lean_path_answering_another_status_is_caught(
         srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    async def change(counted: Any, face: Any, who: Any, job: Any) -> Any:
-        _, reply = await counted(face, who, job)
+    async def change(counting: Any, face: Any, who: Any, job: Any) -> Any:
+        _, reply = await counting(face, who, job)
         return 202, reply
-    _breaking(monkeypatch, change)
+    breaking(monkeypatch, change)
     with pytest.raises(AssertionError, match='"status": 202'):
         _same(srv, "bot", _call("add", {"a": 2, "b": 3}))
 
@@ -284,17 +260,7 @@ def test_a_lean_path_writing_other_audit_records_is_caught(
         srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     # the lean path gives the pipeline a call with a task id of its own: the answers are
     # still the same, only the audit records show it
-    async def change(counted: Any, face: Any, who: Any, job: Any) -> Any:
-        real = face.gw.call_served
-
-        async def call_served(request: Any, principal: Any) -> Any:
-            return await real(dataclasses.replace(request, task_id="lean"), principal)
-        face.gw.call_served = call_served
-        try:
-            return await counted(face, who, job)
-        finally:
-            del face.gw.call_served
-    _breaking(monkeypatch, change)
+    breaking(monkeypatch, own_task_id)
     with pytest.raises(AssertionError, match="audit records differ"):
         _same(srv, "intern", _call("pay", {"invoice": "$path", "amount": 1}))
 

@@ -13,7 +13,6 @@ an SSE stream of one event (each stated in the tests of the answer itself below)
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import threading
 import time
@@ -25,7 +24,19 @@ import httpx
 import pytest
 from mcp_fixtures import MINTED, McpServer, connect, serving_endpoint
 
-from tests.support.audit_diff import mark, written_since
+from tests.support.audit_diff import mark
+from tests.support.lean_spy import (
+    ANSWERED,
+    NEEDS_SDK,
+    SDK_REFUSES,
+    as_sent,
+    breaking,
+    check_took,
+    counted,
+    own_task_id,
+    same,
+    written,
+)
 from toolkeeper.mcp import lean
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.providers.native import tool
@@ -50,20 +61,9 @@ async def nap(seconds: float) -> str:
 def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[McpServer, Any]]:
     db = f"sqlite:///{tmp_path_factory.mktemp('lean25')}/tk.db"
     with pytest.MonkeyPatch.context() as mp, serving_endpoint(db, extra=(nap,)) as served:
-        mp.setattr(lean, "answer", _counted(lean.answer))
+        mp.setattr(lean, "answer", counted(lean.answer))
         _open(served[0], "bot")  # the endpoint builds its face on its first request
         yield served
-
-
-ANSWERED: list[str] = []
-"""The methods the lean path answered itself, in order (the server runs in this process)."""
-
-
-def _counted(real: Any) -> Any:
-    async def answer(face: Any, who: Any, job: Any) -> Any:
-        ANSWERED.append(job.method)
-        return await real(face, who, job)
-    return answer
 
 
 def _open(server: McpServer, who: str, capabilities: dict[str, Any] | None = None,
@@ -128,7 +128,7 @@ def _same(srv: tuple[McpServer, Any], who: str, body: Any,
     not meet each other's. ``lean``: whether the lean path must answer the request itself
     (else it must leave it to the SDK: a request it does not take)."""
     server, endpoint = srv
-    answers, written = [], []
+    answers, records = [], []
     for on in (True, False):
         endpoint.fast_path = on
         side = "lean" if on else "sdk"
@@ -138,28 +138,16 @@ def _same(srv: tuple[McpServer, Any], who: str, body: Any,
                 headers.pop(k, None)
                 if v is not None:
                     headers[k] = v
-            sent = body if isinstance(body, bytes) else json.loads(
-                json.dumps(body).replace("$path", side))
+            sent = as_sent(body, side)
             before, since = len(ANSWERED), mark(server.gw)
             answers.append(_send(server, sent, headers))
         finally:
             endpoint.fast_path = True
-        written.append(written_since(server.gw, since, sides=(side,),
-                                     arguments=_arguments(sent)))
-        took = ANSWERED[before:]
-        assert bool(took) == (lean and on), \
-            f"the {side} side: the lean path answered {took or 'nothing'}"
+        records.append(written(server.gw, since, side, sent))
+        check_took(before, side, lean=lean, on=on)
     for answer in answers:
         answer.pop("framing")
-    assert answers[0] == answers[1], json.dumps(answers, indent=1, sort_keys=True)
-    assert written[0] == written[1], "audit records differ: " + json.dumps(
-        written, indent=1, sort_keys=True, default=str)
-    return answers[0]
-
-
-def _arguments(sent: Any) -> Any:
-    params = sent.get("params") if isinstance(sent, dict) else None
-    return params.get("arguments") if isinstance(params, dict) else None
+    return same(answers, records)
 
 
 def _call(name: Any, arguments: Any = None, **extra: Any) -> dict[str, Any]:
@@ -203,23 +191,21 @@ CASES: dict[str, tuple[str, Any]] = {
 }
 
 
-_SDK_REFUSES = "malformed: the SDK's own error answers it"
-_NEEDS_SDK = "needs what only the SDK does"
 SDK_ONLY = {
-    "list with a cursor": _NEEDS_SDK + " (pagination)",
-    "list with params not an object": _SDK_REFUSES,
-    "a notification": _NEEDS_SDK + " (no id: 202, nothing answered)",
-    "call with arguments not an object": _SDK_REFUSES,
-    "call with a name not a string": _SDK_REFUSES,
-    "call without a name": _SDK_REFUSES,
-    "call with an unknown param": _NEEDS_SDK + " (a param it may read)",
-    "call with a progress token": _NEEDS_SDK + " (progress notifications)",
-    "wrong jsonrpc version": _SDK_REFUSES,
-    "an unknown method": _SDK_REFUSES,
-    "a batch": _SDK_REFUSES,
-    "a boolean id": _SDK_REFUSES,
-    "an extra member": _SDK_REFUSES,
-    "malformed JSON": _SDK_REFUSES,
+    "list with a cursor": NEEDS_SDK + " (pagination)",
+    "list with params not an object": SDK_REFUSES,
+    "a notification": NEEDS_SDK + " (no id: 202, nothing answered)",
+    "call with arguments not an object": SDK_REFUSES,
+    "call with a name not a string": SDK_REFUSES,
+    "call without a name": SDK_REFUSES,
+    "call with an unknown param": NEEDS_SDK + " (a param it may read)",
+    "call with a progress token": NEEDS_SDK + " (progress notifications)",
+    "wrong jsonrpc version": SDK_REFUSES,
+    "an unknown method": SDK_REFUSES,
+    "a batch": SDK_REFUSES,
+    "a boolean id": SDK_REFUSES,
+    "an extra member": SDK_REFUSES,
+    "malformed JSON": SDK_REFUSES,
 }
 """The cases the lean path leaves to the SDK by design (:func:`lean.plan_in_session` is
 ``None``): for them the differential checks the hand-over and that the lean path did not
@@ -361,22 +347,12 @@ def test_the_sdk_client_of_the_2025_era_works_through_the_lean_path(
 # -- the differential catches a broken lean path ------------------------------------------
 
 
-def _breaking(monkeypatch: pytest.MonkeyPatch, change: Any) -> None:
-    """The lean path's answer step (the counting spy) run with ``change`` applied to what
-    it sends the pipeline or what it answers."""
-    counted = lean.answer
-
-    async def broken(face: Any, who: Any, job: Any) -> Any:
-        return await change(counted, face, who, job)
-    monkeypatch.setattr(lean, "answer", broken)
-
-
 def test_a_lean_path_answering_another_reply_is_caught(
         srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
-    async def change(counted: Any, face: Any, who: Any, job: Any) -> Any:
-        status, reply = await counted(face, who, job)
+    async def change(counting: Any, face: Any, who: Any, job: Any) -> Any:
+        status, reply = await counting(face, who, job)
         return status, {**reply, "id": 8}
-    _breaking(monkeypatch, change)
+    breaking(monkeypatch, change)
     with pytest.raises(AssertionError, match='"id": 8'):
         _same(srv, "bot", _call("add", {"a": 2, "b": 3}))
 
@@ -385,17 +361,7 @@ def test_a_lean_path_writing_other_audit_records_is_caught(
         srv: tuple[McpServer, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     # the lean path gives the pipeline a call with a task id of its own: the answers are
     # still the same, only the audit records show it
-    async def change(counted: Any, face: Any, who: Any, job: Any) -> Any:
-        real = face.gw.call_served
-
-        async def call_served(request: Any, principal: Any) -> Any:
-            return await real(dataclasses.replace(request, task_id="lean"), principal)
-        face.gw.call_served = call_served
-        try:
-            return await counted(face, who, job)
-        finally:
-            del face.gw.call_served
-    _breaking(monkeypatch, change)
+    breaking(monkeypatch, own_task_id)
     with pytest.raises(AssertionError, match="audit records differ"):
         _same(srv, "sup", _call("pay", {"invoice": "$path", "amount": 1}))
 

@@ -93,36 +93,32 @@ def _listing_ignores_action_lists(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(discovery, "activation_allows", lambda activation, action: True)
 
 
-def _call_ignores_lifecycle(mp: pytest.MonkeyPatch) -> None:
-    """The call runs deprecated-or-not, disabled and inactive tools' published versions."""
+def _resolve_anyway(mp: pytest.MonkeyPatch, reasons: tuple[str, ...],
+                    owner: Callable[[str], str]) -> None:
+    """``resolve_tool`` that, refused for one of ``reasons``, runs the activated version of
+    the tool of that name owned by ``owner(tenant_id)`` all the same."""
     real = resolve_step.resolve_tool
 
     def resolve_tool(catalog: Any, profile: Any, tenant_id: str, name: str) -> Any:
         found = real(catalog, profile, tenant_id, name)
-        if isinstance(found, resolve_step.Refusal) and found.reason.value in (
-                "tool_disabled", "tool_quarantined"):
+        if isinstance(found, resolve_step.Refusal) and found.reason.value in reasons:
             act = profile.activations.get(name)
-            tool = catalog.runnable(tenant_id, name, act.version if act else None)
+            tool = catalog.runnable(owner(tenant_id), name, act.version if act else None)
             if act is not None and tool is not None:
                 return tool, act
         return found
     mp.setattr(resolve_step, "resolve_tool", resolve_tool)
+
+
+def _call_ignores_lifecycle(mp: pytest.MonkeyPatch) -> None:
+    """The call runs deprecated-or-not, disabled and inactive tools' published versions."""
+    _resolve_anyway(mp, ("tool_disabled", "tool_quarantined"), lambda tenant_id: tenant_id)
 
 
 def _call_crosses_tenants(mp: pytest.MonkeyPatch) -> None:
     """The call finds another tenant's tool of that name (the listing does not)."""
-    real = resolve_step.resolve_tool
-
-    def resolve_tool(catalog: Any, profile: Any, tenant_id: str, name: str) -> Any:
-        found = real(catalog, profile, tenant_id, name)
-        if isinstance(found, resolve_step.Refusal) and found.reason.value == "tool_not_found":
-            owner = f"{tenant_id}x"  # the world's foreign tenant
-            act = profile.activations.get(name)
-            tool = catalog.runnable(owner, name, act.version if act else None)
-            if act is not None and tool is not None:
-                return tool, act
-        return found
-    mp.setattr(resolve_step, "resolve_tool", resolve_tool)
+    _resolve_anyway(mp, ("tool_not_found",),
+                    lambda tenant_id: f"{tenant_id}x")  # the world's foreign tenant
 
 
 def _breaker_stuck_half_open(mp: pytest.MonkeyPatch) -> None:

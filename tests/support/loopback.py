@@ -1,4 +1,5 @@
-"""A loopback HTTP server for tests (bounded start and stop, quiet about hang-ups)."""
+"""Loopback HTTP servers for tests (bounded start and stop, quiet about hang-ups): a
+``http.server`` handler, or an ASGI app under uvicorn."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import uvicorn
+
+from tests.support.serve import free_port
+from tests.support.waiting import wait_until
 
 
 class QuietServer(ThreadingHTTPServer):
@@ -30,6 +37,25 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+@contextmanager
+def serving_app(app: Any, *, what: str, port: int | None = None, started_within: float = 10,
+                joined_within: float = 10, **config: Any) -> Iterator[int]:
+    """``app`` served by uvicorn on ``127.0.0.1:<port>`` (a free one if not given) in a
+    thread until the block ends: the port. ``what``: the start awaited, as a timeout names
+    it; ``config``: more of uvicorn's settings."""
+    port = free_port() if port is None else port
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning", **config))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: bool(server.started), timeout=started_within, what=what)
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(timeout=joined_within)
 
 
 class JsonHandler(BaseHTTPRequestHandler):
