@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import ApprovalStatus, CallStatus, Gate, Risk
@@ -15,7 +15,7 @@ from toolkeeper.model.gates import stricter
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline.approval_binding import approval_problem, find_open_approval
 from toolkeeper.pipeline.idempotency import recorded_repeat
-from toolkeeper.pipeline.risk import adjusted
+from toolkeeper.pipeline.risk import adjusted, adjuster_context
 from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 from toolkeeper.store.records import ApprovalRecord
@@ -56,13 +56,10 @@ def static_gate(profile: CompiledProfile, tool: CompiledTool, action: str, *,
     definition = tool.definition
     level = definition.action_risk(action)
     if profile.adjusters:
-        ctx: dict[str, Any] = {"side_effect": definition.action_side_effect(action).value,
-                               "tool": definition.name, "action": action,
-                               "autonomy": int(profile.profile.autonomy)}
-        if agent is not None:
-            ctx["agent"] = agent
-        if tenant is not None:
-            ctx["tenant"] = tenant
+        who = {k: v for k, v in (("agent", agent), ("tenant", tenant)) if v is not None}
+        ctx = adjuster_context(definition.name, action,
+                               definition.action_side_effect(action).value,
+                               int(profile.profile.autonomy), **who)
         level = adjusted(level, profile.adjusters, definition.name, action, None, ctx)
     return gate_for(profile, tool, action, level)
 

@@ -20,14 +20,21 @@ def risk(rt: Runtime, st: CallState) -> CallResult | None:
     level = tool.action_risk(st.action)
     adjusters = st.profile.adjusters
     if adjusters:
-        ctx = {
-            "side_effect": st.side_effect.value if st.side_effect else None,
-            "tool": tool.name, "action": st.action, "agent": st.agent,
-            "tenant": st.tenant_id, "autonomy": int(st.profile.profile.autonomy),
-        }
+        ctx = adjuster_context(tool.name, st.action, st.side_effect.value if st.side_effect
+                               else None, int(st.profile.profile.autonomy),
+                               agent=st.agent, tenant=st.tenant_id)
         level = adjusted(level, adjusters, tool.name, st.action, st.arguments, ctx)
     st.risk = level
     return None
+
+
+def adjuster_context(tool: str, action: str, side_effect: str | None, autonomy: int,
+                     **who: str | None) -> dict[str, Any]:
+    """The context fields adjusters read (``context:`` conditions): the one place the call
+    and every listing build them. ``who``: ``agent`` and ``tenant`` where known (a listing
+    without them leaves them out, so adjusters reading them are not predicted)."""
+    return {"side_effect": side_effect, "tool": tool, "action": action,
+            "autonomy": autonomy, **who}
 
 
 def adjusted(level: Risk, adjusters: Sequence[CompiledAdjuster], tool: str, action: str,
