@@ -35,7 +35,7 @@ from toolkeeper import Gateway, Mode
 from toolkeeper.api import ApiSettings, create_app
 
 pytestmark = pytest.mark.property
-SHARE = 0.02
+SHARE = 0.05
 """The least share of a run's calls each class in ``REQUIRED`` must reach."""
 
 
@@ -65,7 +65,7 @@ def assert_reached(tally: Counter[str], face: str, *, share: float = SHARE) -> N
 
 
 def test_the_library_lists_exactly_what_it_lets_the_agent_call(gw: Gateway) -> None:
-    assert_reached(run_property(gw, LibraryFace(), examples=50), "library")
+    assert_reached(run_property(gw, LibraryFace(), examples=20), "library")
 
 
 def test_in_debug_mode_too(tmp_path: Path) -> None:
@@ -79,8 +79,8 @@ def test_in_debug_mode_too(tmp_path: Path) -> None:
 
 
 def test_rest_lists_exactly_what_it_lets_the_agent_call(client: Any, gw: Gateway) -> None:
-    assert_reached(run_property(gw, RestFace(client), examples=16), "rest")
+    assert_reached(run_property(gw, RestFace(client), examples=6), "rest")
 
 
 def test_mcp_lists_exactly_what_it_lets_the_agent_call(client: Any, gw: Gateway) -> None:
-    assert_reached(run_property(gw, McpFace(client), examples=16), "mcp")
+    assert_reached(run_property(gw, McpFace(client), examples=6), "mcp")
