@@ -146,12 +146,13 @@ FOCUS = ("allowed", "scope", "gate", "adjusters", "health", "lifecycle", "not_en
          "action", "pin")
 """The outcome each world's focused tools are built for, one tool each (stratified: every
 class is reached in every world by construction, not by luck)."""
-holding = st.sampled_from([  # argument-free conditions that hold for the agent's calls
+HOLDING = [  # argument-free conditions that hold for the agent's calls
     {"context": "tenant", "op": "exists"}, {"context": "agent", "op": "eq", "value": "bot"},
     {"context": "action", "op": "in", "value": list(ACTIONS)},
     {"context": "autonomy", "op": "gte", "value": 0}, {"context": "tool", "op": "matches",
                                                        "value": "^t"},
-    {"context": "side_effect", "op": "ne", "value": "no_such_effect"}])
+    {"context": "side_effect", "op": "ne", "value": "no_such_effect"}]
+holding = st.tuples(st.permutations(HOLDING), st.integers(1, 3)).map(lambda p: p[0][:p[1]])
 quiet = _weighted((2, Gate.ALLOW), (1, Gate.PREVIEW), (1, Gate.CONFIRM), (1, Gate.APPROVE))
 
 
@@ -175,7 +176,7 @@ def focused(draw: st.DrawFn, kind: str) -> dict[str, Any]:
         act["gates"] = {a: Gate.DENY for a in ACTIONS}
     elif kind == "adjusters":
         out["adjuster"] = {"tools": ["self"], "actions": draw(st.sampled_from([[], list(ACTIONS)])),
-                           "when": draw(st.lists(holding, max_size=2)),
+                           "when": draw(holding),
                            "raise_to": draw(st.sampled_from([None, Risk.CRITICAL])),
                            "raise_by": 3, "where": draw(st.sampled_from(["tenant", "profile"]))}
     elif kind == "health":
@@ -345,7 +346,9 @@ def library_listed(env: Env) -> set[tuple[str, str]]:
     full = agent_tools(gw.catalog, gw.runtime.health, env.tenant, env.agent)
     assert view is not None and full is not None
     if view[1] != full.enabled:
-        raise Counterexample(f"the two tiers of the listing differ: {view[1]} / {full.enabled}")
+        raise Counterexample("the two tiers of the listing differ: "
+                             f"{[(t.definition.name, t.actions) for t in view[1]]} / "
+                             f"{[(t.definition.name, t.actions) for t in full.enabled]}")
     return {(t.definition.name, a) for t in view[1] for a in t.actions}
 
 
