@@ -61,6 +61,9 @@ LABELS = {Reason.SCOPE_MISSING: "scope", Reason.TOOL_UNAVAILABLE: "health",
           Reason.TOOL_QUARANTINED: "lifecycle", Reason.TOOL_NOT_ENABLED: "not_enabled",
           Reason.ACTION_NOT_FOUND: "action", Reason.ACTION_NOT_ALLOWED: "action",
           Reason.TOOL_NOT_FOUND: "tenant"}
+WORLDS = 20
+"""Worlds per library run: the property test's and the mutant search's (the same
+derandomized worlds, so the property test is the mutants' control)."""
 REQUIRED = ("allowed", "scope", "gate", "adjusters", "health", "lifecycle", "not_enabled")
 """Outcome classes every run must reach in a stated share of its calls."""
 
@@ -164,12 +167,15 @@ def focused(draw: st.DrawFn, kind: str) -> dict[str, Any]:
     spec.update(status=draw(_weighted((4, ToolStatus.PUBLISHED), (1, ToolStatus.DEPRECATED))),
                 is_active=True, scopes={}, risk_default=draw(st.sampled_from(
                     [Risk.LOW, Risk.MEDIUM])), risks={},
-                health=draw(st.sampled_from(("healthy", "degraded", "half_open"))))
+                health=draw(st.sampled_from(("healthy", "degraded", "half_open", "half_open"))))
     act.update(enabled=True, version=draw(st.sampled_from([None, "1.0.0"])), actions=None,
                allowed=None, gates=draw(st.dictionaries(st.sampled_from(ACTIONS), quiet,
                                                         max_size=2)))
     out: dict[str, Any] = {"kind": kind, "spec": spec, "act": act}
-    if kind == "scope":
+    if kind == "allowed":
+        spec["actions"] = list(ACTIONS)
+    elif kind == "scope":
+        spec["actions"] = list(ACTIONS)
         spec["scopes"] = {a: ["s9", *draw(st.lists(st.sampled_from(SCOPES), max_size=1))]
                           for a in ACTIONS}
     elif kind == "gate":
@@ -191,10 +197,10 @@ def focused(draw: st.DrawFn, kind: str) -> dict[str, Any]:
             spec["status"] = ToolStatus(how)
     elif kind == "not_enabled":
         out["act"] = draw(st.sampled_from([None, {**act, "enabled": False}]))
-    elif kind == "action":
+    elif kind == "action":  # the activation's list and the policy's, each deciding some
         spec["actions"] = list(ACTIONS)
-        some = draw(st.lists(st.sampled_from(ACTIONS), unique=True, min_size=1, max_size=2))
-        act[draw(st.sampled_from(["actions", "allowed"]))] = tuple(some)
+        act["actions"] = tuple(draw(st.permutations(ACTIONS))[:draw(st.integers(2, 3))])
+        act["allowed"] = tuple(draw(st.permutations(ACTIONS))[:draw(st.integers(1, 2))])
     elif kind == "pin":  # the pinned 1.0.0 has other actions and risks than the newer 2.0.0
         act["version"] = "1.0.0"
         out["older"] = {**spec, "actions": draw(st.lists(st.sampled_from(ACTIONS), unique=True,
@@ -283,7 +289,7 @@ def build(gw: Gateway, w: dict[str, Any]) -> Env:
     names; the agent ``bot`` of the first, with a token."""
     n = next(_TENANTS)
     tenant, other = f"w{n}", f"w{n}x"
-    names = {f"{kind}{i}": (f"{kind}{i}" if kind != GLOBAL else f"g{i}n{n}")
+    names = {f"{kind}{i}": (f"{kind}{i}" if kind != GLOBAL else f"g{n}n{i}")
              for kind in (LOCAL, GLOBAL, FOREIGN) for i in range(len(FOCUS) + 4)}
     with gw.changes_batch():  # one reload for the whole world
         return _build(gw, w, tenant, other, names)
@@ -464,7 +470,8 @@ def label(env: Env, tool: str, action: str, outcome: str) -> str:
         profile = cat.profiles.get((env.tenant, "p"))
         act = profile.activations.get(tool) if profile else None
         compiled = cat.runnable(env.tenant, tool, act.version if act else None)
-        assert profile is not None and compiled is not None
+        if profile is None or compiled is None:  # ran what does not resolve (a broken rule)
+            return "gate"
         own = gate_for(profile, compiled, action, compiled.definition.action_risk(action))
         return "gate" if own is Gate.DENY else "adjusters"
     return LABELS.get(Reason(outcome), "other")
