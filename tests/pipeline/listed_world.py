@@ -61,6 +61,9 @@ LABELS = {Reason.SCOPE_MISSING: "scope", Reason.TOOL_UNAVAILABLE: "health",
           Reason.TOOL_QUARANTINED: "lifecycle", Reason.TOOL_NOT_ENABLED: "not_enabled",
           Reason.ACTION_NOT_FOUND: "action", Reason.ACTION_NOT_ALLOWED: "action",
           Reason.TOOL_NOT_FOUND: "tenant"}
+WORLDS = 20
+"""Worlds per library run: the property test's and the mutant search's (the same
+derandomized worlds, so the property test is the mutants' control)."""
 REQUIRED = ("allowed", "scope", "gate", "adjusters", "health", "lifecycle", "not_enabled")
 """Outcome classes every run must reach in a stated share of its calls."""
 
@@ -142,16 +145,83 @@ adjuster = st.fixed_dictionaries({
     "raise_to": _weighted((2, None), (1, Risk.MEDIUM), (2, Risk.HIGH), (4, Risk.CRITICAL)),
     "raise_by": st.integers(0, 3),
 }).filter(lambda a: a["raise_to"] is not None or a["raise_by"] > 0)
+FOCUS = ("allowed", "scope", "gate", "adjusters", "health", "lifecycle", "not_enabled",
+         "action", "pin")
+"""The outcome each world's focused tools are built for, one tool each (stratified: every
+class is reached in every world by construction, not by luck)."""
+HOLDING = [  # argument-free conditions that hold for the agent's calls
+    {"context": "tenant", "op": "exists"}, {"context": "agent", "op": "eq", "value": "bot"},
+    {"context": "action", "op": "in", "value": list(ACTIONS)},
+    {"context": "autonomy", "op": "gte", "value": 0}, {"context": "tool", "op": "matches",
+                                                       "value": "^t"},
+    {"context": "side_effect", "op": "ne", "value": "no_such_effect"}]
+holding = st.tuples(st.permutations(HOLDING), st.integers(1, 3)).map(lambda p: p[0][:p[1]])
+quiet = _weighted((2, Gate.ALLOW), (1, Gate.PREVIEW), (1, Gate.CONFIRM), (1, Gate.APPROVE))
+
+
+@st.composite
+def focused(draw: st.DrawFn, kind: str) -> dict[str, Any]:
+    """A local tool (``spec``, ``act``; ``adjuster``, ``older`` when the kind needs one)
+    whose calls mostly end in ``kind``, on top of a random one."""
+    spec, act = dict(draw(tool_spec)), dict(draw(activation))
+    spec.update(status=draw(_weighted((4, ToolStatus.PUBLISHED), (1, ToolStatus.DEPRECATED))),
+                is_active=True, scopes={}, risk_default=draw(st.sampled_from(
+                    [Risk.LOW, Risk.MEDIUM])), risks={},
+                health=draw(st.sampled_from(("healthy", "degraded", "half_open", "half_open"))))
+    act.update(enabled=True, version=draw(st.sampled_from([None, "1.0.0"])), actions=None,
+               allowed=None, gates=draw(st.dictionaries(st.sampled_from(ACTIONS), quiet,
+                                                        max_size=2)))
+    out: dict[str, Any] = {"kind": kind, "spec": spec, "act": act}
+    if kind == "allowed":
+        spec["actions"] = list(ACTIONS)
+    elif kind == "scope":
+        spec["actions"] = list(ACTIONS)
+        spec["scopes"] = {a: ["s9", *draw(st.lists(st.sampled_from(SCOPES), max_size=1))]
+                          for a in ACTIONS}
+    elif kind == "gate":
+        act["gates"] = {a: Gate.DENY for a in ACTIONS}
+    elif kind == "adjusters":
+        out["adjuster"] = {"tools": ["self"], "actions": draw(st.sampled_from([[], list(ACTIONS)])),
+                           "when": draw(holding),
+                           "raise_to": draw(st.sampled_from([None, Risk.CRITICAL])),
+                           "raise_by": 3, "where": draw(st.sampled_from(["tenant", "profile"]))}
+    elif kind == "health":
+        spec["health"] = "open"
+    elif kind == "lifecycle":
+        how = draw(st.sampled_from(["disabled", "quarantined", "draft", "inactive", "pin"]))
+        if how == "inactive":
+            spec["is_active"] = False
+        elif how == "pin":
+            act["version"] = "9.0.0"
+        else:
+            spec["status"] = ToolStatus(how)
+    elif kind == "not_enabled":
+        out["act"] = draw(st.sampled_from([None, {**act, "enabled": False}]))
+    elif kind == "action":  # the activation's list and the policy's, each deciding some
+        spec["actions"] = list(ACTIONS)
+        act["actions"] = tuple(draw(st.permutations(ACTIONS))[:draw(st.integers(2, 3))])
+        act["allowed"] = tuple(draw(st.permutations(ACTIONS))[:draw(st.integers(1, 2))])
+    elif kind == "pin":  # the pinned 1.0.0 has other actions and risks than the newer 2.0.0
+        act["version"] = "1.0.0"
+        out["older"] = {**spec, "actions": draw(st.lists(st.sampled_from(ACTIONS), unique=True,
+                                                         min_size=1, max_size=3)),
+                        "risks": draw(st.dictionaries(st.sampled_from(ACTIONS), risks)),
+                        "scopes": draw(st.dictionaries(st.sampled_from(ACTIONS),
+                                                       st.just(["s9"]), max_size=1))}
+    return out
+
+
 world = st.fixed_dictionaries({
-    "local": st.lists(st.tuples(tool_spec, activated), min_size=2, max_size=4),
+    "local": st.lists(st.tuples(tool_spec, activated), min_size=1, max_size=3),
     "global": st.lists(st.tuples(tool_spec, activated), max_size=1),
     "foreign": st.lists(st.tuples(tool_spec, activated), max_size=1),
+    "focus": st.permutations(FOCUS).flatmap(lambda ks: st.tuples(*(focused(k) for k in ks))),
     "tenant_gates": gates, "profile_gates": gates,
     "tenant_adjusters": st.lists(adjuster, max_size=2),
     "profile_adjusters": st.lists(adjuster, max_size=3),
     "autonomy": _weighted((3, 0), (2, 1), (2, 2), (1, 3)),
     "scopes": _weighted((1, ()), (1, ("s1",)), (1, ("s1", "s2")), (2, SCOPES)),
-    "profile_missing": _weighted((30, False), (1, True)),
+    "profile_missing": _weighted((60, False), (1, True)),
 })
 
 
@@ -173,7 +243,8 @@ class Env:
 _TENANTS = itertools.count()
 
 
-def _register(gw: Gateway, tenant: str | None, name: str, spec: dict[str, Any]) -> Any:
+def _register(gw: Gateway, tenant: str | None, name: str, spec: dict[str, Any],
+              **more: Any) -> Any:
     actions = {a: ActionSpec(input_schema=EMPTY, side_effect=spec["effects"].get(a),
                              scopes_required=tuple(spec["scopes"].get(a, ())))
                for a in spec["actions"]}
@@ -182,7 +253,7 @@ def _register(gw: Gateway, tenant: str | None, name: str, spec: dict[str, Any]) 
         Probe, tenant_id=tenant, publish=not draft, name=name, actions=actions,
         is_active=spec["is_active"], risk_default=spec["risk_default"],
         risk_map={a: r for a, r in spec["risks"].items() if a in actions},
-        requires_confirmation=spec["requires_confirmation"])
+        requires_confirmation=spec["requires_confirmation"], **more)
     if not draft and spec["status"] is not ToolStatus.PUBLISHED:
         made = gw.registry.set_status(name, tenant, spec["status"])
     return made
@@ -218,8 +289,8 @@ def build(gw: Gateway, w: dict[str, Any]) -> Env:
     names; the agent ``bot`` of the first, with a token."""
     n = next(_TENANTS)
     tenant, other = f"w{n}", f"w{n}x"
-    names = {f"{kind}{i}": (f"{kind}{i}" if kind != GLOBAL else f"g{i}n{n}")
-             for kind in (LOCAL, GLOBAL, FOREIGN) for i in range(4)}
+    names = {f"{kind}{i}": (f"{kind}{i}" if kind != GLOBAL else f"g{n}n{i}")
+             for kind in (LOCAL, GLOBAL, FOREIGN) for i in range(len(FOCUS) + 4)}
     with gw.changes_batch():  # one reload for the whole world
         return _build(gw, w, tenant, other, names)
 
@@ -228,29 +299,47 @@ def _build(gw: Gateway, w: dict[str, Any], tenant: str, other: str,
            names: dict[str, str]) -> Env:
     acts: list[Activation] = []
     env = Env(gw=gw, tenant=tenant, agent="bot", token="", candidates=[], health={})
+    tools = {LOCAL: [{"spec": s, "act": a} for s, a in w["local"]] + list(w["focus"]),
+             GLOBAL: [{"spec": s, "act": a} for s, a in w["global"]],
+             FOREIGN: [{"spec": s, "act": a} for s, a in w["foreign"]]}
+    tenant_adj, profile_adj = list(w["tenant_adjusters"]), list(w["profile_adjusters"])
+    deny_cell: dict[Risk, dict[int, Gate]] = {}
     for kind, owner in ((LOCAL, tenant), (GLOBAL, None), (FOREIGN, other)):
-        key = {LOCAL: "local", GLOBAL: "global", FOREIGN: "foreign"}[kind]
-        for i, (spec, act) in enumerate(w[key]):
-            name = names[f"{kind}{i}"]
-            env.definitions[name] = _register(gw, owner, name, spec)
-            absent = [a for a in ACTIONS if a not in spec["actions"]][:1]
-            env.candidates += [(name, a) for a in (*spec["actions"], *absent)]
+        for i, tool in enumerate(tools[kind]):
+            name, spec, act = names[f"{kind}{i}"], tool["spec"], tool["act"]
+            actions = list(spec["actions"])
+            if "older" in tool:  # 1.0.0 pinned, 2.0.0 newer with other actions
+                env.definitions[name] = _register(gw, owner, name, tool["older"])
+                _register(gw, owner, name, spec, version="2.0.0", replace=True)
+                actions += [a for a in tool["older"]["actions"] if a not in actions]
+            else:
+                env.definitions[name] = _register(gw, owner, name, spec)
+            absent = [a for a in ACTIONS if a not in actions][:1]
+            env.candidates += [(name, a) for a in (*actions, *absent)]
             if kind != FOREIGN:
                 _set_health(gw, f"{tenant}:{name}", spec["health"])
                 env.health[name] = spec["health"]
             if act is not None:
                 acts.append(_activation(name, act))
+            if "adjuster" in tool:  # raised to critical, where this world's autonomy denies
+                adj = {k: v for k, v in tool["adjuster"].items() if k != "where"}
+                (tenant_adj if tool["adjuster"]["where"] == "tenant" else profile_adj).append(
+                    {**adj, "tools": [name]})
+                deny_cell = {Risk.CRITICAL: {w["autonomy"]: Gate.DENY}}
     gw.registry.set_tenant_policy(tenant, gates={
         r.value: {str(a): g.value for a, g in row.items()} for r, row in w["tenant_gates"].items()},
-        adjusters=[a.model_dump(mode="json") for a in _adjusters(w["tenant_adjusters"], names)])
+        adjusters=[a.model_dump(mode="json") for a in _adjusters(tenant_adj, names)])
+    cells = {r: dict(row) for r, row in w["profile_gates"].items()}
+    for r, row in deny_cell.items():
+        cells.setdefault(r, {}).update(row)
     profile = Profile(name="p", tenant_id=tenant, autonomy=w["autonomy"], scopes=w["scopes"],
-                      activations=tuple(acts), gates=w["profile_gates"],
-                      adjusters=tuple(_adjusters(w["profile_adjusters"], names)))
+                      activations=tuple(acts), gates=cells,
+                      adjusters=tuple(_adjusters(profile_adj, names)))
     if not w["profile_missing"]:
         try:
             gw.registry.put_profile(profile)
         except OperationRefused:  # a profile cell looser than the tenant's: without them
-            gw.registry.put_profile(profile.model_copy(update={"gates": {}}))
+            gw.registry.put_profile(Profile(**{**dict(profile), "gates": deny_cell}))
     gw.registry.put_agent(Agent(name="bot", profile="p", tenant_id=tenant))
     env.token = gw.store.tokens.create(tenant_id=tenant, role="agent", agent="bot")[1]
     return env
@@ -263,7 +352,9 @@ def library_listed(env: Env) -> set[tuple[str, str]]:
     full = agent_tools(gw.catalog, gw.runtime.health, env.tenant, env.agent)
     assert view is not None and full is not None
     if view[1] != full.enabled:
-        raise Counterexample(f"the two tiers of the listing differ: {view[1]} / {full.enabled}")
+        raise Counterexample("the two tiers of the listing differ: "
+                             f"{[(t.definition.name, t.actions) for t in view[1]]} / "
+                             f"{[(t.definition.name, t.actions) for t in full.enabled]}")
     return {(t.definition.name, a) for t in view[1] for a in t.actions}
 
 
@@ -379,7 +470,8 @@ def label(env: Env, tool: str, action: str, outcome: str) -> str:
         profile = cat.profiles.get((env.tenant, "p"))
         act = profile.activations.get(tool) if profile else None
         compiled = cat.runnable(env.tenant, tool, act.version if act else None)
-        assert profile is not None and compiled is not None
+        if profile is None or compiled is None:  # ran what does not resolve (a broken rule)
+            return "gate"
         own = gate_for(profile, compiled, action, compiled.definition.action_risk(action))
         return "gate" if own is Gate.DENY else "adjusters"
     return LABELS.get(Reason(outcome), "other")

@@ -1,31 +1,54 @@
 """The listed ⇔ callable property (``test_listed_iff_callable``) cannot silently become
 vacuous: against each deliberately broken rule below (monkeypatched, on the listing's side
 or the call's), its checker finds a counterexample within a few derandomized examples.
-Rules named in issue 26 and others besides (lifecycle, action allow-lists, tenants,
-argument-dependent adjusters, the half-open breaker)."""
+Rules named in issue 26 and others besides (lifecycle, is_active, action and policy
+allow-lists, version pins, tenants, global tools' activation, autonomy, tenant and profile
+gates, the agent's name and arguments in adjusters, deprecated tools, the half-open
+breaker), and one rule each of the REST and MCP listings, searched through that face. The
+control (every rule intact, the same worlds) is ``test_listed_iff_callable``'s library test."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import mcp_types
 import pytest
+from fastapi.testclient import TestClient
 
+import toolkeeper.api.routes.discovery as discovery_route
+import toolkeeper.mcp.views as views
 import toolkeeper.pipeline.limits as limits_step
 import toolkeeper.pipeline.resolve as resolve_step
 import toolkeeper.pipeline.risk as risk_step
+import toolkeeper.pipeline.scope as scope_step
 import toolkeeper.services.discovery as discovery
-from tests.pipeline.listed_world import Counterexample, LibraryFace, run_property
-from toolkeeper import Gate, Gateway
-from toolkeeper.model.enums import Health
-from toolkeeper.model.gates import stricter
-from toolkeeper.pipeline.gate import gate_for
+from tests.pipeline.listed_world import (
+    WORLDS,
+    Counterexample,
+    Face,
+    LibraryFace,
+    McpFace,
+    RestFace,
+    run_property,
+)
+from toolkeeper import Activation, Gate, Gateway, Risk, ToolStatus
+from toolkeeper.api import ApiSettings, create_app
+from toolkeeper.model.enums import Autonomy, Health
+from toolkeeper.model.gates import GateMatrix, stricter
+from toolkeeper.pipeline.gate import gate_for, static_gate
 from toolkeeper.pipeline.health import HealthBoard
+from toolkeeper.pipeline.resolve import RUNNABLE
+from toolkeeper.services.discovery import agent_enabled
 
 pytestmark = pytest.mark.property
-EXAMPLES = 60
-"""At most this many worlds per broken rule (the search stops at the first counterexample)."""
+EXAMPLES = WORLDS
+"""At most this many worlds per broken rule (the search stops at the first counterexample):
+the worlds ``test_listed_iff_callable`` checks with every rule intact (the control)."""
+FACE_EXAMPLES = 4
+"""The same through REST or MCP (slower per world)."""
 
 
 @pytest.fixture(scope="module")
@@ -78,15 +101,13 @@ def _listing_ignores_adjusters(mp: pytest.MonkeyPatch) -> None:
 
 def _listing_predicts_argument_adjusters(mp: pytest.MonkeyPatch) -> None:
     """An adjuster over arguments taken as holding: the listing hides what runs."""
-    real = discovery.static_gate
-
-    def static_gate(profile: Any, tool: Any, action: str, **k: Any) -> Gate:
+    def mutant(profile: Any, tool: Any, action: str, **k: Any) -> Gate:
         for adj in profile.adjusters:
             if adj.applies(tool.definition.name, action) and any(
                     c.arg is not None for c in adj.adjuster.when):
                 return Gate.DENY
-        return real(profile, tool, action, **k)
-    mp.setattr(discovery, "static_gate", static_gate)
+        return static_gate(profile, tool, action, **k)
+    mp.setattr(discovery, "static_gate", mutant)
 
 
 def _listing_ignores_action_lists(mp: pytest.MonkeyPatch) -> None:
@@ -130,6 +151,130 @@ def _call_ignores_open_breaker(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(HealthBoard, "admit_call", lambda self, tool: (None, False))
 
 
+def _listing_ignores_policy_allowed_actions(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(discovery, "policy_allows", lambda policy, action: True)
+
+
+def _listing_ignores_the_version_pin(mp: pytest.MonkeyPatch) -> None:
+    """The listing judges the newest published version, whatever the activation pins."""
+    def resolve_tool(catalog: Any, profile: Any, tenant_id: str, name: str) -> Any:
+        found = resolve_step.resolve_tool(catalog, profile, tenant_id, name)
+        act = profile.activations.get(name)
+        newest = catalog.runnable(tenant_id, name, None) if act is not None else None
+        if newest is not None and (isinstance(found, tuple) or found.reason.value
+                                   == "tool_not_published"):
+            return newest, act
+        return found
+    mp.setattr(discovery, "resolve_tool", resolve_tool)
+
+
+def _call_ignores_is_active(mp: pytest.MonkeyPatch) -> None:
+    """The call runs a deactivated (``is_active: false``) tool's published version."""
+    real = resolve_step.resolve_tool
+
+    def resolve_tool(catalog: Any, profile: Any, tenant_id: str, name: str) -> Any:
+        found = real(catalog, profile, tenant_id, name)
+        record = catalog.record(tenant_id, name)
+        act = profile.activations.get(name)
+        if (isinstance(found, resolve_step.Refusal) and record is not None
+                and not record[1].is_active and act is not None):
+            tool = catalog.runnable(tenant_id, name, act.version)
+            if tool is not None:
+                return tool, act
+        return found
+    mp.setattr(resolve_step, "resolve_tool", resolve_tool)
+
+
+Cell = Callable[[GateMatrix, Any, Risk, Autonomy], Gate]
+"""A mutant's reading of a cell: (the profile's real matrix, the profile, risk, autonomy)."""
+
+
+@dataclass
+class _Matrix:
+    real: GateMatrix
+    profile: Any
+    cell: Cell
+
+    def gate(self, risk: Risk, autonomy: Autonomy) -> Gate:
+        return self.cell(self.real, self.profile, risk, autonomy)
+
+
+def _listing_reads_matrix(mp: pytest.MonkeyPatch, cell: Cell) -> None:
+    """The listing's static gate judged with the matrix read through ``cell`` (the call's
+    gate step reads the profile's own)."""
+    def mutant(profile: Any, tool: Any, action: str, **k: Any) -> Gate:
+        matrix = profile.matrix
+        profile.matrix = _Matrix(matrix, profile, cell)
+        try:
+            return static_gate(profile, tool, action, **k)
+        finally:
+            profile.matrix = matrix
+    mp.setattr(discovery, "static_gate", mutant)
+
+
+def _listing_at_a_fixed_autonomy(mp: pytest.MonkeyPatch) -> None:
+    _listing_reads_matrix(mp, lambda m, p, risk, autonomy: m.gate(risk, Autonomy(3)))
+
+
+def _listing_ignores_profile_gates(mp: pytest.MonkeyPatch) -> None:
+    _listing_reads_matrix(mp, lambda m, p, risk, autonomy: m.tenant_gate(risk, autonomy))
+
+
+def _listing_ignores_tenant_gates(mp: pytest.MonkeyPatch) -> None:
+    """The default matrix and the profile's cells, without the tenant's layer."""
+    _listing_reads_matrix(mp, lambda m, p, risk, autonomy: GateMatrix(
+        {}, p.profile.gates).gate(risk, autonomy))
+
+
+def _listing_hides_deprecated_tools(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(discovery, "RUNNABLE", {m: s - {ToolStatus.DEPRECATED}
+                                        for m, s in RUNNABLE.items()})
+
+
+def _listing_forgets_the_agent(mp: pytest.MonkeyPatch) -> None:
+    """Adjusters over the agent's name not judged by the listing."""
+    mp.setattr(discovery, "static_gate", lambda profile, tool, action, **k: static_gate(
+        profile, tool, action, tenant=k.get("tenant")))
+
+
+def _listing_offers_unactivated_global_tools(mp: pytest.MonkeyPatch) -> None:
+    """A global tool counts as activated for every profile, in the listing only."""
+    def resolve_tool(catalog: Any, profile: Any, tenant_id: str, name: str) -> Any:
+        found = resolve_step.resolve_tool(catalog, profile, tenant_id, name)
+        if isinstance(found, resolve_step.Refusal) and found.reason.value == "tool_not_enabled":
+            record = catalog.record(tenant_id, name)
+            tool = catalog.runnable(tenant_id, name, None)
+            if record is not None and record[1].tenant_id is None and tool is not None:
+                return tool, Activation(tool=name)
+        return found
+    mp.setattr(discovery, "resolve_tool", resolve_tool)
+
+
+def _call_ignores_scopes(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(scope_step, "missing_scopes", lambda *a: frozenset())
+
+
+def _rest_listing_ignores_health(mp: pytest.MonkeyPatch) -> None:
+    """``GET /discovery/agents/{agent}/enabled`` judged with every tool healthy."""
+    mp.setattr(discovery_route, "agent_enabled",
+               lambda snap, health, tenant, agent: agent_enabled(snap, HealthBoard(), tenant,
+                                                                 agent))
+
+
+def _mcp_lists_open_breakers(mp: pytest.MonkeyPatch) -> None:
+    """MCP's ``tools/list`` keeps the tools whose circuit is open."""
+    real = views.build_listing
+
+    def build_listing(gw: Gateway, catalog: Any, key: Any) -> Any:
+        found = real(gw, catalog, key)
+        entries = tuple(found.callable_names[n] for n in sorted(found.callable_names))
+        wire = [e.wire() for e in entries]
+        return replace(found, entries=entries, by_name=dict(found.callable_names), wire=wire,
+                       result=mcp_types.ListToolsResult(
+                           tools=[mcp_types.Tool.model_validate(x) for x in wire]))
+    mp.setattr(views, "build_listing", build_listing)
+
+
 MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "listing without its gate filter": _no_gate_filter,
     "listing ignores activation gates": _listing_ignores_activation_gates,
@@ -144,7 +289,22 @@ MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "call crosses tenants": _call_crosses_tenants,
     "breaker stuck half-open": _breaker_stuck_half_open,
     "call ignores an open breaker": _call_ignores_open_breaker,
+    "listing ignores the policy's allowed_actions": _listing_ignores_policy_allowed_actions,
+    "listing ignores the version pin": _listing_ignores_the_version_pin,
+    "call ignores is_active": _call_ignores_is_active,
+    "listing at a fixed autonomy": _listing_at_a_fixed_autonomy,
+    "listing ignores profile gates": _listing_ignores_profile_gates,
+    "listing ignores tenant gates": _listing_ignores_tenant_gates,
+    "listing hides deprecated tools": _listing_hides_deprecated_tools,
+    "listing forgets the agent for adjusters": _listing_forgets_the_agent,
+    "listing offers unactivated global tools": _listing_offers_unactivated_global_tools,
+    "call ignores scopes": _call_ignores_scopes,
 }
+FACE_MUTANTS: dict[str, tuple[str, Callable[[pytest.MonkeyPatch], None]]] = {
+    "REST listing ignores health": ("rest", _rest_listing_ignores_health),
+    "MCP lists open breakers": ("mcp", _mcp_lists_open_breakers),
+}
+"""Rules of one face only: searched through that face."""
 assert limits_step  # the limits step reads HealthBoard.admit_call at call time
 
 
@@ -157,6 +317,18 @@ def test_the_property_finds_a_counterexample_against(mutant: str, gw: Gateway,
     print(f"\n{mutant}: {found.value}")
 
 
-def test_and_none_without_a_broken_rule(gw: Gateway) -> None:
-    """The same search with every rule intact finds nothing (the control)."""
-    run_property(gw, LibraryFace(), examples=EXAMPLES, shrink=False)
+@pytest.fixture(scope="module")
+def faces(gw: Gateway) -> Iterator[dict[str, Face]]:
+    with TestClient(create_app(gw, ApiSettings())) as client:
+        yield {"rest": RestFace(client), "mcp": McpFace(client)}
+
+
+@pytest.mark.parametrize("mutant", list(FACE_MUTANTS))
+def test_each_face_finds_a_counterexample_against(mutant: str, gw: Gateway,
+                                                  faces: dict[str, Face],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    face, breaks = FACE_MUTANTS[mutant]
+    breaks(monkeypatch)
+    with pytest.raises(Counterexample) as found:
+        run_property(gw, faces[face], examples=FACE_EXAMPLES, shrink=False)
+    print(f"\n{mutant}: {found.value}")
