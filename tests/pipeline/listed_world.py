@@ -149,12 +149,14 @@ FOCUS = ("allowed", "scope", "gate", "adjusters", "health", "lifecycle", "not_en
          "action", "pin")
 """The outcome each world's focused tools are built for, one tool each (stratified: every
 class is reached in every world by construction, not by luck)."""
-HOLDING = [  # argument-free conditions that hold for the agent's calls
+HOLDING = [  # argument-free conditions that hold for the focused tool's calls
     {"context": "tenant", "op": "exists"}, {"context": "agent", "op": "eq", "value": "bot"},
-    {"context": "action", "op": "in", "value": list(ACTIONS)},
-    {"context": "autonomy", "op": "gte", "value": 0}, {"context": "tool", "op": "matches",
-                                                       "value": "^t"},
-    {"context": "side_effect", "op": "ne", "value": "no_such_effect"}]
+    {"context": "action", "op": "in", "value": "ACTION"},
+    {"context": "autonomy", "op": "eq", "value": "AUTONOMY"},
+    {"context": "tool", "op": "matches", "value": "^t"},
+    {"context": "side_effect", "op": "eq", "value": "EFFECT"}]
+"""``ACTION``, ``AUTONOMY``, ``EFFECT``: filled in with the drawn action subset, the world's
+autonomy, the tool's side effect, so each context field decides."""
 holding = st.tuples(st.permutations(HOLDING), st.integers(1, 3)).map(lambda p: p[0][:p[1]])
 quiet = _weighted((2, Gate.ALLOW), (1, Gate.PREVIEW), (1, Gate.CONFIRM), (1, Gate.APPROVE))
 
@@ -180,13 +182,18 @@ def focused(draw: st.DrawFn, kind: str) -> dict[str, Any]:
                           for a in ACTIONS}
     elif kind == "gate":
         act["gates"] = {a: Gate.DENY for a in ACTIONS}
-    elif kind == "adjusters":
+    elif kind == "adjusters":  # every action has one effect, which the tool's default is not
+        effect = draw(st.sampled_from([e for e in SideEffect if e is not SideEffect.PURE]))
+        spec["effects"] = {a: effect for a in ACTIONS}
+        which = draw(st.permutations(ACTIONS))[:draw(st.integers(1, 3))]
+        fill = {"ACTION": list(which), "EFFECT": effect.value}
         out["adjuster"] = {"tools": ["self"], "actions": draw(st.sampled_from([[], list(ACTIONS)])),
-                           "when": draw(holding),
+                           "when": [{**c, "value": fill.get(c.get("value"), c.get("value"))}
+                                    for c in draw(holding)],
                            "raise_to": draw(st.sampled_from([None, Risk.CRITICAL])),
                            "raise_by": 3, "where": draw(st.sampled_from(["tenant", "profile"]))}
     elif kind == "health":
-        spec["health"] = "open"
+        spec["health"], spec["actions"] = "open", list(ACTIONS)
     elif kind == "lifecycle":
         how = draw(st.sampled_from(["disabled", "quarantined", "draft", "inactive", "pin"]))
         if how == "inactive":
@@ -323,6 +330,8 @@ def _build(gw: Gateway, w: dict[str, Any], tenant: str, other: str,
                 acts.append(_activation(name, act))
             if "adjuster" in tool:  # raised to critical, where this world's autonomy denies
                 adj = {k: v for k, v in tool["adjuster"].items() if k != "where"}
+                adj["when"] = [{**c, "value": w["autonomy"]} if c.get("value") == "AUTONOMY"
+                               else c for c in adj["when"]]
                 (tenant_adj if tool["adjuster"]["where"] == "tenant" else profile_adj).append(
                     {**adj, "tools": [name]})
                 deny_cell = {Risk.CRITICAL: {w["autonomy"]: Gate.DENY}}
@@ -477,14 +486,20 @@ def label(env: Env, tool: str, action: str, outcome: str) -> str:
     return LABELS.get(Reason(outcome), "other")
 
 
-def check(env: Env, face: Face, tally: Counter[str]) -> None:
-    """Listed ⇔ not refused for a reflected reason, for every candidate call of ``env``
-    through ``face``; a face other than the library must also list what the library does."""
+def _same_listing(env: Env, face: Face) -> set[tuple[str, str]]:
     expected = library_listed(env)
     listed = face.listed(env)
     if face.name != "library" and listed != expected:
         raise Counterexample(f"{face.name} lists {sorted(listed)}, the library "
                              f"{sorted(expected)}")
+    return listed
+
+
+def check(env: Env, face: Face, tally: Counter[str]) -> None:
+    """Listed ⇔ not refused for a reflected reason, for every candidate call of ``env``
+    through ``face``; a face other than the library must also list what the library does.
+    Then a listed tool's breaker opens: every face's listing must drop it at once."""
+    listed = _same_listing(env, face)
     for tool, action in env.candidates:
         state = env.health.get(tool, "healthy")
         outcome = face.call(env, tool, action)
@@ -497,6 +512,23 @@ def check(env: Env, face: Face, tally: Counter[str]) -> None:
             raise Counterexample(
                 f"{face.name}: {tool}.{action} {'is' if (tool, action) in listed else 'is not'}"
                 f" listed, and the call answers {outcome} (health {state})")
+    _open_a_breaker(env, face, listed)
+
+
+def _open_a_breaker(env: Env, face: Face, before: set[tuple[str, str]]) -> None:
+    """After the calls: open the breaker of the first listed tool; it must leave the
+    listing (no face may serve a listing cached across a health change) and be refused."""
+    if not before:
+        return
+    tool, action = min(before)
+    env.gw.runtime.health.set(f"{env.tenant}:{tool}", Health.UNAVAILABLE, retry_after_s=3600)
+    after = _same_listing(env, face)
+    if any(t == tool for t, _ in after):
+        raise Counterexample(f"{face.name}: {tool} is still listed once its circuit opened")
+    outcome = face.call(env, tool, action)
+    if outcome != Reason.TOOL_UNAVAILABLE.value and outcome != UNKNOWN_TOOL:
+        raise Counterexample(f"{face.name}: {tool}.{action} answers {outcome} once its "
+                             "circuit opened")
 
 
 def shares(tally: Counter[str]) -> dict[str, float]:

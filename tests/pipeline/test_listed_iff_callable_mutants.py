@@ -38,6 +38,7 @@ from toolkeeper import Activation, Gate, Gateway, Risk, ToolStatus
 from toolkeeper.api import ApiSettings, create_app
 from toolkeeper.model.enums import Autonomy, Health
 from toolkeeper.model.gates import GateMatrix, stricter
+from toolkeeper.pipeline.catalog import CompiledTool
 from toolkeeper.pipeline.gate import gate_for, static_gate
 from toolkeeper.pipeline.health import HealthBoard
 from toolkeeper.pipeline.resolve import RUNNABLE
@@ -275,6 +276,35 @@ def _mcp_lists_open_breakers(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(views, "build_listing", build_listing)
 
 
+def _listing_ignores_tenant_adjusters(mp: pytest.MonkeyPatch) -> None:
+    """Only the profile's own adjusters judged by the listing (the call reads both)."""
+    def mutant(profile: Any, tool: Any, action: str, **k: Any) -> Gate:
+        every = profile.adjusters
+        profile.adjusters = tuple(a for a in every if a.adjuster in profile.profile.adjusters)
+        try:
+            return static_gate(profile, tool, action, **k)
+        finally:
+            profile.adjusters = every
+    mp.setattr(discovery, "static_gate", mutant)
+
+
+def _listing_reads_the_tools_side_effect(mp: pytest.MonkeyPatch) -> None:
+    """Adjusters over the side effect judged with the tool's default, not the action's."""
+    def mutant(profile: Any, tool: Any, action: str, **k: Any) -> Gate:
+        definition = tool.definition
+        actions = {a: spec.model_copy(update={"side_effect": None})
+                   for a, spec in definition.actions.items()}
+        plain = definition.model_copy(update={"actions": actions})
+        return static_gate(profile, CompiledTool(tool.record_id, plain, tool.status,
+                                                 tool.provider), action, **k)
+    mp.setattr(discovery, "static_gate", mutant)
+
+
+def _mcp_listing_cached_across_health(mp: pytest.MonkeyPatch) -> None:
+    """MCP's per-agent listing kept after a tool's health changed."""
+    mp.setattr(views.Listings, "_stale", lambda self, found: False)
+
+
 MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "listing without its gate filter": _no_gate_filter,
     "listing ignores activation gates": _listing_ignores_activation_gates,
@@ -299,10 +329,13 @@ MUTANTS: dict[str, Callable[[pytest.MonkeyPatch], None]] = {
     "listing forgets the agent for adjusters": _listing_forgets_the_agent,
     "listing offers unactivated global tools": _listing_offers_unactivated_global_tools,
     "call ignores scopes": _call_ignores_scopes,
+    "listing ignores tenant adjusters": _listing_ignores_tenant_adjusters,
+    "listing reads the tool's side effect": _listing_reads_the_tools_side_effect,
 }
 FACE_MUTANTS: dict[str, tuple[str, Callable[[pytest.MonkeyPatch], None]]] = {
     "REST listing ignores health": ("rest", _rest_listing_ignores_health),
     "MCP lists open breakers": ("mcp", _mcp_lists_open_breakers),
+    "MCP listing cached across health changes": ("mcp", _mcp_listing_cached_across_health),
 }
 """Rules of one face only: searched through that face."""
 assert limits_step  # the limits step reads HealthBoard.admit_call at call time
