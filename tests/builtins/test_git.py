@@ -516,3 +516,14 @@ async def test_only_a_push_reaches_the_network(repo: Path) -> None:
             runner.run("push", url, "main", check=False))  # the listener hangs up on it
         assert pushed.code != 0
     assert seen == ["connected"]  # the same probe connects from a push: it is meaningful
+
+
+def test_a_push_to_a_local_remote_gets_no_network(
+        repo: Path, tmp_path: Path, needs_sandbox: None) -> None:
+    """Only a push to a network remote shares the network; one to a local directory sees
+    that directory and nothing of the network (nor the gateway user's ~/.ssh)."""
+    runner = _git_process.GitRunner(repo, 10, writable=True)
+    local, _ = runner._sandboxed(("git", "push", "origin"), True, tmp_path / "remote.git")
+    remote, _ = runner._sandboxed(("git", "push", "origin"), True, None)
+    assert "--share-net" not in local and str(tmp_path / "remote.git") in local
+    assert "--share-net" in remote  # the same look finds network where it is given

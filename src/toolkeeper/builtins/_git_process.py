@@ -187,9 +187,10 @@ class GitRunner:
         env = {k: v for k, v in self.env.items() if k.startswith("GIT_") or k in _KEPT}
         env.update(PATH="/usr/bin:/bin", HOME=HOME)
         ssh = Path.home() / ".ssh"
+        net = push and remote is None  # a push to a local directory needs no network
         conf = Confinement(
-            root=self.root, env=env, writable=self.writable or push, network=push,
-            read_only=(Path(GIT), *((ssh,) if push and ssh.is_dir() else ())),
+            root=self.root, env=env, writable=self.writable or push, network=net,
+            read_only=(Path(GIT), *((ssh,) if net and ssh.is_dir() else ())),
             writable_paths=(remote,) if push and remote is not None else (),
             limits=Limits(cpu_s=math.ceil(self.timeout_s) + 1, memory_bytes=_MEMORY))
         return default_sandbox().wrap((GIT, *argv[1:]), conf)
