@@ -518,8 +518,7 @@ async def test_only_a_push_reaches_the_network(repo: Path) -> None:
     assert seen == ["connected"]  # the same probe connects from a push: it is meaningful
 
 
-def test_a_push_to_a_local_remote_gets_no_network(
-        repo: Path, tmp_path: Path, needs_sandbox: None) -> None:
+def test_a_push_to_a_local_remote_gets_no_network(repo: Path, tmp_path: Path) -> None:
     """Only a push to a network remote shares the network; one to a local directory sees
     that directory and nothing of the network (nor the gateway user's ~/.ssh)."""
     runner = _git_process.GitRunner(repo, 10, writable=True)
