@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from toolkeeper.canonical import escape_pointer
 from toolkeeper.netguard import METADATA_NETWORKS, IPNetwork
 
 if TYPE_CHECKING:
@@ -324,11 +325,6 @@ def _env_allowed(var: str, text: Any, theirs: Mapping[str, Any],
     if var in theirs and theirs[var] == text:
         return True
     return var in ceiling and ceiling[var] in (None, text)
-
-
-def escape_pointer(key: str) -> str:
-    """``key`` as one JSON pointer token."""
-    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _number(value: Any) -> bool:
