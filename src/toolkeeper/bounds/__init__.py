@@ -69,10 +69,10 @@ from toolkeeper.bounds._markers import (
     Safeguard,
     Subset,
     Superset,
-    escape_pointer,
     host_covered,
     tool_covered,
 )
+from toolkeeper.canonical import escape_pointer
 from toolkeeper.errors import OperationRefused
 from toolkeeper.model.reasons import Reason
 
