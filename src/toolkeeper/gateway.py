@@ -72,6 +72,8 @@ class Gateway:
                  tracer: Any = None, redis_url: str | None = None) -> None:
         self.store = store
         self.settings = settings or Settings()
+        self.identity_config: Any = None
+        """The config file's ``identity`` section (``IdentityConfig``), set by ``open``."""
         default_sandbox()  # reads the operator's opt-out now, so its warning shows at start
         self.factory = factory or ProviderFactory(
             artifacts=ArtifactLibrary(self.settings.artifacts_dir))

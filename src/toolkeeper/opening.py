@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # for the type only: the config package loads when a file is 
         @property
         def calls(self) -> CallService: ...
         def close(self) -> None: ...
+        identity_config: Any
 
     G = TypeVar("G", bound=Opened)
 
@@ -97,6 +98,7 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
     except BaseException:
         store.close()
         raise
+    gw.identity_config = cfg.identity if cfg is not None else None
     try:
         if cfg is not None:
             from toolkeeper.config.apply import apply_config

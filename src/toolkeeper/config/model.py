@@ -24,6 +24,8 @@ from pydantic import (
 
 from toolkeeper.bounds import TenantBounds
 from toolkeeper.builtins import BUILTINS
+from toolkeeper.config._section import _Section
+from toolkeeper.config.identity import IdentityConfig
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Adjuster, Agent, GateOverrides, Limits, Profile
 from toolkeeper.model.tool import ToolDefinition
@@ -42,8 +44,6 @@ def _global_tenant(value: str | None) -> str | None:
     return None if value in (None, "global") else value
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class SecretsConfig(_Section):
@@ -310,6 +310,9 @@ class ConfigFile(BaseModel):
     """Caller identities, each bound to one profile."""
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     """Retrieval pipelines (with documents) and query/ingest limits."""
+    identity: IdentityConfig | None = None
+    """Who may call besides ``tk_…`` tokens: OAuth issuers whose access tokens are accepted,
+    and the console's single sign-on (read at start; a change needs a restart)."""
 
     _source: str | None = PrivateAttr(default=None)
     _positions: dict[NodePath, tuple[int, int]] = PrivateAttr(default_factory=dict)

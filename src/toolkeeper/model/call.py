@@ -49,6 +49,14 @@ class Principal:
     agent: str | None = None
     """Set when the principal is an agent."""
     token_id: str | None = None
+    subject: str | None = None
+    """OAuth/OIDC principals: the ``sub`` at their identity provider (a person's or a
+    client's); ``None`` for ``tk_…`` tokens and in-process agents."""
+    issuer: str | None = None
+    """OAuth/OIDC principals: the issuer that vouched for ``subject``."""
+    scopes: frozenset[str] | None = None
+    """An OAuth token's scopes, mapped to toolkeeper scopes: they narrow the profile's
+    granted scopes like a request's ``scopes`` do; ``None`` narrows nothing."""
 
     def has_role(self, *roles: Role) -> bool:
         return Role.ADMIN in self.roles or any(r in self.roles for r in roles)

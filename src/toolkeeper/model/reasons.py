@@ -12,6 +12,8 @@ class Reason(StrEnum):
     # authenticate
     UNAUTHENTICATED = "unauthenticated"
     FORBIDDEN = "forbidden"
+    # identity: OAuth access tokens (toolkeeper.identity)
+    # console sign-in: sessions and CSRF (toolkeeper.identity.sso)
     # resolve
     TOOL_NOT_FOUND = "tool_not_found"
     TOOL_DISABLED = "tool_disabled"
@@ -63,6 +65,7 @@ class Reason(StrEnum):
     # execute / outcome
     TOOL_ERROR = "tool_error"
     UPSTREAM_ERROR = "upstream_error"
+    # upstream OAuth (toolkeeper.identity.upstream)
     TIMEOUT = "timeout"
     OUTPUT_TOO_LARGE = "output_too_large"
     INVALID_OUTPUT = "invalid_output"
