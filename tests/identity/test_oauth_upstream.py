@@ -1,0 +1,155 @@
+"""The OAuth-protected upstream (tests/peers/oauth_upstream.py) refuses what it should and
+serves a good token from the test IdP, over MCP and over plain HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import jwt
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.support.idp import DEFAULT_RESOURCE, Idp
+from tests.support.oauth_upstream import OAuthUpstream, sha256, start_oauth_upstream
+
+
+@pytest.fixture(scope="module")
+def jwt_upstream(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthUpstream]:
+    with start_oauth_upstream(idp, tmp_path_factory.mktemp("up"), mode="jwt") as upstream:
+        yield upstream
+
+
+@pytest.fixture(scope="module")
+def opaque_upstream(idp: Idp,
+                    tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthUpstream]:
+    with start_oauth_upstream(idp, tmp_path_factory.mktemp("up"), mode="introspect") as upstream:
+        yield upstream
+
+
+def token_for(idp: Idp, resource: str, scope: str = "upstream:call") -> str:
+    return str(idp.client_credentials("toolkeeper", resource=resource,
+                                      scope=scope)["access_token"])
+
+
+def echo(upstream: OAuthUpstream, token: str | None) -> httpx.Response:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    return httpx.post(upstream.echo_url, json={"n": 1}, headers=headers, timeout=10)
+
+
+async def _whoami(url: str, token: str) -> Any:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from mcp import Client
+
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http, \
+            Client(streamable_http_client(url, http_client=http)) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert names == {"whoami", "echo"}
+        return (await client.call_tool("whoami", {})).structured_content
+
+
+def whoami(upstream: OAuthUpstream, token: str) -> dict[str, Any]:
+    return dict(anyio.run(_whoami, upstream.mcp_url, token))
+
+
+def assert_invalid_token(answer: httpx.Response, upstream: OAuthUpstream) -> None:
+    assert answer.status_code == 401, answer.text
+    challenge = answer.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert 'error="invalid_token"' in challenge
+    assert f'resource_metadata="{upstream.metadata_url}"' in challenge
+
+
+def test_metadata_names_the_idp(jwt_upstream: OAuthUpstream, idp: Idp) -> None:
+    doc = httpx.get(jwt_upstream.metadata_url, timeout=10).json()
+    assert doc["resource"] == jwt_upstream.resource
+    assert doc["authorization_servers"] == [idp.issuer]
+    assert doc["scopes_supported"] == ["upstream:call"]
+
+
+def test_no_token_is_refused_with_a_challenge(jwt_upstream: OAuthUpstream) -> None:
+    assert_invalid_token(echo(jwt_upstream, None), jwt_upstream)
+    answer = httpx.post(jwt_upstream.mcp_url, json={}, timeout=10,
+                        headers={"accept": "application/json, text/event-stream"})
+    assert_invalid_token(answer, jwt_upstream)
+
+
+def test_a_good_token_is_served_over_http_and_mcp(jwt_upstream: OAuthUpstream,
+                                                    idp: Idp) -> None:
+    token = token_for(idp, jwt_upstream.resource)
+    answer = echo(jwt_upstream, token)
+    assert answer.status_code == 200, answer.text
+    assert answer.json() == {"echo": {"n": 1}, "sub": "toolkeeper", "client_id": "toolkeeper",
+                             "act": None, "scope": "upstream:call"}
+    me = whoami(jwt_upstream, token)
+    assert (me["sub"], me["client_id"], me["aud"]) == (
+        "toolkeeper", "toolkeeper", jwt_upstream.resource)
+    assert {"sha256": sha256(token), "accepted": True} in jwt_upstream.seen()
+
+
+def test_an_exchanged_token_shows_the_subject_and_the_actor(jwt_upstream: OAuthUpstream,
+                                                             idp: Idp) -> None:
+    person = idp.login_code_flow("console", "alice", resource=DEFAULT_RESOURCE,
+                                 scope="openid tools:call")
+    exchanged = idp.token_exchange("toolkeeper", person["access_token"],
+                                   resource=jwt_upstream.resource, scope="upstream:call")
+    me = whoami(jwt_upstream, exchanged["access_token"])
+    assert (me["sub"], me["client_id"], me["act"]) == ("alice", "toolkeeper",
+                                                       {"sub": "toolkeeper"})
+
+
+def test_a_token_for_another_audience_is_refused(jwt_upstream: OAuthUpstream,
+                                                 idp: Idp) -> None:
+    token = token_for(idp, DEFAULT_RESOURCE, scope="tools:call")
+    assert_invalid_token(echo(jwt_upstream, token), jwt_upstream)
+    assert {"sha256": sha256(token), "accepted": False} in jwt_upstream.seen()
+
+
+def test_a_token_signed_by_another_key_is_refused(jwt_upstream: OAuthUpstream,
+                                                  idp: Idp) -> None:
+    genuine = token_for(idp, jwt_upstream.resource)
+    claims = jwt.decode(genuine, options={"verify_signature": False})
+    forged = jwt.encode(claims, rsa.generate_private_key(public_exponent=65537, key_size=2048),
+                        algorithm="RS256",
+                        headers={"kid": jwt.get_unverified_header(genuine)["kid"],
+                                 "typ": "at+jwt"})
+    assert_invalid_token(echo(jwt_upstream, forged), jwt_upstream)
+
+
+def test_a_token_without_the_scope_gets_403(jwt_upstream: OAuthUpstream, idp: Idp) -> None:
+    token = token_for(idp, jwt_upstream.resource, scope="upstream:read")
+    answer = echo(jwt_upstream, token)
+    assert answer.status_code == 403
+    assert 'error="insufficient_scope"' in answer.headers["www-authenticate"]
+
+
+def test_a_revoked_token_is_refused_at_once(opaque_upstream: OAuthUpstream, idp: Idp) -> None:
+    token = token_for(idp, opaque_upstream.resource)
+    assert token.count(".") == 0
+    assert echo(opaque_upstream, token).status_code == 200
+    assert whoami(opaque_upstream, token)["sub"] == "toolkeeper"
+    idp.revoke(token)
+    assert_invalid_token(echo(opaque_upstream, token), opaque_upstream)
+
+
+def test_a_revoked_grant_ends_the_exchanged_token(opaque_upstream: OAuthUpstream,
+                                                  idp: Idp) -> None:
+    person = idp.login_code_flow("console", "bob", resource=DEFAULT_RESOURCE,
+                                 scope="openid tools:call")
+    exchanged = idp.token_exchange("toolkeeper", person["access_token"],
+                                   resource=opaque_upstream.resource)["access_token"]
+    assert echo(opaque_upstream, exchanged).json()["act"] == {"sub": "toolkeeper"}
+    assert idp.revoke_grants(client_id="toolkeeper", sub="bob") >= 1
+    assert_invalid_token(echo(opaque_upstream, exchanged), opaque_upstream)
+
+
+def test_a_token_for_the_jwt_upstream_is_refused_by_the_other(
+        opaque_upstream: OAuthUpstream, jwt_upstream: OAuthUpstream, idp: Idp,
+        tmp_path: Path) -> None:
+    token = token_for(idp, jwt_upstream.resource)
+    assert_invalid_token(echo(opaque_upstream, token), opaque_upstream)
