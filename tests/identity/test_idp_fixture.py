@@ -8,6 +8,7 @@ import time
 import urllib.parse
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -130,8 +131,43 @@ def test_an_unknown_user_cannot_sign_in(idp: Idp) -> None:
     _, challenge = pkce_pair()
     url = idp.authorize_url("console", "http://127.0.0.1/callback", code_challenge=challenge,
                             state="s2")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(IdpRefused) as refused:
         idp.sign_in(url, "nobody")
+    assert refused.value.error == "login_failed"
+
+
+def test_a_user_with_a_password_needs_it(idp: Idp) -> None:
+    idp.add_user("carol", name="Carol", password="s3cret", groups=[], tk_tenant="acme")
+    _, challenge = pkce_pair()
+    url = idp.authorize_url("console", "http://127.0.0.1/callback", code_challenge=challenge,
+                            state="s3")
+    with pytest.raises(IdpRefused):
+        idp.sign_in(url, "carol", password="wrong")
+    back = idp.sign_in(url, "carol", password="s3cret")
+    assert back.startswith("http://127.0.0.1/callback?code=")
+
+
+def test_a_client_can_ask_for_consent(idp: Idp) -> None:
+    idp.add_client(client("asks", grant_types=["authorization_code"], consent=True,
+                          redirect_uris=["http://127.0.0.1/asks"]))
+    answer = idp.login_code_flow("asks", "bob", scope="openid tools:read",
+                                 resource=DEFAULT_RESOURCE)
+    assert verify(idp, answer["access_token"], DEFAULT_RESOURCE)["scope"] == "tools:read"
+
+
+def test_sign_out_ends_the_session_at_the_provider(idp: Idp) -> None:
+    _, challenge = pkce_pair()
+    url = idp.authorize_url("console", "http://127.0.0.1/callback", code_challenge=challenge,
+                            state="s4")
+    with httpx.Client(timeout=10) as browser:
+        idp.sign_in(url, "alice", http=browser)
+        again = browser.get(url)  # a session: straight back to the client
+        assert again.headers["location"].startswith("http://127.0.0.1/callback?code=")
+        after = idp.sign_out(browser, client_id="console",
+                             post_logout_redirect_uri="http://127.0.0.1/", state="bye")
+        assert after == "http://127.0.0.1/?state=bye"
+        login = browser.get(url)
+        assert login.headers["location"].startswith("/interaction/")
 
 
 def test_token_exchange_keeps_the_subject_and_names_the_actor(idp: Idp) -> None:

@@ -1,71 +1,85 @@
 """A real OpenID provider on loopback for the identity tests: panva's certified
-``oidc-provider`` (npm, pinned in tests/peers/package.json), configured by
-tests/peers/idp/server.mjs and run with the venv's Node.js. Not a token minter: every token
-comes from the provider's own endpoints.
+``oidc-provider`` 9.13.3 (npm, pinned in tests/peers/package.json), configured by
+tests/peers/idp/server.mjs, run with the venv's Node.js. Not a token minter: every token
+comes out of the provider's own endpoints.
 
-Start one::
+Taking it
+---------
+- The module-scoped fixture ``idp`` (registered for the whole suite by ``pytest_plugins`` in
+  tests/conftest.py): ``default_clients()``, ``DEFAULT_USERS``, one resource
+  ``DEFAULT_RESOURCE``. Add what a module needs at run time: ``add_client``,
+  ``add_resource``, ``add_user`` apply at once and keep the grants and tokens issued so far.
+  A console or gateway whose port is known only once it listens registers its redirect URI
+  or resource URL then (or pick a free port first and pass it at start).
+- Or your own: ``with idp_or_missing(tmp_path, clients=[...], users={...}, resources={...},
+  access_token_ttl_s=60) as idp:`` (``start_idp`` is the same without the skip logic).
+- Node.js or the npm package missing: the test skips with a loud reason, and fails under
+  ``CI=true``. The provider's log (refusal reasons, never a token) is ``idp.log()``; it is
+  shown when the provider does not start (bounded: 30 s).
+- The OAuth-protected upstream peer built on it: tests/support/oauth_upstream.py.
 
-    with start_idp(tmp_path, clients=[client("agent", grant_types=["client_credentials"])],
-                   users={"alice": {"name": "Alice", "groups": ["approvers"],
-                                    "tk_tenant": "acme"}},
-                   resources={"http://127.0.0.1:8080/mcp": {"scope": "tools:call"}},
-                   access_token_ttl_s=60) as idp:
-        token = idp.client_credentials("agent", resource="http://127.0.0.1:8080/mcp",
-                                       scope="tools:call")["access_token"]
+What it is
+----------
+- issuer ``idp.issuer`` = ``http://127.0.0.1:PORT`` (no trailing slash); discovery at
+  ``/.well-known/openid-configuration`` and ``/.well-known/oauth-authorization-server``
+  (``idp.discovery``, ``idp.endpoint("token_endpoint")``); ``idp.jwks()`` as served now.
+- keys: an RS256 and an ES256 private JWK with ``kid``s, made here. ``rotate_keys()``
+  replaces both (new kids; the old ones leave the JWKS at once; ``keep_old=True`` keeps
+  publishing them after the new ones). ID tokens: RS256. Access tokens: the resource's alg.
+- resources (RFC 8707) ``{URL: {"scope": "a b", "format": "jwt"|"opaque", "alg":
+  "RS256"|"ES256", "ttl_s": N}}``: a token asked with ``resource=URL`` is a JWT
+  (``typ: at+jwt``; ``iss``, ``aud`` = URL, ``sub``, ``client_id``, ``scope`` = the asked
+  scopes the resource has, ``iat``, ``exp``, ``jti``) or opaque (then introspection says
+  what it is, and ``revoke``/``revoke_grants`` take effect). An unknown resource:
+  ``invalid_target``. No ``resource``: an opaque token without audience.
+- clients: ``client(id, grant_types=..., redirect_uris=..., public=False, **metadata)``
+  makes the metadata (confidential ``client_secret_basic`` with a random secret by default;
+  ``idp.secret(id)``). Ours on top of oidc-provider's: ``claims`` (added to the client's
+  client-credentials tokens, e.g. ``{"tk_tenant": "acme", "tk_agent": "bot"}``),
+  ``subject_audiences`` (token exchange accepts only subject tokens with one of these
+  ``aud``), ``consent=True`` (show a consent page; by default first-party, no consent).
+  The built-in confidential client ``introspector`` (``idp.introspector`` = id, secret) is
+  for resource servers that introspect.
+- users ``{sub: {"name", "email", "groups", "tk_tenant", "password"?}}``. ID token and
+  userinfo: ``sub``, ``groups``, ``tk_tenant`` (scope ``openid``), ``name`` (``profile``),
+  ``email``, ``email_verified`` (``email``); the ID token carries them too
+  (``conformIdTokenClaims: false``), and ``nonce`` when asked. A person's access tokens:
+  ``groups``, ``tk_tenant``, ``email``.
+- grants: ``client_credentials`` (``sub`` = client id); ``authorization_code`` with PKCE
+  S256 required of every client, and the authorization response carries ``iss``
+  (RFC 9207); ``refresh_token`` to every client whose ``grant_types`` list it (no
+  ``offline_access`` needed); token exchange (RFC 8693, ``TOKEN_EXCHANGE``): the subject
+  token is an access or ID token of this issuer (a JWT verified with its own keys, or an
+  opaque one looked up in its storage, its grant still there); the result is an access token
+  for ``resource`` (required) with the subject's ``sub``, ``client_id`` = the exchanging
+  client and ``act: {"sub": <exchanging client>}`` (nesting the subject's own ``act``).
+- TTLs: access tokens ``access_token_ttl_s`` (default 300; a resource's ``ttl_s`` wins),
+  refresh tokens ``refresh_token_ttl_s`` (86400), ID tokens 3600, codes 60.
+- introspection (RFC 7662), revocation (RFC 7009), RP-initiated logout.
 
-or take the module-scoped pytest fixture ``idp`` (registered for the whole suite through
-``pytest_plugins`` in tests/conftest.py) with the default clients, users and resource below,
-and add what a test module needs at run time (``add_client``, ``add_resource``): a console
-whose port is known only once it is listening registers its redirect URI then. Each change
-applies at once; the provider's grants and tokens survive it.
+Signing in
+----------
+The sign-in page (server.mjs; nothing loaded from outside) has ``input[name=login]`` (the
+user's ``sub``), ``input[name=password]`` (the user's ``password`` if they have one, any
+otherwise) and ``button[type=submit]``; a wrong user or password shows the page again with
+``[role=alert]``. Playwright fills exactly that. Without a browser:
+``login_code_flow(client_id, user, scope=, resource=)`` does PKCE + the form with httpx and
+returns the token response; ``sign_in(authorize_url, user, http=)`` follows any relying
+party's authorization URL (e.g. the console's login redirect) through the form and returns
+the callback URL with ``code``/``state``/``iss`` without requesting it;
+``authorize_url(...)`` and ``pkce_pair()`` build one; ``sign_out(http, ...)`` confirms an
+RP-initiated logout.
 
-What the provider does (facts of oidc-provider 9.13.3 as configured in server.mjs):
-
-- issuer ``http://127.0.0.1:PORT`` (ephemeral port), discovery at
-  ``/.well-known/openid-configuration`` and ``/.well-known/oauth-authorization-server``;
-  ``idp.endpoint("token_endpoint")`` etc. read it.
-- signing keys: an RS256 and an ES256 key (private JWKs with ``kid``) made here;
-  ``rotate_keys()`` replaces both with new ones (new kids; the old ones are gone from the
-  JWKS unless ``keep_old=True``, which publishes them after the new ones). ID tokens are
-  RS256; a resource's access tokens use its ``alg`` (default RS256).
-- resources (RFC 8707): ``{URL: {"scope": "a b", "format": "jwt"|"opaque", "alg":
-  "RS256"|"ES256", "ttl_s": N}}``. A token asked for with ``resource=URL`` is a JWT
-  (``typ: at+jwt``, ``aud`` = URL, ``iss``, ``sub``, ``client_id``, ``scope`` = the asked
-  scopes that the resource has, ``exp``/``iat``/``jti``) or an opaque token (then only
-  introspection tells what it is, and revocation takes effect). An unknown resource is
-  refused (``invalid_target``). Without ``resource`` a token is opaque with no audience.
-- grants: ``client_credentials`` (``sub`` = the client id, plus the client's ``claims``),
-  ``authorization_code`` (PKCE S256 required for every client; devInteractions login form:
-  any password, the login name is the user's ``sub``, which must be in ``users``; no consent
-  screen unless the client says ``consent=True``), ``refresh_token`` (issued to every client
-  whose ``grant_types`` include it, ``offline_access`` not needed; rotated per
-  oidc-provider's policy), token exchange (RFC 8693,
-  ``urn:ietf:params:oauth:grant-type:token-exchange``: the subject token is an access or ID
-  token of this issuer, JWT verified against its own keys or opaque looked up in its
-  storage; the result is an access token for ``resource`` with ``sub`` = the subject's and
-  ``act: {"sub": <exchanging client>}``, nesting the subject's ``act``; a client with
-  ``subject_audiences=[...]`` may only exchange tokens with one of those audiences).
-- claims: ID token and userinfo carry ``sub``, ``groups`` and ``tk_tenant`` (scope
-  ``openid``), ``name`` (``profile``), ``email``/``email_verified`` (``email``), any extra
-  keys of the user under ``openid`` are not added. A person's access tokens carry
-  ``groups``, ``tk_tenant`` and ``email``; client-credentials tokens carry the client's
-  ``claims`` (e.g. ``{"tk_tenant": "acme", "tk_agent": "bot"}``).
-- introspection (RFC 7662; ``idp.introspect`` authenticates as the built-in
-  ``introspector`` client, ``idp.introspector`` holds its id and secret for a resource
-  server), revocation (RFC 7009), RP-initiated logout (``end_session_endpoint``).
-- access-token TTL ``access_token_ttl_s`` (default 300; a resource's ``ttl_s`` wins),
-  refresh-token TTL ``refresh_token_ttl_s`` (default 86400).
-
-Admin hook (loopback, random secret; see server.mjs): ``disable_client`` (the client no
-longer exists for the provider: client credentials, refresh, token exchange and
-introspection by it are refused; tokens already issued stay valid until they expire or are
-revoked), ``enable_client``, ``revoke_grants(client_id=, sub=)`` (every grant of that client
-and/or person, and every refresh token and opaque access token under it: "a revoked
-upstream grant"), ``revoke(token)`` (one opaque token), ``add_client``, ``add_resource``.
-
-Refusals from the provider raise ``IdpRefused`` (``.status``, ``.error``, ``.body``).
-Missing Node.js or the npm package: the test skips with a loud reason, and fails under
-``CI=true``. The provider's log is in ``idp.log_path`` and shown when it fails to start.
+Tokens and the admin hook
+-------------------------
+``client_credentials``, ``token_exchange``, ``refresh``, ``token`` (any form),
+``introspect``; a refusal raises ``IdpRefused`` (``.status``, ``.error``, ``.body``). Admin
+(loopback, random secret): ``disable_client`` (the client no longer exists for the
+provider: its client credentials, refresh, token exchange and introspection are refused;
+tokens already issued stay valid until they expire or are revoked), ``enable_client``,
+``revoke_grants(client_id=, sub=)`` (destroys each matching grant and every refresh token
+and opaque access token under it: "a revoked upstream grant"), ``revoke(token)`` (one
+opaque token of any kind).
 """
 
 from __future__ import annotations
@@ -408,6 +422,8 @@ class Idp:
                     continue
                 action, fields = _form(answer)
                 if fields.get("prompt") == "login":
+                    if 'role="alert"' in answer.text:
+                        raise IdpRefused(answer.status_code, {"error": "login_failed"})
                     fields.update(login=user, password=password)
                 answer = browser.post(urllib.parse.urljoin(str(answer.url), action),
                                       data=fields)
@@ -415,6 +431,27 @@ class Idp:
         finally:
             if own:
                 browser.close()
+
+    def sign_out(self, http: httpx.Client, *, id_token_hint: str | None = None,
+                 client_id: str | None = None, post_logout_redirect_uri: str | None = None,
+                 state: str | None = None) -> str:
+        """RP-initiated logout of the session held in ``http``'s cookies: confirms the
+        provider's "sign out?" form; returns where the provider sends the browser after (the
+        ``post_logout_redirect_uri`` with ``state``, or its own "signed out" page)."""
+        params = {k: v for k, v in (("id_token_hint", id_token_hint), ("client_id", client_id),
+                                    ("post_logout_redirect_uri", post_logout_redirect_uri),
+                                    ("state", state)) if v}
+        url = self.endpoint("end_session_endpoint")
+        answer = http.get(f"{url}?{urllib.parse.urlencode(params)}" if params else url)
+        action, fields = _form(answer)
+        fields["logout"] = "yes"
+        done = http.post(urllib.parse.urljoin(str(answer.url), action), data=fields)
+        if done.status_code in (302, 303):
+            location = urllib.parse.urljoin(str(done.url), done.headers["location"])
+            if location.startswith(self.issuer + "/"):
+                return str(http.get(location).url)
+            return location
+        raise IdpRefused(done.status_code, done.text[:300])
 
     def login_code_flow(self, client_id: str, user: str, *, scope: str = "openid profile email",
                         resource: str | None = None,
@@ -467,6 +504,12 @@ class Idp:
             entry["ttl_s"] = ttl_s
         self.resources[url] = entry
         self._admin("resources", {url: entry})
+
+    def add_user(self, sub: str, **claims: Any) -> None:
+        """Add (or replace) a user: ``name``, ``email``, ``groups``, ``tk_tenant``, and
+        ``password`` (without one, any password signs in)."""
+        self.users[sub] = claims
+        self._admin("users", {sub: claims})
 
     def disable_client(self, client_id: str) -> None:
         self._admin("clients/disable", {"client_id": client_id})

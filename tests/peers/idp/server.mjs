@@ -13,7 +13,7 @@
 //            credentials tokens}, subject_audiences [audiences a token exchange accepts in
 //            the subject token; absent = any audience this issuer signed], consent (true =
 //            show the consent screen; default: first-party, no consent screen)}],
-//   users {sub: {name, email, groups, tk_tenant, ...any extra claims}},
+//   users {sub: {name, email, groups, tk_tenant, password? (absent: any password)}},
 //   resources {URL: {scope, format: "jwt" | "opaque", alg: "RS256" | "ES256", ttl_s?}}.
 //
 // Admin hook (same listener, loopback only, header `x-admin-secret: <admin_secret>`):
@@ -21,6 +21,7 @@
 //                                                   instance, same storage, same port)
 //   POST /admin/clients         {client metadata}   add or replace a client
 //   POST /admin/resources       {URL: {scope, ...}} add or replace resources
+//   POST /admin/users           {sub: {...}}        add or replace users
 //   POST /admin/clients/disable {client_id}         the client no longer exists for the
 //                                                   provider (token, refresh, introspection
 //                                                   by it are refused) until enabled again
@@ -86,7 +87,8 @@ function providerClient(metadata) {
 function userClaims(sub) {
   const user = users[sub];
   if (!user) return undefined;
-  return { ...user, sub, email_verified: user.email ? true : undefined };
+  const { password, ...claims } = user;
+  return { ...claims, sub, email_verified: user.email ? true : undefined };
 }
 
 // Claims added to access tokens (JWT payload and introspection): the user's groups and
@@ -223,6 +225,96 @@ async function tokenExchange(ctx) {
   };
 }
 
+// Pages without anything from outside (the provider's own pull web fonts), with stable
+// names for a browser test: input[name=login], input[name=password], button[type=submit].
+const esc = (value) => String(value ?? '').replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+function page(title, body) {
+  return `<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>${esc(title)}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body><main><h1>${esc(title)}</h1>${body}</main></body></html>`;
+}
+
+function loginPage(uid, params, error) {
+  return page('Sign in to the test IdP', `
+${error ? `<p role="alert" id="error">${esc(error)}</p>` : ''}
+<form method="post" action="/interaction/${esc(uid)}/login" autocomplete="off">
+  <input type="hidden" name="prompt" value="login">
+  <label>User <input required type="text" name="login" value="${esc(params.login_hint)}"></label>
+  <label>Password <input required type="password" name="password"></label>
+  <button type="submit">Sign in</button>
+</form>
+<p><a href="/interaction/${esc(uid)}/abort">Cancel</a></p>`);
+}
+
+function consentPage(uid, client, details) {
+  const wanted = [...(details.missingOIDCScope ?? []),
+    ...Object.values(details.missingResourceScopes ?? {}).flat()];
+  return page(`Allow ${client?.clientName ?? client?.clientId}?`, `
+<p>Scopes: <span id="scopes">${esc(wanted.join(' '))}</span></p>
+<form method="post" action="/interaction/${esc(uid)}/confirm">
+  <input type="hidden" name="prompt" value="consent">
+  <button type="submit">Allow</button>
+</form>
+<p><a href="/interaction/${esc(uid)}/abort">Deny</a></p>`);
+}
+
+async function readForm(req) {
+  const chunks = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += chunk.length;
+    if (size > MAX_ADMIN_BODY) throw new Error('form too large');
+    chunks.push(chunk);
+  }
+  return Object.fromEntries(new URLSearchParams(Buffer.concat(chunks).toString('utf8')));
+}
+
+// The sign-in and consent steps (oidc-provider leaves these to the deployment): a user of
+// `users` signs in with their `password` if they have one, with any password otherwise.
+async function interaction(req, res, uid, action) {
+  const html = (status, body) => {
+    res.writeHead(status, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store' });
+    res.end(body);
+  };
+  const details = await provider.interactionDetails(req, res);
+  if (details.uid !== uid) return html(400, page('Wrong interaction', ''));
+  const { prompt, params } = details;
+  if (req.method === 'GET' && !action) {
+    if (prompt.name === 'login') return html(200, loginPage(uid, params));
+    const client = await provider.Client.find(params.client_id);
+    return html(200, consentPage(uid, client, prompt.details));
+  }
+  if (action === 'abort') {
+    return provider.interactionFinished(req, res, {
+      error: 'access_denied', error_description: 'End-User aborted interaction',
+    }, { mergeWithLastSubmission: false });
+  }
+  if (req.method !== 'POST') return html(405, page('Method not allowed', ''));
+  const form = await readForm(req);
+  if (action === 'login' && prompt.name === 'login') {
+    const user = users[form.login];
+    if (!user || (user.password !== undefined && user.password !== form.password)) {
+      return html(200, loginPage(uid, params, 'Unknown user or wrong password.'));
+    }
+    return provider.interactionFinished(req, res, { login: { accountId: form.login } },
+      { mergeWithLastSubmission: false });
+  }
+  if (action === 'confirm' && prompt.name === 'consent') {
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId: details.session.accountId, clientId: params.client_id });
+    const missing = prompt.details;
+    if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '));
+    if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims);
+    for (const [indicator, scopes] of Object.entries(missing.missingResourceScopes ?? {})) {
+      grant.addResourceScope(indicator, scopes.join(' '));
+    }
+    return provider.interactionFinished(req, res, { consent: { grantId: await grant.save() } },
+      { mergeWithLastSubmission: true });
+  }
+  return html(400, page('Unexpected step', `<p>${esc(prompt.name)} / ${esc(action)}</p>`));
+}
+
 function buildProvider(issuer) {
   const ttl = (n, fallback) => (typeof n === 'number' && n > 0 ? n : fallback);
   const provider = new Provider(issuer, {
@@ -259,12 +351,29 @@ function buildProvider(issuer) {
       Session: () => 86400,
       Grant: () => 86400,
     },
+    interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
+    renderError: async (ctx, out) => {
+      ctx.type = 'html';
+      ctx.body = page('Sign-in error', Object.entries(out)
+        .map(([k, v]) => `<p><strong>${esc(k)}</strong>: <span class="${esc(k)}">${esc(v)}</span></p>`)
+        .join(''));
+    },
     features: {
-      devInteractions: { enabled: true },
+      devInteractions: { enabled: false },
       clientCredentials: { enabled: true },
       introspection: { enabled: true, allowedPolicy: async () => true },
       revocation: { enabled: true },
-      rpInitiatedLogout: { enabled: true },
+      rpInitiatedLogout: {
+        enabled: true,
+        logoutSource: async (ctx, form) => {
+          ctx.body = page('Sign out of the test IdP?', `${form}
+<button type="submit" form="op.logoutForm" name="logout" value="yes">Sign out</button>
+<button type="submit" form="op.logoutForm">Stay signed in</button>`);
+        },
+        postLogoutSuccessSource: async (ctx) => {
+          ctx.body = page('Signed out', '<p id="signed-out">You are signed out.</p>');
+        },
+      },
       resourceIndicators: {
         enabled: true,
         defaultResource: async (ctx, client, oneOf) => oneOf,
@@ -366,6 +475,9 @@ async function admin(req, res) {
         disabled.delete(body.client_id);
         install(buildProvider(provider.issuer));
         return send(200, { client_id: body.client_id });
+      case '/admin/users':
+        Object.assign(users, body);
+        return send(200, { users: Object.keys(body) });
       case '/admin/resources':
         Object.assign(resources, body);
         return send(200, { resources: Object.keys(body) });
@@ -393,9 +505,22 @@ function install(next) {
   handler = next.callback();
 }
 
+const INTERACTION = /^\/interaction\/([A-Za-z0-9_-]+)(?:\/(login|confirm|abort))?$/;
 const server = http.createServer((req, res) => {
-  if (req.url.startsWith('/admin/')) {
+  const path = new URL(req.url, 'http://x').pathname;
+  if (path.startsWith('/admin/')) {
     admin(req, res);
+    return;
+  }
+  const step = INTERACTION.exec(path);
+  if (step) {
+    interaction(req, res, step[1], step[2]).catch((err) => {
+      console.error('interaction error', err.name, err.message);
+      if (!res.headersSent) {
+        res.writeHead(400, { 'content-type': 'text/html; charset=utf-8' });
+        res.end(page('Sign-in error', `<p class="error">${esc(err.message)}</p>`));
+      }
+    });
     return;
   }
   handler(req, res);
