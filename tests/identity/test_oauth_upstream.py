@@ -4,7 +4,6 @@ serves a good token from the test IdP, over MCP and over plain HTTP."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -149,7 +148,15 @@ def test_a_revoked_grant_ends_the_exchanged_token(opaque_upstream: OAuthUpstream
 
 
 def test_a_token_for_the_jwt_upstream_is_refused_by_the_other(
-        opaque_upstream: OAuthUpstream, jwt_upstream: OAuthUpstream, idp: Idp,
-        tmp_path: Path) -> None:
+        opaque_upstream: OAuthUpstream, jwt_upstream: OAuthUpstream, idp: Idp) -> None:
     token = token_for(idp, jwt_upstream.resource)
+    assert_invalid_token(echo(opaque_upstream, token), opaque_upstream)
+
+
+def test_an_active_opaque_token_for_another_resource_is_refused(
+        opaque_upstream: OAuthUpstream, idp: Idp) -> None:
+    other = "http://127.0.0.1/other-opaque-resource"
+    idp.add_resource(other, scope="upstream:call", format="opaque")
+    token = token_for(idp, other)
+    assert idp.introspect(token)["active"] is True
     assert_invalid_token(echo(opaque_upstream, token), opaque_upstream)
