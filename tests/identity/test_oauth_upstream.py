@@ -3,6 +3,7 @@ serves a good token from the test IdP, over MCP and over plain HTTP."""
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -160,3 +161,64 @@ def test_an_active_opaque_token_for_another_resource_is_refused(
     token = token_for(idp, other)
     assert idp.introspect(token)["active"] is True
     assert_invalid_token(echo(opaque_upstream, token), opaque_upstream)
+
+
+class _Memory:
+    """The MCP client's token storage, in memory."""
+
+    def __init__(self) -> None:
+        self.tokens: Any = None
+        self.client: Any = None
+
+    async def get_tokens(self) -> Any:
+        return self.tokens
+
+    async def set_tokens(self, tokens: Any) -> None:
+        self.tokens = tokens
+
+    async def get_client_info(self) -> Any:
+        return self.client
+
+    async def set_client_info(self, client_info: Any) -> None:
+        self.client = client_info
+
+
+async def _discovering_client(upstream: OAuthUpstream, idp: Idp) -> tuple[Any, _Memory]:
+    import httpx2
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
+    from pydantic import AnyUrl
+
+    from mcp import Client
+
+    redirect = "http://127.0.0.1/mcp-client/callback"
+    landed: list[str] = []
+
+    async def redirect_handler(url: str) -> None:  # the "browser": alice signs in
+        landed.append(await anyio.to_thread.run_sync(idp.sign_in, url, "alice"))
+
+    async def callback_handler() -> AuthorizationCodeResult:
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(landed[-1]).query))
+        return AuthorizationCodeResult(code=query["code"], state=query.get("state"),
+                                       iss=query.get("iss"))
+
+    storage = _Memory()
+    auth = OAuthClientProvider(
+        upstream.mcp_url,
+        OAuthClientMetadata(redirect_uris=[AnyUrl(redirect)], client_name="an MCP client",
+                            grant_types=["authorization_code", "refresh_token"],
+                            response_types=["code"], token_endpoint_auth_method="none"),
+        storage, redirect_handler=redirect_handler, callback_handler=callback_handler)
+    async with httpx2.AsyncClient(auth=auth) as http, \
+            Client(streamable_http_client(upstream.mcp_url, http_client=http)) as client:
+        return (await client.call_tool("whoami", {})).structured_content, storage
+
+
+def test_an_mcp_client_discovers_the_idp_from_the_401(jwt_upstream: OAuthUpstream,
+                                                       idp: Idp) -> None:
+    me, storage = anyio.run(_discovering_client, jwt_upstream, idp)
+    assert me["sub"] == "alice"
+    assert me["aud"] == jwt_upstream.resource
+    assert storage.client is not None  # registered itself (RFC 7591)
+    assert me["client_id"] == storage.client.client_id

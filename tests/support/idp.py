@@ -55,7 +55,9 @@ What it is
   client and ``act: {"sub": <exchanging client>}`` (nesting the subject's own ``act``).
 - TTLs: access tokens ``access_token_ttl_s`` (default 300; a resource's ``ttl_s`` wins),
   refresh tokens ``refresh_token_ttl_s`` (86400), ID tokens 3600, codes 60.
-- introspection (RFC 7662), revocation (RFC 7009), RP-initiated logout.
+- introspection (RFC 7662), revocation (RFC 7009), RP-initiated logout, open dynamic client
+  registration (RFC 7591, ``registration_endpoint``) as MCP clients use it; the resources'
+  scopes are registrable scopes (a client's ``scope`` may name them).
 
 Signing in
 ----------

@@ -16,6 +16,8 @@
 //   users {sub: {name, email, groups, tk_tenant, password? (absent: any password)}},
 //   resources {URL: {scope, format: "jwt" | "opaque", alg: "RS256" | "ES256", ttl_s?}}.
 //
+// Open dynamic client registration (RFC 7591) is on, as MCP clients register themselves.
+//
 // Admin hook (same listener, loopback only, header `x-admin-secret: <admin_secret>`):
 //   POST /admin/keys            {jwks}              replace the signing keys (new provider
 //                                                   instance, same storage, same port)
@@ -328,7 +330,10 @@ function buildProvider(issuer) {
       email: ['email', 'email_verified'],
     },
     conformIdTokenClaims: false,
-    scopes: ['openid', 'offline_access', 'profile', 'email'],
+    // The resources' scopes too: a client's registered `scope` (RFC 7591, as MCP clients
+    // send the protected resource's scopes_supported) may only name scopes listed here.
+    scopes: [...new Set(['openid', 'offline_access', 'profile', 'email',
+      ...Object.values(resources).flatMap((r) => (r.scope ?? '').split(' ').filter(Boolean))])],
     findAccount: async (ctx, sub) => {
       const claims = userClaims(sub);
       if (!claims) return undefined;
@@ -363,6 +368,8 @@ function buildProvider(issuer) {
       clientCredentials: { enabled: true },
       introspection: { enabled: true, allowedPolicy: async () => true },
       revocation: { enabled: true },
+      // open dynamic client registration (RFC 7591), as MCP clients use it
+      registration: { enabled: true },
       rpInitiatedLogout: {
         enabled: true,
         logoutSource: async (ctx, form) => {
@@ -480,6 +487,7 @@ async function admin(req, res) {
         return send(200, { users: Object.keys(body) });
       case '/admin/resources':
         Object.assign(resources, body);
+        install(buildProvider(provider.issuer));
         return send(200, { resources: Object.keys(body) });
       case '/admin/clients/disable':
         disabled.add(body.client_id);
