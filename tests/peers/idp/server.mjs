@@ -39,7 +39,8 @@ import * as http from 'node:http';
 
 import * as jose from 'jose';
 import Provider, { errors } from 'oidc-provider';
-import { createMemoryAdapter } from 'oidc-provider/lib/adapters/memory_adapter.js';
+import MemoryAdapter from 'oidc-provider/lib/adapters/memory_adapter.js';
+import LRU from 'oidc-provider/lib/helpers/lru.js';
 
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const TT_ACCESS = 'urn:ietf:params:oauth:token-type:access_token';
@@ -57,7 +58,9 @@ let jwks = config.jwks;
 
 // One storage for every provider instance this process builds (key rotation swaps the
 // instance, not the grants and tokens), with an index of grants for the admin hook.
-const baseAdapter = createMemoryAdapter(0);
+// (oidc-provider's own memory storage keeps 1,000 entries, which a long module could pass.)
+const storage = new LRU({ maxSize: 200000 });
+const baseAdapter = (model) => new MemoryAdapter(model, storage, 0);
 const grantIndex = new Map(); // grant id -> {clientId, accountId}
 const adapters = new Map();
 function adapterFor(model) {
