@@ -250,3 +250,12 @@ def test_tokens_expire_on_the_configured_ttl(idp: Idp) -> None:
     while idp.introspect(token["access_token"])["active"]:
         assert time.monotonic() < deadline, "the 1 s token stayed active for 10 s"
         time.sleep(0.2)
+
+
+def test_sign_uses_the_providers_current_key(idp: Idp) -> None:
+    now = int(time.time())
+    token = idp.sign({"iss": idp.issuer, "aud": ES, "sub": "x", "iat": now - 600,
+                      "exp": now - 300}, alg="ES256")
+    assert jwt.get_unverified_header(token)["kid"] in idp.kids
+    with pytest.raises(jwt.ExpiredSignatureError):
+        verify(idp, token, ES)

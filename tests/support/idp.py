@@ -75,8 +75,11 @@ RP-initiated logout.
 Tokens and the admin hook
 -------------------------
 ``client_credentials``, ``token_exchange``, ``refresh``, ``token`` (any form),
-``introspect``; a refusal raises ``IdpRefused`` (``.status``, ``.error``, ``.body``). Admin
-(loopback, random secret): ``disable_client`` (the client no longer exists for the
+``introspect``; a refusal raises ``IdpRefused`` (``.status``, ``.error``, ``.body``).
+``sign(claims)`` signs with the provider's current key, ONLY for what the provider cannot
+be made to issue (a token expired beyond any skew, ``nbf`` ahead).
+
+Admin (loopback, random secret): ``disable_client`` (the client no longer exists for the
 provider: its client credentials, refresh, token exchange and introspection are refused;
 tokens already issued stay valid until they expire or are revoked), ``enable_client``,
 ``revoke_grants(client_id=, sub=)`` (destroys each matching grant and every refresh token
@@ -475,6 +478,17 @@ class Idp:
         if resource:
             form["resource"] = resource
         return self.token(client_id, form)
+
+    def sign(self, claims: Mapping[str, Any], *, alg: str = "RS256",
+             headers: Mapping[str, Any] | None = None) -> str:
+        """A JWT signed with the provider's current key for ``alg`` (its ``kid``, ``typ:
+        at+jwt`` unless ``headers`` say otherwise). ONLY for what the provider cannot be
+        made to issue (a token expired beyond any skew, ``nbf`` ahead, odd claims): every
+        other token comes from its endpoints."""
+        jwk = next(k for k in self.keys if k["alg"] == alg)
+        key = jwt.PyJWK.from_dict(jwk).key
+        return jwt.encode(dict(claims), key, algorithm=alg,
+                          headers={"kid": jwk["kid"], "typ": "at+jwt", **(headers or {})})
 
     # -- admin hook ----------------------------------------------------------------------
     def _admin(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
