@@ -13,7 +13,8 @@ Taking it
   or resource URL then (or pick a free port first and pass it at start).
 - Or your own: ``with idp_or_missing(tmp_path, clients=[...], users={...}, resources={...},
   access_token_ttl_s=60) as idp:`` (``start_idp`` is the same without the skip logic).
-- Node.js or the npm package missing: the test skips with a loud reason, and fails under
+- The npm package comes from tests/peers/node_modules, else from a ``NODE_PATH`` entry
+  that has it. Node.js or the package missing: the test skips with a loud reason, and fails under
   ``CI=true``. The provider's log (refusal reasons, never a token) is ``idp.log()``; it is
   shown when the provider does not start (bounded: 30 s).
 - The OAuth-protected upstream peer built on it: tests/support/oauth_upstream.py.
@@ -116,7 +117,18 @@ from tests.support.required import missing
 
 PEERS = Path(__file__).resolve().parents[1] / "peers"
 SERVER = PEERS / "idp" / "server.mjs"
-PACKAGE = PEERS / "node_modules" / "oidc-provider" / "package.json"
+
+
+def node_modules() -> Path | None:
+    """tests/peers/node_modules if it has ``oidc-provider``, else the first ``NODE_PATH``
+    entry that has it (a worktree whose own peers lack it can point there)."""
+    candidates = [PEERS / "node_modules"]
+    candidates += [Path(p) for p in os.environ.get("NODE_PATH", "").split(os.pathsep) if p]
+    for directory in candidates:
+        if (directory / "oidc-provider" / "package.json").exists():
+            return directory.resolve()
+    return None
+
 
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 TT_ACCESS = "urn:ietf:params:oauth:token-type:access_token"
@@ -249,14 +261,16 @@ class Idp:
 
     # -- life cycle ----------------------------------------------------------------------
     def start(self) -> Idp:
-        if not PACKAGE.exists():
+        modules = node_modules()
+        if modules is None:
             raise IdpUnavailable(
-                f"oidc-provider is not installed in {PEERS / 'node_modules'}: run `make peers`"
-                " (npm install in tests/peers), or symlink a node_modules that has it")
+                f"oidc-provider is not installed in {PEERS / 'node_modules'} nor on NODE_PATH:"
+                " run `make peers` (npm install in tests/peers)")
         node = node_binary()
         ready = self.home / "ready.json"
         config = {
             "host": "127.0.0.1", "port": 0, "ready_file": str(ready),
+            "node_modules": str(modules),
             "admin_secret": self.admin_secret, "cookie_keys": [secrets.token_urlsafe(32)],
             "jwks": {"keys": self.keys}, "clients": list(self.clients.values()),
             "users": self.users, "resources": self.resources,

@@ -37,10 +37,20 @@ import * as crypto from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 
-import * as jose from 'jose';
-import Provider, { errors } from 'oidc-provider';
-import MemoryAdapter from 'oidc-provider/lib/adapters/memory_adapter.js';
-import LRU from 'oidc-provider/lib/helpers/lru.js';
+import * as path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+
+// The packages come from ../node_modules, or from config.node_modules (an ESM import does
+// not read NODE_PATH; the fixture passes the directory it found there).
+const modules = config.node_modules ?? path.join(import.meta.dirname, '..', 'node_modules');
+const load = (name) => import(pathToFileURL(path.join(modules, name)).href);
+const { default: Provider, errors } = await load('oidc-provider/lib/index.js');
+const { default: MemoryAdapter } = await load('oidc-provider/lib/adapters/memory_adapter.js');
+const { default: LRU } = await load('oidc-provider/lib/helpers/lru.js');
+const jose = await load('oidc-provider/node_modules/jose/dist/webapi/index.js')
+  .catch(() => load('jose/dist/webapi/index.js'));
 
 const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const TT_ACCESS = 'urn:ietf:params:oauth:token-type:access_token';
@@ -49,7 +59,6 @@ const TT_ID = 'urn:ietf:params:oauth:token-type:id_token';
 const OUR_CLIENT_FIELDS = ['claims', 'subject_audiences', 'consent'];
 const MAX_ADMIN_BODY = 64 * 1024;
 
-const config = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
 const users = config.users ?? {};
 const resources = config.resources ?? {};
 const clients = new Map((config.clients ?? []).map((c) => [c.client_id, c]));
