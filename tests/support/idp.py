@@ -71,7 +71,8 @@ returns the token response; ``sign_in(authorize_url, user, http=)`` follows any 
 party's authorization URL (e.g. the console's login redirect) through the form and returns
 the callback URL with ``code``/``state``/``iss`` without requesting it;
 ``authorize_url(...)`` and ``pkce_pair()`` build one; ``sign_out(http, ...)`` confirms an
-RP-initiated logout.
+RP-initiated logout. The provider's cookies are ``idp_session``, ``idp_interaction``,
+``idp_resume`` (and ``….sig``): cookies ignore ports, so a console on 127.0.0.1 sees them.
 
 Tokens and the admin hook
 -------------------------

@@ -335,7 +335,12 @@ function buildProvider(issuer) {
     adapter: adapterFor,
     clients: [...clients.values()].map(providerClient),
     jwks,
-    cookies: { keys: config.cookie_keys },
+    // Cookies ignore ports: these share 127.0.0.1 with the console under test, so they
+    // carry names of their own.
+    cookies: {
+      keys: config.cookie_keys,
+      names: { session: 'idp_session', interaction: 'idp_interaction', resume: 'idp_resume' },
+    },
     claims: {
       openid: ['sub', 'groups', 'tk_tenant'],
       profile: ['name'],
