@@ -146,9 +146,14 @@ def build(config: dict[str, Any], port: int) -> Any:
         if len(body) > MAX_BODY:
             await JSONResponse({"error": "too large"}, status_code=413)(scope, receive, send)
             return
+        try:
+            echoed = json.loads(body or b"null")
+        except ValueError:
+            await JSONResponse({"error": "not JSON"}, status_code=400)(scope, receive, send)
+            return
         token = scope["user"].access_token
         claims = token.claims or {}
-        answer = {"echo": json.loads(body or b"null"),
+        answer = {"echo": echoed,
                   "sub": claims.get("sub"), "client_id": claims.get("client_id"),
                   "act": claims.get("act"), "scope": claims.get("scope")}
         await JSONResponse(answer)(scope, receive, send)
