@@ -259,3 +259,28 @@ def test_sign_uses_the_providers_current_key(idp: Idp) -> None:
     assert jwt.get_unverified_header(token)["kid"] in idp.kids
     with pytest.raises(jwt.ExpiredSignatureError):
         verify(idp, token, ES)
+
+
+def test_a_suspended_provider_hangs_and_a_restarted_one_keeps_its_keys(idp: Idp) -> None:
+    kids = {k["kid"] for k in idp.jwks()["keys"]}
+    idp.suspend()
+    try:
+        with pytest.raises(httpx.TimeoutException):
+            httpx.get(idp.endpoint("jwks_uri"), timeout=0.5)
+    finally:
+        idp.resume()
+    assert {k["kid"] for k in idp.jwks()["keys"]} == kids
+    refused: list[type[Exception]] = []
+
+    def down() -> None:
+        try:
+            httpx.get(idp.endpoint("jwks_uri"), timeout=2)
+        except httpx.ConnectError as exc:
+            refused.append(type(exc))
+
+    issuer = idp.issuer
+    idp.restart(down=down)
+    assert refused == [httpx.ConnectError]
+    assert idp.issuer == issuer
+    assert {k["kid"] for k in idp.jwks()["keys"]} == kids
+    assert verify(idp, idp.client_credentials("agent", resource=ES)["access_token"], ES)

@@ -17,6 +17,8 @@ Taking it
   that has it. Node.js or the package missing: the test skips with a loud reason, and fails under
   ``CI=true``. The provider's log (refusal reasons, never a token) is ``idp.log()``; it is
   shown when the provider does not start (bounded: 30 s).
+- An IdP that hangs: ``suspend()``/``resume()`` (SIGSTOP: connections are accepted, nothing
+  answers); one that is down: ``restart(down=callback)`` (same port, keys, clients).
 - The OAuth-protected upstream peer built on it: tests/support/oauth_upstream.py.
 
 What it is
@@ -105,7 +107,7 @@ import subprocess
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -270,7 +272,7 @@ class Idp:
         node = node_binary()
         ready = self.home / "ready.json"
         config = {
-            "host": "127.0.0.1", "port": 0, "ready_file": str(ready),
+            "host": "127.0.0.1", "port": self.port, "ready_file": str(ready),
             "node_modules": str(modules),
             "admin_secret": self.admin_secret, "cookie_keys": [secrets.token_urlsafe(32)],
             "jwks": {"keys": self.keys}, "clients": list(self.clients.values()),
@@ -281,7 +283,8 @@ class Idp:
         config_path = self.home / "idp-config.json"
         config_path.write_text(json.dumps(config))
         config_path.chmod(0o600)
-        with self.log_path.open("wb") as log:
+        ready.unlink(missing_ok=True)
+        with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [node, str(SERVER), str(config_path)], cwd=SERVER.parent,
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -291,7 +294,7 @@ class Idp:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 why = (f"exited with {self.proc.returncode}" if self.proc.poll() is not None
                        else f"not ready within {START_TIMEOUT_S:g} s")
-                self.stop()
+                self._kill()
                 raise RuntimeError(f"the test IdP {why}; its log:\n{self.log()}")
             time.sleep(0.05)
         self.port = int(json.loads(ready.read_text())["port"])
@@ -299,8 +302,33 @@ class Idp:
 
     def stop(self) -> None:
         """Kill the provider's process group (bounded) and close the HTTP client."""
+        self._kill()
+        self.http.close()
+
+    def suspend(self) -> None:
+        """Freeze the provider (SIGSTOP): its port still accepts connections, nothing
+        answers (a JWKS or token endpoint that hangs) until ``resume()``."""
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
+    def restart(self, *, down: Callable[[], object] | None = None) -> None:
+        """Kill the provider and start it again on the same port with the same keys,
+        clients, users and resources (grants and tokens issued before are gone; disabled
+        clients are enabled again). ``down()`` runs while nothing listens (an IdP that is
+        down)."""
+        self._kill()
+        if down is not None:
+            down()
+        self.start()
+
+    def _kill(self) -> None:
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGCONT)
                 os.killpg(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout=10)
@@ -309,7 +337,6 @@ class Idp:
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait(timeout=10)
             self.proc = None
-        self.http.close()
 
     def log(self, tail: int = 4000) -> str:
         try:
