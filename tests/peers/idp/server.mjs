@@ -342,6 +342,7 @@ function buildProvider(issuer) {
       names: { session: 'idp_session', interaction: 'idp_interaction', resume: 'idp_resume' },
     },
     claims: {
+      acr: null, auth_time: null, iss: null, sid: null, // oidc-provider's defaults
       openid: ['sub', 'groups', 'tk_tenant'],
       profile: ['name'],
       email: ['email', 'email_verified'],
