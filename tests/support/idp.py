@@ -55,7 +55,9 @@ What it is
   token is an access or ID token of this issuer (a JWT verified with its own keys, or an
   opaque one looked up in its storage, its grant still there); the result is an access token
   for ``resource`` (required) with the subject's ``sub``, ``client_id`` = the exchanging
-  client and ``act: {"sub": <exchanging client>}`` (nesting the subject's own ``act``).
+  client and ``act: {"sub": <exchanging client>}`` (nesting the subject's own ``act``);
+  ``actor_token`` and ``audience`` are accepted and ignored, ``requested_token_type`` may
+  only ask for an access token, ``scope`` must be within the resource's.
 - TTLs: access tokens ``access_token_ttl_s`` (default 300; a resource's ``ttl_s`` wins),
   refresh tokens ``refresh_token_ttl_s`` (86400), ID tokens 3600, codes 60.
 - introspection (RFC 7662), revocation (RFC 7009), RP-initiated logout, open dynamic client

@@ -199,6 +199,7 @@ async function verifySubjectToken(provider, value, type, client) {
 
 // RFC 8693 token exchange: an access token for `resource` whose `sub` is the subject's and
 // whose `act` names the client that exchanged it (nesting any `act` the subject had).
+// `actor_token` and `audience` are accepted and ignored: the actor is the authenticated client.
 async function tokenExchange(ctx) {
   const { client, params, provider } = ctx.oidc;
   for (const name of ['subject_token', 'subject_token_type', 'resource']) {
