@@ -16,6 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from tests.support.idp import (
     DEFAULT_RESOURCE,
     TOKEN_EXCHANGE,
+    TT_ACCESS,
     TT_ID,
     Idp,
     IdpRefused,
@@ -204,6 +205,28 @@ def test_token_exchange_honours_the_clients_subject_audiences(idp: Idp) -> None:
     assert refused.value.error == "invalid_grant"
     mine = idp.client_credentials("agent", resource=ES)["access_token"]
     assert idp.token_exchange("narrow", mine, resource=ES)["access_token"]
+
+
+def test_token_exchange_refuses_scopes_the_resource_lacks(idp: Idp) -> None:
+    subject = idp.client_credentials("agent", resource=DEFAULT_RESOURCE)["access_token"]
+    with pytest.raises(IdpRefused) as refused:
+        idp.token_exchange("toolkeeper", subject, resource=ES, scope="x tools:call")
+    assert refused.value.error == "invalid_scope"
+    with pytest.raises(IdpRefused) as refused:
+        idp.token("toolkeeper", {
+            "grant_type": TOKEN_EXCHANGE, "subject_token": subject, "resource": ES,
+            "subject_token_type": TT_ACCESS,
+            "requested_token_type": "urn:ietf:params:oauth:token-type:refresh_token"})
+    assert refused.value.error == "invalid_request"
+
+
+def test_token_exchange_refuses_an_opaque_subject_revoked_with_its_grant(idp: Idp) -> None:
+    person = idp.login_code_flow("console", "olga", resource=OPAQUE, scope="openid x")
+    assert idp.token_exchange("toolkeeper", person["access_token"], resource=ES)
+    idp.revoke_grants(client_id="console", sub="olga")
+    with pytest.raises(IdpRefused) as refused:
+        idp.token_exchange("toolkeeper", person["access_token"], resource=ES)
+    assert refused.value.error == "invalid_grant"
 
 
 def test_a_disabled_client_gets_no_tokens(idp: Idp) -> None:
