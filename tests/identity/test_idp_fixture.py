@@ -220,6 +220,20 @@ def test_token_exchange_refuses_scopes_the_resource_lacks(idp: Idp) -> None:
     assert refused.value.error == "invalid_request"
 
 
+def test_token_exchange_checks_the_subject_token_type(idp: Idp) -> None:
+    person = idp.login_code_flow("console", "bob", resource=DEFAULT_RESOURCE,
+                                 scope="openid tools:call")
+    for token, wrong_type in ((person["id_token"], TT_ACCESS),
+                              (person["access_token"], TT_ID)):
+        with pytest.raises(IdpRefused) as refused:
+            idp.token_exchange("toolkeeper", token, resource=ES, subject_token_type=wrong_type)
+        assert refused.value.error == "invalid_grant"
+    with pytest.raises(IdpRefused) as refused:
+        idp.token_exchange("toolkeeper", person["access_token"], resource=ES,
+                           subject_token_type="urn:example:made-up")
+    assert refused.value.error == "invalid_request"
+
+
 def test_token_exchange_refuses_an_opaque_subject_revoked_with_its_grant(idp: Idp) -> None:
     person = idp.login_code_flow("console", "olga", resource=OPAQUE, scope="openid x")
     assert idp.token_exchange("toolkeeper", person["access_token"], resource=ES)
