@@ -13,7 +13,7 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.support.idp import DEFAULT_RESOURCE, Idp
+from tests.support.idp import DEFAULT_RESOURCE, Idp, client
 from tests.support.oauth_upstream import OAuthUpstream, sha256, start_oauth_upstream
 
 
@@ -222,3 +222,15 @@ def test_an_mcp_client_discovers_the_idp_from_the_401(jwt_upstream: OAuthUpstrea
     assert me["aud"] == jwt_upstream.resource
     assert storage.client is not None  # registered itself (RFC 7591)
     assert me["client_id"] == storage.client.client_id
+
+
+def test_an_id_token_with_the_upstream_as_audience_is_refused(jwt_upstream: OAuthUpstream,
+                                                               idp: Idp) -> None:
+    # A client whose id is the upstream's URL gets ID tokens with that audience: still not an
+    # access token (typ), so still refused.
+    idp.add_client(client(jwt_upstream.resource, grant_types=["authorization_code"],
+                          redirect_uris=["http://127.0.0.1/confused"]))
+    id_token = idp.login_code_flow(jwt_upstream.resource, "alice", scope="openid")["id_token"]
+    assert jwt.decode(id_token, options={"verify_signature": False})["aud"] == \
+        jwt_upstream.resource
+    assert_invalid_token(echo(jwt_upstream, id_token), jwt_upstream)
