@@ -19,7 +19,10 @@ import pytest
 
 from tests.support.pgcluster import PgCluster, PgUnavailable
 
-pytest_plugins = ["tests.secrets.backends"]  # secrets_backend: each secrets backend in turn
+pytest_plugins = [
+    "tests.secrets.backends",  # secrets_backend: each secrets backend in turn
+    "tests.support.idp",  # idp: a real OpenID provider on loopback (module scope)
+]
 
 
 @pytest.fixture(scope="session", autouse=True)
