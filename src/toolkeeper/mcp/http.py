@@ -20,6 +20,8 @@ import anyio.abc
 import orjson
 from starlette.types import Receive, Scope, Send
 
+from toolkeeper.identity.refused import TokenRefused
+
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
     from toolkeeper.mcp.server import McpFace
@@ -313,13 +315,19 @@ class McpEndpoint:
             return
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         token = token.strip()
-        who = None
+        who, refused = None, None
         if scheme.lower() == "bearer" and token:
-            who = self.gw.cached_principal(token) or await self.gw.authenticate_async(token)
+            who = self.gw.cached_principal(token)
+            if who is None:
+                try:
+                    who = await self.gw.authenticate_bearer(token)
+                except TokenRefused as exc:
+                    refused = exc
         if who is None:
-            await _jsonrpc_error(send, 401, -32001, "unauthenticated: send an agent's token "
-                                 "as Authorization: Bearer …",
-                                 {"www-authenticate": 'Bearer realm="toolkeeper"'})
+            why = f"{refused.reason}: {refused.message}" if refused else \
+                "unauthenticated: send an agent's token as Authorization: Bearer …"
+            await _jsonrpc_error(send, refused.status if refused else 401, -32001, why, {
+                "www-authenticate": self.gw.bearers.challenge(PATH, refused=refused)})
             return
         if who.agent is None:
             await _jsonrpc_error(send, 403, -32001, "MCP serves agents: this token is not an "

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("toolkeeper.mcp")
 
-Key = tuple[str, str]
+Key = tuple[str, str, frozenset[str] | None]
+"""(tenant, agent, the caller's OAuth scopes): what a listing depends on."""
 """(tenant, agent): whose listing."""
 
 RESOURCE_RE = re.compile(
@@ -76,10 +77,10 @@ _NO_HEALTH = HealthBoard()
 
 
 def build_listing(gw: Gateway, catalog: Catalog, key: Key) -> Listing:
-    tenant, agent = key
+    tenant, agent, scopes = key
     board = gw.runtime.health
     version = board.version  # read first: a change while building rebuilds next time
-    view = agent_enabled(catalog, _NO_HEALTH, tenant, agent)
+    view = agent_enabled(catalog, _NO_HEALTH, tenant, agent, scopes)
     every: dict[str, Listed] = {}
     entries: dict[str, Listed] = {}
     recheck = math.inf
@@ -138,12 +139,12 @@ class Listings:
 
 def key_of(principal: Principal) -> Key:
     assert principal.agent is not None
-    return (principal.tenant_id, principal.agent)
+    return (principal.tenant_id, principal.agent, principal.scopes)
 
 
 def resources(principal: Principal) -> list[dict[str, Any]]:
     """The three discovery resources of the caller's tenant and agent."""
-    tenant, agent = key_of(principal)
+    tenant, agent, _ = key_of(principal)
     concrete = (f"toolkeeper://tools/tenant/{tenant}/available",
                 f"toolkeeper://tools/agent/{agent}/enabled",
                 f"toolkeeper://tools/agent/{agent}/unavailable")
@@ -162,21 +163,21 @@ def read(gw: Gateway, principal: Principal, uri: str) -> str | None:
     m = RESOURCE_RE.match(uri)
     if m is None:
         return None
-    tenant, agent = key_of(principal)
+    tenant, agent, scopes = key_of(principal)
     catalog = gw.catalog
     if m["tenant"] is not None:
         if m["tenant"] != tenant:
             return None
         # an agent sees only what it may call, never the rest of the tenant's registry
         body = listing_body(catalog, tenant,
-                            agent_listing(catalog, gw.runtime.health, tenant, agent))
+                            agent_listing(catalog, gw.runtime.health, tenant, agent, scopes))
     elif m["agent"] != agent:
         return None
     elif m["which"] == "enabled":
-        view = agent_enabled(catalog, gw.runtime.health, tenant, agent)
+        view = agent_enabled(catalog, gw.runtime.health, tenant, agent, scopes)
         body = enabled_body(catalog, tenant, agent, *(view or ("", ())))
     else:
-        full = agent_tools(catalog, gw.runtime.health, tenant, agent)
+        full = agent_tools(catalog, gw.runtime.health, tenant, agent, scopes)
         body = unavailable_body(catalog, tenant,
                                 as_seen_by_agent(full or AgentTools(agent, "", (), ())))
     return orjson.dumps(body).decode()
