@@ -116,13 +116,18 @@ class Bearers:
             return self.tk.cached(token) if self.tk_tokens else None
         return self.access.cached(token)
 
+    def oauth_scopes_for(self, who: Principal, wanted: frozenset[str]) -> list[str]:
+        """The OAuth scopes of ``who``'s issuer that grant toolkeeper scopes ``wanted``."""
+        issuer = self.access.issuer(who.issuer) if self.access and who.issuer else None
+        return issuer.mapping.oauth_scopes_for(wanted) if issuer is not None else []
+
     async def verify(self, token: str) -> Principal:
         """The principal of ``token``; :class:`TokenRefused` saying why not."""
         if not isinstance(token, str) or not token:
             raise TokenRefused("the bearer token is empty")
         if token.startswith(TOKEN_PREFIX) or self.access is None:
             if not self.tk_tokens:
-                raise TokenRefused("toolkeeper tokens (tk_…) are turned off here: "
+                raise TokenRefused("toolkeeper tokens (tk_...) are turned off here: "
                                    "use an access token of the identity provider")
             found = await self.tk.authenticate_async(token)
             if found is None:

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 
 from tests.identity.provider import Provider, provider
 from toolkeeper.config.issuers import IssuerConfig, compiled
+from toolkeeper.identity.metadata import challenge
 from toolkeeper.identity.refused import TokenRefused
 from toolkeeper.identity.tokens import AccessTokens
 from toolkeeper.model.enums import Role
@@ -213,3 +214,14 @@ def test_an_introspection_secret_must_be_a_reference() -> None:
                                      "introspection": {"endpoint": "https://x/i",
                                                        "client_id": "c",
                                                        "client_secret": "hunter2"}})
+
+
+def test_a_challenge_carries_only_printable_ascii_whatever_the_claims_said() -> None:
+    # a refusal message may quote a claim (a tenant name): a header is Latin-1 bytes, and
+    # a line break in it would split the response
+    value = challenge("https://tk.example", "/mcp", error="invalid_token",
+                      description="tenant 'caf\u00e9\r\nSet-Cookie: x' \u2026 \"quoted\"")
+    value.encode("ascii")
+    assert "\r" not in value and "\n" not in value and '\\"' not in value
+    assert value.startswith('Bearer realm="toolkeeper", resource_metadata='
+                            '"https://tk.example/.well-known/oauth-protected-resource/mcp"')

@@ -46,7 +46,10 @@ def document(resource: str, path: str, issuers: list[Issuer],
 
 
 def _quoted(text: str) -> str:
-    return '"' + text.replace("\\", "").replace('"', "'") + '"'
+    """An RFC 7230 quoted-string of printable ASCII: a message may carry a claim's value
+    (any Unicode, even a line break), and a header value is bytes in Latin-1."""
+    clean = "".join(c if " " <= c <= "~" and c not in '"\\' else "?" for c in text)
+    return f'"{clean}"'
 
 
 def challenge(resource: str | None, path: str = "", *, error: str | None = None,

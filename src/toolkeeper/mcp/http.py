@@ -306,6 +306,29 @@ class McpEndpoint:
             return None, None
         return lean.plan_in_session(scope, parsed, sid, conn.protocol_version), transport
 
+    async def _step_up(self, send: Send, parsed: Any, who: Any) -> bool:
+        """A ``tools/call`` an OAuth token lacks the scopes for (its agent's profile has
+        them): 403 ``insufficient_scope`` naming the OAuth scopes to ask for (MCP
+        authorization, scope challenge), so the client can step up; ``False`` otherwise."""
+        params = parsed.get("params") if isinstance(parsed, dict) else None
+        name = params.get("name") if isinstance(params, dict) else None
+        if parsed.get("method") != "tools/call" or not isinstance(name, str):
+            return False
+        from toolkeeper.mcp.views import step_up_scopes
+
+        if self.face is None:
+            await self._start()
+        assert self.face is not None
+        missing = step_up_scopes(self.face.listings, self.gw.catalog, who, name)
+        if not missing:
+            return False
+        wanted = self.gw.bearers.oauth_scopes_for(who, missing)
+        await _jsonrpc_error(send, 403, -32001, f"scope_missing: the token does not grant "
+                             f"{', '.join(sorted(missing))}", {"www-authenticate":
+                             self.gw.bearers.challenge(PATH, error="insufficient_scope",
+                                                       scopes=wanted)})
+        return True
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
@@ -348,6 +371,8 @@ class McpEndpoint:
             if self._invalid_id(parsed):
                 await _jsonrpc_error(send, 400, -32600, "Invalid Request: a JSON-RPC id is "
                                      "a string, a number or null")
+                return
+            if who.scopes is not None and await self._step_up(send, parsed, who):
                 return
             raw_sid = headers.get(b"mcp-session-id")  # the head's map, read once above
             sid = None if raw_sid is None else raw_sid.strip().decode("latin-1")

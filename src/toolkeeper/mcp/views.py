@@ -22,6 +22,7 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.mcp_names import Listed, listed
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.pipeline.health import HealthBoard
+from toolkeeper.pipeline.resolve import Refusal, resolve_tool
 from toolkeeper.services.discovery import (
     AgentTools,
     agent_enabled,
@@ -37,8 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("toolkeeper.mcp")
 
 Key = tuple[str, str, frozenset[str] | None]
-"""(tenant, agent, the caller's OAuth scopes): what a listing depends on."""
-"""(tenant, agent): whose listing."""
+"""(tenant, agent, the caller's OAuth scopes): whose listing."""
 
 RESOURCE_RE = re.compile(
     r"^toolkeeper://tools/(?:tenant/(?P<tenant>[^/]+)/available"
@@ -140,6 +140,29 @@ class Listings:
 def key_of(principal: Principal) -> Key:
     assert principal.agent is not None
     return (principal.tenant_id, principal.agent, principal.scopes)
+
+
+def step_up_scopes(listings: Listings, catalog: Catalog, who: Principal,
+                   name: str) -> frozenset[str] | None:
+    """The scopes a call of ``name`` needs beyond what ``who``'s OAuth token grants, when
+    the agent's profile grants them (the token, not the profile, falls short: the client can
+    ask its authorization server for more); ``None`` otherwise. The two listings differ only
+    by the token's scopes, so a name in the profile's and not in the token's is such a
+    call."""
+    if who.scopes is None or who.agent is None:
+        return None
+    tenant, agent, _ = key_of(who)
+    if name in listings.get(key_of(who)).callable_names:
+        return None
+    entry = listings.get((tenant, agent, None)).callable_names.get(name)
+    found = catalog.agents.get((tenant, agent))
+    profile = catalog.profiles.get((tenant, found.profile)) if found is not None else None
+    if entry is None or profile is None:
+        return None
+    resolved = resolve_tool(catalog, profile, tenant, entry.tool)
+    if isinstance(resolved, Refusal):
+        return None
+    return (resolved[0].scopes(entry.action) - who.scopes) or None
 
 
 def resources(principal: Principal) -> list[dict[str, Any]]:
