@@ -279,3 +279,46 @@ def test_tk_tokens_off_refuses_them_on_rest_and_mcp(world: World) -> None:
                          timeout=10).status_code == 200
     finally:
         world.gw.identity_config, world.gw._bearers = saved, bearers
+
+
+def _with_introspection(w: World, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, str]:
+    """The world's issuer, also introspecting opaque tokens for ``<base>/opaque``."""
+    opaque = w.base + "/opaque"
+    w.idp.add_resource(opaque, scope=SCOPES, format="opaque")
+    who, secret = w.idp.introspector
+    monkeypatch.setenv("TOOLKEEPER_SECRET_IDP__INTROSPECTION", secret)
+    saved, bearers = w.gw.identity_config, w.gw._bearers
+    doc = saved.model_dump()
+    doc["issuers"][0].update(
+        audiences=[w.base, w.mcp, opaque],
+        introspection={"endpoint": w.idp.endpoint("introspection_endpoint"),
+                       "client_id": who, "client_secret": "${secret:idp/introspection}"})
+    w.gw.identity_config = IdentityConfig.model_validate(doc)
+    w.gw._bearers = None
+    return saved, bearers, opaque
+
+
+def test_an_opaque_token_is_introspected_and_a_revoked_one_refused(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    saved, bearers, opaque = _with_introspection(world, monkeypatch)
+    try:
+        token = world.token(resource=opaque)
+        assert token.count(".") != 2  # opaque, not a JWT
+        answer = _execute(world, token, "add", a=1, b=1)
+        assert answer.status_code == 200 and answer.json()["output"] == 2, answer.text
+        revoked = world.token(resource=opaque)
+        world.idp.revoke(revoked)
+        refused = httpx.get(f"{world.base}/me", headers=_bearer(revoked), timeout=10)
+        assert refused.status_code == 401 and "not active" in refused.text
+        assert secret_free(refused.text, world.idp.introspector[1])
+        elsewhere = "http://127.0.0.1/elsewhere"
+        world.idp.add_resource(elsewhere, scope=SCOPES, format="opaque")
+        foreign = httpx.get(f"{world.base}/me", timeout=10,
+                            headers=_bearer(world.token(resource=elsewhere)))
+        assert foreign.status_code == 401 and "another audience" in foreign.text
+    finally:
+        world.gw.identity_config, world.gw._bearers = saved, bearers
+
+
+def secret_free(text: str, secret: str) -> bool:
+    return secret not in text
