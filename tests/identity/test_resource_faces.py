@@ -322,3 +322,11 @@ def test_an_opaque_token_is_introspected_and_a_revoked_one_refused(
 
 def secret_free(text: str, secret: str) -> bool:
     return secret not in text
+
+
+def test_an_oversized_token_is_refused_on_rest_and_mcp(world: World) -> None:
+    huge = "x" * 9000  # under the server's header cap, over the token cap
+    for answer in (httpx.get(f"{world.base}/me", headers=_bearer(huge), timeout=10),
+                   _rpc(world, huge, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})):
+        assert answer.status_code == 401 and "longer than 8192" in answer.text
+        assert 'error="invalid_token"' in answer.headers["www-authenticate"]

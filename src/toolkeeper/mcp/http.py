@@ -58,7 +58,7 @@ def _sdk_user(scope: Scope) -> Any:
         token, who = scope[CREDENTIAL_KEY]
         user = scope[_USER_KEY] = scope["user"] = AuthenticatedUser(AccessToken(
             token=token, client_id=f"{who.tenant_id}/{who.agent}", scopes=[],
-            subject=who.token_id))
+            subject=who.token_id or who.subject))
     return user
 
 
