@@ -258,8 +258,8 @@ def _call_ignores_scopes(mp: pytest.MonkeyPatch) -> None:
 def _rest_listing_ignores_health(mp: pytest.MonkeyPatch) -> None:
     """``GET /discovery/agents/{agent}/enabled`` judged with every tool healthy."""
     mp.setattr(discovery_route, "agent_enabled",
-               lambda snap, health, tenant, agent: agent_enabled(snap, HealthBoard(), tenant,
-                                                                 agent))
+               lambda snap, health, tenant, agent, scopes=None: agent_enabled(
+                   snap, HealthBoard(), tenant, agent, scopes))
 
 
 def _mcp_lists_open_breakers(mp: pytest.MonkeyPatch) -> None:
