@@ -1,0 +1,278 @@
+"""OAuth to upstreams, against the real IdP (tests/support/idp.py) and an upstream MCP
+server + HTTP endpoint that require its tokens (tests/support/oauth_upstream.py): client
+credentials for an MCP server and an ``http`` tool, a token renewed before expiry, a token
+revoked at the IdP (401 → one renewal → success), a disabled client (clear reason, one
+renewal, no loop), token exchange on behalf of the calling agent (REST, OAuth principal),
+and no token anywhere it must not be (result, audit, logs, the upstream never sees the
+agent's own token)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from sqlalchemy import text
+
+from tests.support.idp import TOKEN_EXCHANGE, Idp, client
+from tests.support.loopback import serving_app
+from tests.support.oauth_upstream import OAuthUpstream, sha256, start_oauth_upstream
+from tests.support.serve import free_port
+from toolkeeper import Gateway
+from toolkeeper.api import ApiSettings, create_app
+from toolkeeper.model.enums import CallStatus
+from toolkeeper.model.reasons import Reason
+from toolkeeper.secrets.embedded import EmbeddedSecretsStore, generate_key_file, read_key_file
+from toolkeeper.store import Store
+
+PURE = {"side_effect": "pure", "risk": "low"}
+OVERRIDES = {"whoami": PURE, "echo": PURE}
+SCOPES = "tools:call"
+
+
+@dataclass
+class World:
+    gw: Gateway
+    base: str
+    idp: Idp
+    up: OAuthUpstream
+    short: OAuthUpstream
+    intro: OAuthUpstream
+    disabled: OAuthUpstream
+    bot_secret: str
+    tk_token: str
+
+    def agent_token(self) -> str:
+        got = self.idp.client_credentials("bot", self.bot_secret, scope=SCOPES,
+                                          resource=self.base)
+        return str(got["access_token"])
+
+    def call(self, tool: str, **arguments: Any) -> Any:
+        return self.gw.call_sync(tool, "run", arguments, agent="bot")
+
+
+def _oauth(idp: Idp, up: OAuthUpstream, client_id: str, **extra: Any) -> dict[str, Any]:
+    return {"token_endpoint": idp.endpoint("token_endpoint"), "client_id": client_id,
+            "client_secret": f"${{secret:idp/{client_id}}}", "scope": "upstream:call",
+            "resource": up.resource, **extra}
+
+
+def _config(tmp: Path, base: str, idp: Idp, w: dict[str, OAuthUpstream]) -> Path:
+    server = {"tools": OVERRIDES, "side_effect": "pure", "risk": "low"}
+    doc = {
+        "version": 1,
+        "servers": [
+            {"name": "up", "url": w["up"].mcp_url, **server,
+             "oauth": _oauth(idp, w["up"], "tk-up")},
+            {"name": "short", "url": w["short"].mcp_url, **server,
+             "oauth": _oauth(idp, w["short"], "tk-up", refresh_skew_s=3)},
+            {"name": "intro", "url": w["intro"].mcp_url, **server,
+             "oauth": _oauth(idp, w["intro"], "tk-up")},
+            {"name": "dis", "url": w["disabled"].mcp_url, **server,
+             "oauth": _oauth(idp, w["disabled"], "tk-dis")},
+            {"name": "xch", "url": w["up"].mcp_url, **server,
+             "oauth": _oauth(idp, w["up"], "tk-up", grant="token_exchange",
+                             subject="agent", issuer=idp.issuer, token_endpoint=None)},
+        ],
+        "tools": [{"name": "api_echo", "implementation_type": "http",
+                   "side_effect": "pure", "risk_default": "low",
+                   "input_schema": {"type": "object", "properties": {
+                       "hello": {"type": "string"}}},
+                   "implementation": {"url": w["up"].echo_url,
+                                      "allowed_networks": ["127.0.0.0/8"],
+                                      "oauth": _oauth(idp, w["up"], "tk-up")}}],
+        "profiles": [{"name": "p", "autonomy": 3, "activations": [
+            {"tool": t} for t in ("up_whoami", "up_echo", "short_whoami", "intro_whoami",
+                                  "dis_whoami", "xch_whoami", "api_echo")]}],
+        "agents": [{"name": "bot", "profile": "p"}],
+        "identity": {"resource": base, "issuers": [{
+            "issuer": idp.issuer, "required_typ": "at+jwt", "jwks_refetch_interval_s": 0,
+            "claims": {"tenant": "default", "agent_claim": "client_id",
+                       "scopes": {"tools:call": ["call"]}}}]},
+    }
+    path = tmp / "toolkeeper.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def world(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    tmp = tmp_path_factory.mktemp("up")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    idp.add_resource(base, scope=SCOPES)
+    bot_secret = idp.add_client(client("bot", scope=SCOPES))["client_secret"]
+    secrets = {cid: idp.add_client(client(cid, grant_types=["client_credentials",
+                                                            TOKEN_EXCHANGE]))["client_secret"]
+               for cid in ("tk-up", "tk-dis")}
+    url = f"sqlite:///{tmp}/tk.db"
+    key_file = tmp / "secrets.key"
+    generate_key_file(key_file)
+    store = Store.open(url)
+    sealer = EmbeddedSecretsStore(store.blobs, read_key_file(key_file, "key"))
+    for cid, secret in secrets.items():
+        sealer.set_secret("idp", cid, secret)
+    store.close()
+    with start_oauth_upstream(idp, tmp, mode="jwt") as up, \
+            start_oauth_upstream(idp, tmp, mode="jwt", ttl_s=5) as short, \
+            start_oauth_upstream(idp, tmp, mode="introspect") as intro, \
+            start_oauth_upstream(idp, tmp, mode="introspect") as disabled:
+        ups = {"up": up, "short": short, "intro": intro, "disabled": disabled}
+        with Gateway.open(url, config=_config(tmp, base, idp, ups), secrets="embedded",
+                          secrets_key_file=key_file) as gw:
+            tk = gw.store.tokens.create(tenant_id="default", role="agent", agent="bot")[1]
+            with serving_app(create_app(gw, ApiSettings()), what="toolkeeper", port=port,
+                             lifespan="on"):
+                yield World(gw=gw, base=base, idp=idp, up=up, short=short, intro=intro,
+                            disabled=disabled, bot_secret=bot_secret, tk_token=tk)
+
+
+def _everything(gw: Gateway) -> str:
+    gw.flush()
+    with gw.store.db.engine.connect() as conn:
+        parts = []
+        for table in ("audit_events", "outcomes", "approvals", "side_effects"):
+            parts += [repr(tuple(r)) for r in conn.execute(text(f"SELECT * FROM {table}"))]
+    return "\n".join(parts)
+
+
+def _tokens_of(gw: Gateway) -> Any:
+    return gw.upstreams.tokens
+
+
+def _cached(gw: Gateway, upstream: str) -> str:
+    """The token the gateway holds for ``upstream`` now (white-box: to revoke it, or to
+    make an upstream echo it)."""
+    found = [t.value for k, t in _tokens_of(gw)._cache.items() if k[1] == upstream]
+    assert len(found) == 1, found
+    return str(found[0])
+
+
+def test_an_mcp_tool_of_an_oauth_upstream_runs_with_a_client_credentials_token(
+        world: World) -> None:
+    res = world.call("up_whoami")
+    assert res.status is CallStatus.SUCCEEDED, res
+    who = res.output if isinstance(res.output, dict) else res.mcp["structuredContent"]
+    who = who.get("result", who)
+    assert who["client_id"] == "tk-up" and who["sub"] == "tk-up"
+    assert who["aud"] == world.up.resource and "upstream:call" in who["scope"]
+    assert any(s["accepted"] for s in world.up.seen())
+    # the token is stored as a credential, sealed for the (pseudo-)tenant, not readable
+    # by the tenant's own ``${secret:…}`` references
+    creds = world.gw.credentials
+    assert creds is not None
+    names = creds.names("oauth~")
+    assert names and names[0][0] == "upstream-oauth"
+    assert creds.names("default") == []
+
+
+def test_an_http_tool_gets_the_bearer_token_and_the_result_never_shows_it(
+        world: World) -> None:
+    res = world.call("api_echo", hello="world")
+    assert res.status is CallStatus.SUCCEEDED, (res.reason, res.message)
+    assert res.output["echo"] == {"hello": "world"} and res.output["client_id"] == "tk-up"
+    assert any(s["accepted"] for s in world.up.seen())
+
+
+def test_a_token_the_upstream_echoes_is_masked_in_the_result(world: World) -> None:
+    assert world.call("up_whoami").status is CallStatus.SUCCEEDED
+    values = [_cached(world.gw, "up")]
+    res = world.call("up_echo", text=" ".join(values))
+    assert res.status is CallStatus.SUCCEEDED, res
+    shown = repr(res.output) + repr(res.mcp)
+    assert values and not any(v in shown for v in values), shown
+    assert "***" in shown
+
+
+def test_a_token_is_renewed_before_it_expires(world: World) -> None:
+    tokens = _tokens_of(world.gw)
+    first = world.call("short_whoami")
+    assert first.status is CallStatus.SUCCEEDED, first
+    before = tokens.fetches
+    again = world.call("short_whoami")  # still fresh: the cached token serves
+    assert again.status is CallStatus.SUCCEEDED and tokens.fetches == before
+    time.sleep(2.5)  # ttl 5 s, skew 3 s: now within the skew, not yet expired
+    last = world.call("short_whoami")
+    assert last.status is CallStatus.SUCCEEDED, last
+    assert tokens.fetches == before + 1
+    seen = world.short.seen()
+    assert all(s["accepted"] for s in seen), seen  # renewed before any 401
+    assert len({s["sha256"] for s in seen}) >= 2
+
+
+def test_a_token_revoked_at_the_idp_is_renewed_once_and_the_call_succeeds(
+        world: World) -> None:
+    assert world.call("intro_whoami").status is CallStatus.SUCCEEDED
+    refused_before = sum(not s["accepted"] for s in world.intro.seen())
+    assert world.idp.revoke(_cached(world.gw, "intro")) == 1
+    res = world.call("intro_whoami")
+    assert res.status is CallStatus.SUCCEEDED, res
+    seen = world.intro.seen()
+    assert sum(not s["accepted"] for s in seen) == refused_before + 1  # one 401, one renewal
+    assert seen[-1]["accepted"]
+
+
+def test_a_disabled_client_stops_the_call_with_a_clear_reason_and_no_loop(
+        world: World) -> None:
+    assert world.call("dis_whoami").status is CallStatus.SUCCEEDED
+    tokens = _tokens_of(world.gw)
+    assert world.idp.revoke(_cached(world.gw, "dis")) == 1
+    world.idp.disable_client("tk-dis")
+    try:
+        before, seen_before = tokens.fetches, len(world.disabled.seen())
+        res = world.call("dis_whoami")
+        assert (res.status, res.reason) == (CallStatus.FAILED, Reason.UPSTREAM_UNAUTHORIZED)
+        assert "invalid_client" in (res.message or ""), res.message
+        # one 401 upstream, one refused renewal, nothing more
+        assert len(world.disabled.seen()) == seen_before + 1
+        assert tokens.fetches == before + 1
+    finally:
+        world.idp.enable_client("tk-dis")
+
+
+def test_token_exchange_acts_for_the_calling_agent_whose_token_never_goes_upstream(
+        world: World, caplog: pytest.LogCaptureFixture) -> None:
+    agent_token = world.agent_token()
+    caplog.set_level(logging.DEBUG)
+    world.gw.redact_logs()
+    answer = httpx.post(f"{world.base}/tools/execute", timeout=30,
+                        headers={"Authorization": f"Bearer {agent_token}"},
+                        json={"tool": "xch_whoami", "arguments": {}})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["status"] == "succeeded", body
+    out = body["output"]
+    who = out.get("result", out) if isinstance(out, dict) else out
+    assert who["sub"] == "bot" and who["act"] == {"sub": "tk-up"}, who
+    assert sha256(agent_token) not in {s["sha256"] for s in world.up.seen()}
+    everything = _everything(world.gw) + answer.text + caplog.text
+    assert agent_token not in everything
+
+
+def test_token_exchange_with_a_toolkeeper_token_is_refused(world: World) -> None:
+    answer = httpx.post(f"{world.base}/tools/execute", timeout=30,
+                        headers={"Authorization": f"Bearer {world.tk_token}"},
+                        json={"tool": "xch_whoami", "arguments": {}})
+    body = answer.json()
+    assert body["reason"] == Reason.UPSTREAM_UNAUTHORIZED, body
+
+
+def test_no_upstream_token_in_results_audit_or_logs(world: World,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    world.gw.redact_logs()  # as `toolkeeper serve` does, now that caplog's handler is there
+    for tool in ("up_whoami", "api_echo", "intro_whoami"):
+        assert world.call(tool).status is CallStatus.SUCCEEDED
+    tokens = _tokens_of(world.gw)
+    values = [t.value for t in list(tokens._cache.values())]
+    assert values
+    logging.getLogger("toolkeeper").warning("a token: %s", values[0])
+    text_all = _everything(world.gw) + caplog.text
+    for value in values:
+        assert value not in text_all
