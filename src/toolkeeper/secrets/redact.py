@@ -31,7 +31,7 @@ call's task, and the threads it hands work to (``asyncio.to_thread``), sees its 
 MIN_SECRET_LEN = 4
 
 
-class LiveSecrets:
+class _LiveSecrets:
     """Secrets the gateway made at run time, outside any one call (upstream OAuth access
     tokens, ``toolkeeper.identity.upstream``): log records are redacted of the newest
     ``limit`` of them (``toolkeeper.observability.logs``), whatever call is running."""
@@ -55,7 +55,7 @@ class LiveSecrets:
         return self._snapshot
 
 
-LIVE_SECRETS = LiveSecrets()
+LIVE_SECRETS = _LiveSecrets()
 _MIN_CORE_SOURCE_LEN = 8
 _MIN_CORE_LEN = 8
 
