@@ -8,6 +8,7 @@ agent's own token)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -80,7 +81,13 @@ def _config(tmp: Path, base: str, idp: Idp, w: dict[str, OAuthUpstream]) -> Path
              "oauth": _oauth(idp, w["up"], "tk-up", grant="token_exchange",
                              subject="agent", issuer=idp.issuer, token_endpoint=None)},
         ],
-        "tools": [{"name": "api_echo", "implementation_type": "http",
+        "tools": [{"name": "api_wrong", "implementation_type": "http",
+                   "side_effect": "pure", "risk_default": "low",
+                   "implementation": {"url": w["intro"].echo_url,
+                                      "allowed_networks": ["127.0.0.0/8"],
+                                      # a token for another resource: refused every time
+                                      "oauth": _oauth(idp, w["up"], "tk-up")}},
+                  {"name": "api_echo", "implementation_type": "http",
                    "side_effect": "pure", "risk_default": "low",
                    "input_schema": {"type": "object", "properties": {
                        "hello": {"type": "string"}}},
@@ -89,7 +96,7 @@ def _config(tmp: Path, base: str, idp: Idp, w: dict[str, OAuthUpstream]) -> Path
                                       "oauth": _oauth(idp, w["up"], "tk-up")}}],
         "profiles": [{"name": "p", "autonomy": 3, "activations": [
             {"tool": t} for t in ("up_whoami", "up_echo", "short_whoami", "intro_whoami",
-                                  "dis_whoami", "xch_whoami", "api_echo")]}],
+                                  "dis_whoami", "xch_whoami", "api_echo", "api_wrong")]}],
         "agents": [{"name": "bot", "profile": "p"}],
         "identity": {"resource": base, "issuers": [{
             "issuer": idp.issuer, "required_typ": "at+jwt", "jwks_refetch_interval_s": 0,
@@ -144,6 +151,12 @@ def _everything(gw: Gateway) -> str:
 
 def _tokens_of(gw: Gateway) -> Any:
     return gw.upstreams.tokens
+
+
+def _tk_up_secret(world: World) -> str:
+    secrets = world.gw._secrets
+    assert secrets is not None
+    return str(asyncio.run(secrets.get_secret("idp", "tk-up")))
 
 
 def _cached(gw: Gateway, upstream: str) -> str:
@@ -234,6 +247,53 @@ def test_a_disabled_client_stops_the_call_with_a_clear_reason_and_no_loop(
         assert tokens.fetches == before + 1
     finally:
         world.idp.enable_client("tk-dis")
+
+
+def test_an_http_upstream_refusing_the_renewed_token_stops_after_one_renewal(
+        world: World) -> None:
+    tokens = _tokens_of(world.gw)
+    before, seen_before = tokens.fetches, len(world.intro.seen())
+    res = world.call("api_wrong")
+    assert (res.status, res.reason) == (CallStatus.FAILED, Reason.UPSTREAM_UNAUTHORIZED), res
+    assert len(world.intro.seen()) == seen_before + 2  # the first token, the renewed one
+    assert tokens.fetches <= before + 2  # (the first may have been cached: api_echo's)
+
+
+def test_an_mcp_upstream_refusing_the_renewed_token_stops_after_one_renewal(
+        world: World) -> None:
+    from toolkeeper.upstream.http_client import LeanHttpClient, TokenRejected
+
+    secret = _tk_up_secret(world)
+
+    class WrongAudience:
+        """Tokens for another upstream (``up``): ``intro`` refuses each of them."""
+
+        renewals = 0
+
+        async def current(self) -> str:
+            return str(world.idp.client_credentials(
+                "tk-up", secret, scope="upstream:call",
+                resource=world.up.resource)["access_token"])
+
+        async def renew(self, stale: str) -> str:
+            self.renewals += 1
+            return await self.current()
+
+    source = WrongAudience()
+    seen_before = len(world.intro.seen())
+
+    async def connect() -> None:
+        lean = LeanHttpClient(world.intro.mcp_url, headers={}, timeout_s=10,
+                              connect_timeout_s=10, auth=source)
+        try:
+            await lean.start()
+        finally:
+            await lean.aclose()
+
+    with pytest.raises(TokenRejected, match="renewed"):
+        asyncio.run(connect())
+    assert source.renewals == 1
+    assert len(world.intro.seen()) == seen_before + 2
 
 
 def test_token_exchange_acts_for_the_calling_agent_whose_token_never_goes_upstream(
