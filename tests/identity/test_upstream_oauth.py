@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 import yaml
@@ -49,9 +50,9 @@ class World:
     bot_secret: str
     tk_token: str
 
-    def agent_token(self) -> str:
+    def agent_token(self, resource: str | None = None) -> str:
         got = self.idp.client_credentials("bot", self.bot_secret, scope=SCOPES,
-                                          resource=self.base)
+                                          resource=resource or self.base)
         return str(got["access_token"])
 
     def call(self, tool: str, **arguments: Any) -> Any:
@@ -114,6 +115,7 @@ def world(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     idp.add_resource(base, scope=SCOPES)
+    idp.add_resource(base + "/mcp", scope=SCOPES)
     bot_secret = idp.add_client(client("bot", scope=SCOPES))["client_secret"]
     secrets = {cid: idp.add_client(client(cid, grant_types=["client_credentials",
                                                             TOKEN_EXCHANGE]))["client_secret"]
@@ -313,6 +315,78 @@ def test_token_exchange_acts_for_the_calling_agent_whose_token_never_goes_upstre
     assert sha256(agent_token) not in {s["sha256"] for s in world.up.seen()}
     everything = _everything(world.gw) + answer.text + caplog.text
     assert agent_token not in everything
+
+
+async def _mcp_whoami(url: str, token: str) -> Any:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from mcp import Client
+
+    with anyio.fail_after(60):
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"},
+                                      timeout=20) as http, \
+                Client(streamable_http_client(url, http_client=http)) as mcp_client:
+            return await mcp_client.call_tool("xch_whoami", {})
+
+
+def test_token_exchange_from_an_mcp_client_acts_for_it(world: World) -> None:
+    agent_token = world.agent_token(world.base + "/mcp")
+    result = anyio.run(_mcp_whoami, world.base + "/mcp", agent_token)
+    assert not result.is_error, result
+    who = result.structured_content
+    who = who.get("result", who)
+    assert who["sub"] == "bot" and who["act"] == {"sub": "tk-up"}, who
+    assert sha256(agent_token) not in {s["sha256"] for s in world.up.seen()}
+    # and statelessly (2026-07-28), the face's lean path
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    answer = httpx.post(world.base + "/mcp", timeout=30, json={
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "xch_whoami", "arguments": {}, "_meta": meta}}, headers={
+        "Authorization": f"Bearer {agent_token}", "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call", "Mcp-Name": "xch_whoami",
+        "Accept": "application/json, text/event-stream", "Content-Type": "application/json"})
+    assert answer.status_code == 200, answer.text
+    stateless = answer.json()["result"]["structuredContent"]
+    assert stateless.get("result", stateless)["act"] == {"sub": "tk-up"}, answer.text
+    assert "tk-up" in answer.text and agent_token not in answer.text
+
+
+def test_the_sdk_clients_auth_renews_once_on_401(world: World) -> None:
+    import httpx2
+
+    from toolkeeper.upstream.pool import _bearer_auth
+
+    secret = _tk_up_secret(world)
+
+    class Source:
+        renewals = 0
+        first: str | None = None
+
+        async def current(self) -> str:
+            if self.first is None:  # a token revoked at once: the upstream refuses it
+                self.first = str(world.idp.client_credentials(
+                    "tk-up", secret, scope="upstream:call",
+                    resource=world.intro.resource)["access_token"])
+                world.idp.revoke(self.first)
+            return self.first
+
+        async def renew(self, stale: str) -> str:
+            self.renewals += 1
+            return str(world.idp.client_credentials(
+                "tk-up", secret, scope="upstream:call",
+                resource=world.intro.resource)["access_token"])
+
+    source = Source()
+
+    async def post() -> Any:
+        async with httpx2.AsyncClient(auth=_bearer_auth(httpx2, source), timeout=20) as http:
+            return await http.post(world.intro.echo_url, json={"x": 1})
+
+    answer = anyio.run(post)
+    assert answer.status_code == 200 and answer.json()["echo"] == {"x": 1}
+    assert source.renewals == 1
 
 
 def test_token_exchange_with_a_toolkeeper_token_is_refused(world: World) -> None:
