@@ -263,7 +263,8 @@ def test_an_http_upstream_refusing_the_renewed_token_stops_after_one_renewal(
 
 def test_an_mcp_upstream_refusing_the_renewed_token_stops_after_one_renewal(
         world: World) -> None:
-    from toolkeeper.upstream.http_client import LeanHttpClient, TokenRejected
+    from toolkeeper.upstream.errors import TokenRejected
+    from toolkeeper.upstream.http_client import LeanHttpClient
 
     secret = _tk_up_secret(world)
 
