@@ -11,6 +11,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from toolkeeper.api.errors import ApiError
 from toolkeeper.gateway import Gateway
 from toolkeeper.identity.refused import TokenRefused
+from toolkeeper.identity.upstream_subject import carry
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
@@ -50,10 +51,12 @@ async def authenticate_bearer(gw: Gateway, creds: HTTPAuthorizationCredentials) 
     """The principal of an ``Authorization: Bearer`` token; 401 ``invalid_token`` (or 403
     for a valid token that maps to nobody here) saying why not."""
     try:
-        return await gw.authenticate_bearer(creds.credentials)
+        who = await gw.authenticate_bearer(creds.credentials)
     except TokenRefused as refused:
         raise ApiError(refused.status, refused.reason, refused.message, headers={
             "WWW-Authenticate": gw.bearers.challenge(refused=refused)}) from None
+    carry(who, creds.credentials)  # token exchange for upstreams (never sent upstream)
+    return who
 
 
 def require(p: Principal, *roles: Role) -> Principal:

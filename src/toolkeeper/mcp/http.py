@@ -21,6 +21,7 @@ import orjson
 from starlette.types import Receive, Scope, Send
 
 from toolkeeper.identity.refused import TokenRefused
+from toolkeeper.identity.upstream_subject import carry
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
@@ -352,6 +353,7 @@ class McpEndpoint:
             await _jsonrpc_error(send, refused.status if refused else 401, -32001, why, {
                 "www-authenticate": self.gw.bearers.challenge(PATH, refused=refused)})
             return
+        carry(who, token)  # token exchange for upstreams (never sent upstream)
         if who.agent is None:
             await _jsonrpc_error(send, 403, -32001, "MCP serves agents: this token is not an "
                                  "agent's (use the REST API for management)")

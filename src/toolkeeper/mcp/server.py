@@ -25,6 +25,7 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolkeeper.identity.upstream_subject import carry
 from toolkeeper.mcp import results
 from toolkeeper.mcp.notify import ChangeNotifier
 from toolkeeper.mcp.state import state_key
@@ -109,6 +110,7 @@ class McpFace:
             who = await self.gw.authenticate_async(token)
         if who is None:  # revoked since the endpoint verified it
             raise MCPError(code=types.INVALID_REQUEST, message="unauthenticated")
+        carry(who, token)  # token exchange for upstreams (never sent upstream)
         if who.agent is None:
             raise MCPError(code=types.INVALID_REQUEST, message="not an agent's token")
         return who

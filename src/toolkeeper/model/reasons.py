@@ -66,6 +66,13 @@ class Reason(StrEnum):
     TOOL_ERROR = "tool_error"
     UPSTREAM_ERROR = "upstream_error"
     # upstream OAuth (toolkeeper.identity.upstream)
+    UPSTREAM_UNAUTHORIZED = "upstream_unauthorized"
+    """An upstream requiring OAuth refused the gateway's token twice (one renewal between),
+    or its authorization server refused to issue one (grant revoked, client disabled, bad
+    secret, subject token refused): nothing ran upstream."""
+    UPSTREAM_TOKEN_UNAVAILABLE = "upstream_token_unavailable"
+    """The authorization server of an OAuth upstream did not answer in time, could not be
+    reached or answered garbage: no token, so nothing was sent upstream (retryable)."""
     TIMEOUT = "timeout"
     OUTPUT_TOO_LARGE = "output_too_large"
     INVALID_OUTPUT = "invalid_output"

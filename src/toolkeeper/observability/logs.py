@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from toolkeeper.secrets.redact import CALL_SECRETS, MASK, Redactor
+from toolkeeper.secrets.redact import CALL_SECRETS, LIVE_SECRETS, MASK, Redactor
 
 _STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 _PLAIN = logging.Formatter()
@@ -77,6 +77,8 @@ class RedactingFilter(logging.Filter):
     def _current(self) -> Redactor:
         base = self._redactor()
         resolved = CALL_SECRETS.get()
+        if LIVE_SECRETS.values():  # upstream OAuth tokens (toolkeeper.identity.upstream)
+            resolved = (*resolved, *LIVE_SECRETS.values())
         if not resolved:
             return base
         values = frozenset(resolved)

@@ -9,6 +9,8 @@ Implementation config (``config_schema.implementation``)::
     max_response_bytes: 1048576
     allowed_hosts: []                 # empty = any public host (redirects included)
     allowed_networks: []              # CIDRs reachable even though private
+    oauth: {token_endpoint: …, client_id: …, client_secret: "${secret:idp/client}"}
+                                      # OAuth bearer token (docs/identity-upstreams.md)
 
 Arguments are sent as the JSON body, or as query parameters for GET, HEAD, DELETE and
 OPTIONS. Secret references in header values are resolved through ``ctx.secret`` only when
@@ -17,7 +19,9 @@ the request is built, never for a preview, and the resolved values are masked in
 Outcome mapping: 2xx → the parsed JSON (or text; ``None`` when empty); 429/5xx →
 ``UpstreamError`` (retryable); other statuses → ``ToolError("upstream_error")``; a body above
 ``max_response_bytes`` → ``output_too_large``. Connection failures are retryable and did not
-execute; timeouts and failures after sending report ``may_have_executed=True``.
+execute; timeouts and failures after sending report ``may_have_executed=True``. With
+``oauth``, a 401 renews the token once and sends the request once more (the upstream refused
+it before running it); a second 401 → ``upstream_unauthorized``.
 """
 
 from __future__ import annotations
@@ -25,18 +29,21 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
+from functools import partial
 from typing import Annotated, Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from toolkeeper.bounds import HostNetworks
 from toolkeeper.errors import ConfigError, ToolDenied, ToolError, UpstreamError
 from toolkeeper.model.call import PreviewResult
+from toolkeeper.model.reasons import Reason
 from toolkeeper.netguard import NetGuard, Resolver, request_error
 from toolkeeper.providers.base import ToolContext, ToolPolicy
 from toolkeeper.secrets.base import SECRET_REF_RE, has_ref
 from toolkeeper.secrets.redact import MASK, Redactor
+from toolkeeper.upstream.servers import UpstreamOAuth
 
 QUERY_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
 """Methods whose arguments travel as query parameters rather than a JSON body."""
@@ -63,6 +70,15 @@ class HttpEndpointConfig(BaseModel):
     """On a tenant's tool (origin ``api``): only within the operator's ceiling."""
     allowed_ports: tuple[int, ...] | None = None
     max_redirects: int = Field(default=5, ge=0, le=20)
+    oauth: UpstreamOAuth | None = None
+    """Get an OAuth access token and send it as ``Authorization: Bearer`` (at execute only;
+    a 401 renews it once and sends the request once more)."""
+
+    @model_validator(mode="after")
+    def _one_authorization(self) -> HttpEndpointConfig:
+        if self.oauth is not None and any(n.lower() == "authorization" for n in self.headers):
+            raise ValueError("give either `oauth` or an Authorization header, not both")
+        return self
 
 
 def http_timeout(timeout_s: float) -> httpx.Timeout:
@@ -163,7 +179,11 @@ class HttpProvider:
         except ToolDenied as exc:
             raise ConfigError(f"http implementation url: {exc.message}") from None
         self._verify = verify
+        self._token_guard = NetGuard(allowed_networks=self.config.allowed_networks,
+                                     resolver=resolver, max_redirects=0)
+        """Where an ``oauth`` tool's token endpoint may be: public hosts, or its networks."""
         self._client: httpx.AsyncClient | None = None
+        self._own_tokens: Any = None
         self._secret_header_names = [n for n, v in self.config.headers.items() if has_ref(v)]
 
     def supports_preview(self, action: str) -> bool:
@@ -186,20 +206,18 @@ class HttpProvider:
     async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
         """Send the request and map the response (see the module docstring)."""
         headers, secrets = await self._resolved_headers(ctx)
-        redactor = Redactor(secrets)
-        request = self._build(arguments, headers)
-        client = self._get_client()
+        bearer = self._bearer(ctx)
+        token = None if bearer is None else await bearer.current()
         try:
             async with asyncio.timeout(self.config.timeout_s):
-                response = await self.guard.send(
-                    client, request, sensitive_headers=self._secret_header_names
-                )
-                try:
-                    data, truncated = await read_capped(
-                        response, self.config.max_response_bytes
-                    )
-                finally:
-                    await response.aclose()
+                response, data, truncated = await self._send(arguments, headers, token)
+                if response.status_code == 401 and bearer is not None and token is not None:
+                    # refused before it ran: renew once, send once more
+                    token = await bearer.renew(token)
+                    response, data, truncated = await self._send(arguments, headers, token)
+                    if response.status_code == 401:
+                        raise ToolError(Reason.UPSTREAM_UNAUTHORIZED, "the upstream refused "
+                                        "the renewed OAuth token (HTTP 401)")
         except TimeoutError:
             raise ToolError("timeout", f"no complete response within {self.config.timeout_s}s",
                             retryable=True, may_have_executed=True) from None
@@ -207,10 +225,47 @@ class HttpProvider:
             raise ToolError("output_too_large",
                             f"response exceeds {self.config.max_response_bytes} bytes",
                             may_have_executed=True)
-        body = redactor.redact(decode_body(response, data))
+        body = Redactor(secrets).union(ctx._resolved_secrets).redact(
+            decode_body(response, data))
         if not response.is_success:
             raise status_error(response, body)
         return body
+
+    async def _send(self, arguments: dict[str, Any], headers: dict[str, str],
+                    token: str | None) -> tuple[httpx.Response, bytes, bool]:
+        if token is not None:
+            headers = {**headers, "Authorization": f"Bearer {token}"}
+        request = self._build(arguments, headers)
+        response = await self.guard.send(self._get_client(), request,
+                                         sensitive_headers=self._secret_header_names)
+        try:
+            data, truncated = await read_capped(response, self.config.max_response_bytes)
+        finally:
+            await response.aclose()
+        return response, data, truncated
+
+    def _bearer(self, ctx: ToolContext) -> Any:
+        """The token source of an ``oauth`` tool (``None`` without one): the gateway's token
+        manager; the client secret resolves in the scope of the tool's writer, the token
+        endpoint is reached under the tool's network rules (public hosts, or its
+        ``allowed_networks``)."""
+        oauth = self.config.oauth
+        if oauth is None:
+            return None
+        from toolkeeper.identity.upstream import UpstreamTokens
+        from toolkeeper.identity.upstream_subject import subject_for
+
+        tokens = getattr(ctx.upstreams, "tokens", None)
+        if tokens is None:  # a gateway without upstreams: this tool's own (memory only)
+            tokens = self._own_tokens = self._own_tokens or UpstreamTokens()
+
+        async def secret(connector: str | None, key: str) -> str:
+            return await ctx.secret(key, connector)
+
+        subject = subject_for(ctx.tenant_id, ctx.agent) if oauth.subject == "agent" else None
+        return tokens.bearer(oauth, tenant_id=ctx.tenant_id, upstream=f"tool:{ctx.tool}",
+                             secret=secret, subject=subject, on_token=ctx.mark_secret,
+                             transport=partial(self._token_guard.transport, verify=self._verify))
 
     async def aclose(self) -> None:
         """Close the pooled client (idempotent)."""

@@ -10,7 +10,9 @@ text (SPEC §7: a failed call is ``isError`` with toolkeeper's one line); a resu
 a ``CallToolResult`` → ``invalid_output``; the server's protocol error →
 ``upstream_error`` (it answered: nothing ran); no connection → ``upstream_error``,
 retryable, nothing sent; a timeout or a connection lost mid-call → ``upstream_error`` that
-may have executed (the pipeline records ``unknown`` for irreversible tools).
+may have executed (the pipeline records ``unknown`` for irreversible tools). An OAuth
+server (``oauth:``) that refuses the renewed token, or whose authorization server refuses one
+→ ``upstream_unauthorized``; one that cannot be asked → ``upstream_token_unavailable``.
 """
 
 from __future__ import annotations
@@ -41,13 +43,17 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
-    from toolkeeper.upstream.errors import UpstreamUnavailable
+    from toolkeeper.upstream.errors import TokenRejected, UpstreamUnavailable
 
     pool = ctx.upstreams
     if pool is None:
         raise UpstreamError("no upstream MCP connections in this gateway", retryable=False)
     try:
-        result = await pool.call(server, tool, arguments, timeout_s=ctx.timeout_s)
+        bearer = await _bearer(ctx, pool, server)
+        result = await pool.call(server, tool, arguments, timeout_s=ctx.timeout_s,
+                                 **({"bearer": bearer} if bearer is not None else {}))
+    except TokenRejected as exc:
+        raise ToolError(Reason.UPSTREAM_UNAUTHORIZED, str(exc)) from None
     except UpstreamUnavailable as exc:
         raise UpstreamError(str(exc), retryable=True) from None
     except MCPError as exc:
@@ -59,6 +65,30 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
         raise UpstreamError(f"{server}: connection lost: {exc}", retryable=True,
                             may_have_executed=True) from None
     return output_of(server, result)
+
+
+async def _bearer(ctx: ToolContext, pool: Any, server: str) -> Any:
+    """This call's own token source for an OAuth server with token exchange (``None``: the
+    connection's token serves). Either way the tokens it uses are redacted from the call's
+    output; the calling agent's own token goes only to the authorization server."""
+    from toolkeeper.identity.upstream_subject import subject_for
+
+    tokens: Any = getattr(pool, "tokens", None)
+    config: Any = getattr(pool, "config", None)
+    if tokens is None or config is None:
+        return None
+    cfg = config(server)
+    oauth = cfg.oauth
+    if oauth is None:
+        return None
+    if oauth.grant == "token_exchange":
+        bearer = tokens.bearer(oauth, tenant_id=ctx.tenant_id, upstream=server,
+                               subject=subject_for(ctx.tenant_id, ctx.agent),
+                               on_token=ctx.mark_secret)
+        await bearer.current()  # a refused exchange stops the call here, nothing sent
+        return bearer
+    ctx.mark_secret(await tokens.server_bearer(server, oauth, cfg.tenant).current())
+    return None
 
 
 _PLAIN_KEYS = frozenset({"content", "isError", "structuredContent", "_meta", "resultType"})

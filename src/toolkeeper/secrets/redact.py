@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import base64
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from contextvars import ContextVar
 from typing import Any
@@ -27,6 +29,33 @@ CALL_SECRETS: ContextVar[Sequence[str]] = ContextVar("toolkeeper_call_secrets", 
 runs), so that a log record made meanwhile is redacted of them too. Not shared state: each
 call's task, and the threads it hands work to (``asyncio.to_thread``), sees its own."""
 MIN_SECRET_LEN = 4
+
+
+class _LiveSecrets:
+    """Secrets the gateway made at run time, outside any one call (upstream OAuth access
+    tokens, ``toolkeeper.identity.upstream``): log records are redacted of the newest
+    ``limit`` of them (``toolkeeper.observability.logs``), whatever call is running."""
+
+    def __init__(self, limit: int = 256) -> None:
+        self._limit = limit
+        self._values: OrderedDict[str, None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._snapshot: tuple[str, ...] = ()
+
+    def add(self, value: str) -> None:
+        with self._lock:
+            if value in self._values:
+                return
+            self._values[value] = None
+            while len(self._values) > self._limit:
+                self._values.popitem(last=False)
+            self._snapshot = tuple(self._values)
+
+    def values(self) -> tuple[str, ...]:
+        return self._snapshot
+
+
+LIVE_SECRETS = _LiveSecrets()
 _MIN_CORE_SOURCE_LEN = 8
 _MIN_CORE_LEN = 8
 

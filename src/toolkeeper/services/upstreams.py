@@ -10,11 +10,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkeeper.identity.upstream import UpstreamTokens
 from toolkeeper.model.enums import ToolStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.secrets.base import SecretsStore
+from toolkeeper.secrets.credentials import TenantCredentials
 from toolkeeper.services.events import system_event
 from toolkeeper.services.periodic import Periodic
 from toolkeeper.services.registry import RegistryService, content_hash
@@ -44,7 +46,8 @@ class UpstreamSync:
     def __init__(self, registry: RegistryService, store: Store, *,
                  catalog: Callable[[], Catalog], secrets: SecretsStore | None,
                  batch: Callable[[], AbstractContextManager[None]], resync_s: float,
-                 closed: Callable[[], bool]) -> None:
+                 closed: Callable[[], bool],
+                 credentials: TenantCredentials | None = None) -> None:
         self._registry = registry
         self._store = store
         self._catalog = catalog
@@ -53,7 +56,9 @@ class UpstreamSync:
         self._closed = closed
         self._resync = Periodic("toolkeeper-mcp-resync", resync_s, self.servers,
                                 what="periodic upstream MCP listing")
-        self.pool = LazyPool(self._make_pool)
+        self.tokens = UpstreamTokens(
+            credentials=credentials, platform=secrets.get_secret if secrets else None)
+        self.pool = LazyPool(self._make_pool, tokens=self.tokens)
 
     def _make_pool(self) -> UpstreamPool:
         def on_listing(cfg: ServerConfig, tools: list[Any]) -> None:
@@ -64,7 +69,8 @@ class UpstreamSync:
             return await resolve_refs(self._secrets, values)
 
         return UpstreamPool(lambda: self._catalog().mcp_servers, resolve=resolve,
-                            on_listing=on_listing)
+                            on_listing=on_listing, bearer_for=lambda cfg: self.tokens.
+                            server_bearer(cfg.name, cfg.oauth, cfg.tenant))
 
     def servers(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """Each server's ``SyncReport``, or the error that kept it from being listed (an

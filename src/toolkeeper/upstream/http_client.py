@@ -34,7 +34,7 @@ import httpx
 import orjson
 
 from toolkeeper.upstream import rawhttp
-from toolkeeper.upstream.errors import UpstreamUnavailable
+from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.version import __version__
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -52,12 +52,18 @@ class HandshakeRefused(Exception):
     """The server did not accept a 2025-era ``initialize`` (try the SDK's client)."""
 
 
+class _Unauthorized(Exception):
+    """One 401 answer (the request is sent again once with a renewed token)."""
+
+
 class LeanHttpClient:
     """One upstream session over streamable HTTP; safe for concurrent requests."""
 
     def __init__(self, url: str, *, headers: Mapping[str, str], timeout_s: float,
-                 connect_timeout_s: float) -> None:
+                 connect_timeout_s: float, auth: Bearer | None = None) -> None:
         self.url = url
+        self._auth = auth
+        """The connection's own token (handshake, listings, calls without their own)."""
         self._headers = {**headers, "Accept": ACCEPT, "Content-Type": "application/json"}
         self._timeout_s = timeout_s
         self._connect_timeout_s = connect_timeout_s
@@ -114,8 +120,11 @@ class LeanHttpClient:
             raise HandshakeRefused(f"the server offers protocol {version!r}")
         self.protocol_version = str(version)
         self._session["MCP-Protocol-Version"] = self.protocol_version
+        headers = self._session
+        if self._auth is not None:
+            headers = {**headers, "Authorization": f"Bearer {await self._auth.current()}"}
         await self._post({"jsonrpc": "2.0", "method": "notifications/initialized"}, None,
-                         None, self._session)
+                         None, headers)
         self._started = True
 
     async def _discover(self) -> bool:
@@ -148,13 +157,38 @@ class LeanHttpClient:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *,
-                        read_timeout_seconds: float | None = None) -> dict[str, Any]:
+                        read_timeout_seconds: float | None = None,
+                        bearer: Bearer | None = None) -> dict[str, Any]:
         """The ``CallToolResult`` as the wire dict (unchecked: the provider validates it)."""
         return await self.request("tools/call", {"name": name, "arguments": arguments},
-                                  timeout_s=read_timeout_seconds)
+                                  timeout_s=read_timeout_seconds, bearer=bearer)
 
     async def request(self, method: str, params: dict[str, Any], *,
-                      timeout_s: float | None = None) -> dict[str, Any]:
+                      timeout_s: float | None = None,
+                      bearer: Bearer | None = None) -> dict[str, Any]:
+        """One request; with a bearer (``bearer``, else the connection's), a 401 renews the
+        token once and sends the request once more — safe because a 401 means the upstream
+        refused it before doing anything — then raises :class:`TokenRejected`."""
+        source = bearer or self._auth
+        if source is None:
+            try:
+                return await self._request(method, params, timeout_s, None)
+            except _Unauthorized:
+                raise TokenRejected(f"{self.url}: the upstream asks for authorization (401);"
+                                    " give the server an `oauth` block") from None
+        token = await source.current()
+        try:
+            return await self._request(method, params, timeout_s, token)
+        except _Unauthorized:
+            token = await source.renew(token)
+        try:
+            return await self._request(method, params, timeout_s, token)
+        except _Unauthorized:
+            raise TokenRejected(f"{self.url}: the upstream refused the gateway's renewed "
+                                "OAuth token (401)") from None
+
+    async def _request(self, method: str, params: dict[str, Any], timeout_s: float | None,
+                       token: str | None) -> dict[str, Any]:
         rid = next(self._ids)
         headers = self._session
         if self.protocol_version == MODERN:
@@ -162,6 +196,8 @@ class LeanHttpClient:
             headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
             if method in NAMED:
                 headers["Mcp-Name"] = str(params.get("name") or params.get("uri") or "")
+        if token is not None:
+            headers = {**headers, "Authorization": f"Bearer {token}"}
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
         answer = await self._post(message, rid, timeout_s, headers)
         assert answer is not None
@@ -346,6 +382,8 @@ class _Sse:
 def _answer(event: Any, status: int) -> dict[str, Any]:
     from mcp.shared.exceptions import MCPError
 
+    if status == 401:  # the bearer token (or its absence) was refused: nothing ran
+        raise _Unauthorized()
     if isinstance(event, dict) and isinstance(event.get("error"), dict):
         err = event["error"]
         raise MCPError(code=int(err.get("code", -32603)), message=str(err.get("message", "")),

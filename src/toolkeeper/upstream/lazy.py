@@ -13,8 +13,10 @@ class LazyPool:
     """The pool, created on first use (a gateway without upstream servers never starts
     its thread)."""
 
-    def __init__(self, make: Callable[[], UpstreamPool]) -> None:
+    def __init__(self, make: Callable[[], UpstreamPool], *, tokens: Any = None) -> None:
         self._make = make
+        self.tokens = tokens
+        """OAuth tokens for upstreams (``toolkeeper.identity.upstream.UpstreamTokens``)."""
         self._pool: UpstreamPool | None = None
         self._lock = threading.Lock()
 
@@ -25,8 +27,12 @@ class LazyPool:
             return self._pool
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
-                   timeout_s: float) -> Any:
-        return await self.get().call(server, tool, arguments, timeout_s=timeout_s)
+                   timeout_s: float, bearer: Any = None) -> Any:
+        return await self.get().call(server, tool, arguments, timeout_s=timeout_s,
+                                     bearer=bearer)
+
+    def config(self, server: str) -> Any:
+        return self.get().config(server)
 
     def list_tools(self, server: str, timeout_s: float = 30.0) -> list[Any]:
         return self.get().list_tools(server, timeout_s)

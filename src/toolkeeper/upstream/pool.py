@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from toolkeeper.upstream.errors import UpstreamUnavailable
+from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.upstream.servers import ServerConfig
 
 log = logging.getLogger("toolkeeper.upstream")
@@ -49,9 +49,12 @@ class UpstreamPool:
 
     def __init__(self, configs: Callable[[], Mapping[str, ServerConfig]], *,
                  resolve: Resolver | None = None,
-                 on_listing: Callable[[ServerConfig, list[Any]], None] | None = None) -> None:
+                 on_listing: Callable[[ServerConfig, list[Any]], None] | None = None,
+                 bearer_for: Callable[[ServerConfig], Bearer | None] | None = None) -> None:
         self._configs = configs
         self._resolve = resolve or _verbatim
+        self.bearer_for = bearer_for or (lambda cfg: None)
+        """An OAuth server's connection token source (``None``: no ``oauth`` block)."""
         self.on_listing = on_listing
         self._conns: dict[str, _Conn] = {}
         self._lean: dict[tuple[str, int], Any] = {}
@@ -72,11 +75,12 @@ class UpstreamPool:
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
-                   timeout_s: float) -> Any:
+                   timeout_s: float, bearer: Bearer | None = None) -> Any:
         """``tools/call`` on ``server``: a ``CallToolResult`` (model or wire dict).
 
         An HTTP server is called from the caller's own loop over a lean client kept per
         (server, loop): no thread hop on the hot path. Others go through the pool's loop.
+        ``bearer``: this call's own OAuth token (token exchange; else the connection's).
         """
         if self._closed:
             raise UpstreamUnavailable("the gateway is closing")
@@ -84,8 +88,15 @@ class UpstreamPool:
         if cfg.url is not None and server not in self._sdk_only:
             lean = await self._local(cfg)
             if lean is not None:
-                return await self._lean_call(cfg, lean, tool, arguments, timeout_s)
+                return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer)
+        if bearer is not None:
+            raise TokenRejected(f"{server}: a per-call token (token exchange) needs a server "
+                                "the gateway's own client speaks to (2025-era handshake)")
         return await self.submit(self._call(server, tool, arguments, timeout_s))
+
+    def config(self, server: str) -> ServerConfig:
+        """The configuration of ``server`` (``UpstreamUnavailable`` when there is none)."""
+        return self._config(server)
 
     async def _local(self, cfg: ServerConfig) -> Any:
         """This loop's lean client of ``cfg`` (``None``: the server needs the SDK's)."""
@@ -103,7 +114,8 @@ class UpstreamPool:
             assert cfg.url is not None
             lean = LeanHttpClient(cfg.url, headers=await self._resolve(cfg.headers),
                                   timeout_s=cfg.timeout_s,
-                                  connect_timeout_s=cfg.connect_timeout_s)
+                                  connect_timeout_s=cfg.connect_timeout_s,
+                                  auth=self.bearer_for(cfg))
             try:
                 await asyncio.wait_for(lean.start(), cfg.connect_timeout_s)
             except HandshakeRefused:
@@ -135,11 +147,13 @@ class UpstreamPool:
             log.info("upstream background connect failed: %s", _brief(exc))
 
     async def _lean_call(self, cfg: ServerConfig, lean: Any, tool: str,
-                         arguments: dict[str, Any], timeout_s: float) -> Any:
+                         arguments: dict[str, Any], timeout_s: float,
+                         bearer: Bearer | None) -> Any:
         from mcp.shared.exceptions import MCPError
 
         try:
-            return await lean.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
+            return await lean.call_tool(tool, arguments, read_timeout_seconds=timeout_s,
+                                        bearer=bearer)
         except (MCPError, UpstreamUnavailable) as exc:
             if not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
                 key = (cfg.name, id(asyncio.get_running_loop()))
@@ -213,7 +227,8 @@ class UpstreamPool:
                 if cfg.url is not None:
                     lean = LeanHttpClient(cfg.url, headers=await self._resolve(cfg.headers),
                                           timeout_s=cfg.timeout_s,
-                                          connect_timeout_s=cfg.connect_timeout_s)
+                                          connect_timeout_s=cfg.connect_timeout_s,
+                                          auth=self.bearer_for(cfg))
                     stack.push_async_callback(lean.aclose)
                     try:
                         await lean.start()
@@ -250,8 +265,10 @@ class UpstreamPool:
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
+            source = self.bearer_for(cfg)
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=dict(await self._resolve(cfg.headers)),
+                auth=None if source is None else _bearer_auth(httpx2, source),
                 timeout=httpx2.Timeout(cfg.timeout_s, connect=cfg.connect_timeout_s)))
             return streamable_http_client(cfg.url, http_client=http)
         from mcp import StdioServerParameters
@@ -333,6 +350,22 @@ class UpstreamPool:
         tasks = [c.task for c in conns if c.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=3)
+
+
+def _bearer_auth(httpx2: Any, source: Bearer) -> Any:
+    """The SDK client's auth: the token on every request; a 401 renews it once and sends the
+    request again (the upstream refused before doing anything)."""
+    class BearerAuth(httpx2.Auth):  # type: ignore[misc]
+        async def async_auth_flow(self, request: Any) -> Any:
+            token = await source.current()
+            request.headers["Authorization"] = f"Bearer {token}"
+            response = yield request
+            if response.status_code == 401:
+                token = await source.renew(token)
+                request.headers["Authorization"] = f"Bearer {token}"
+                yield request
+
+    return BearerAuth()
 
 
 def _brief(exc: BaseException) -> str:
