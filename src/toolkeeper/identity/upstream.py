@@ -155,6 +155,7 @@ class UpstreamTokens:
                 found = None
             if found is not None and found.fresh(oauth.refresh_skew_s):
                 self._cache.move_to_end(key)
+                LIVE_SECRETS.add(found.value)  # in use: kept among the newest redacted
                 return found.value
             pending = self._inflight.get(key)
             mine = pending is None
@@ -223,7 +224,12 @@ class UpstreamTokens:
 
     def _row(self, key: tuple[str, ...]) -> tuple[str, str, str]:
         tenant, upstream, fp, subject = key
-        return f"oauth~{tenant}"[:64], STORE_CONNECTOR, f"{upstream}:{fp}:{subject}"[:200]
+        # a tenant id is up to 64 characters: a longer owner would be cut and two tenants
+        # sharing a prefix would share a row; past that its digest names it (no tenant id
+        # starts with ``#``)
+        owner = f"oauth~{tenant}" if len(tenant) <= 58 else \
+            "oauth~#" + hashlib.sha256(tenant.encode()).hexdigest()[:40]
+        return owner, STORE_CONNECTOR, f"{upstream}:{fp}:{subject}"[:200]
 
     def _load(self, key: tuple[str, ...]) -> Token | None:
         if self._credentials is None or key[3]:  # exchanged tokens stay in memory
@@ -299,7 +305,7 @@ class UpstreamTokens:
                 continue
             endpoint = data.get("token_endpoint") if isinstance(data, dict) else None
             if (answer.status_code == 200 and isinstance(endpoint, str)
-                    and data.get("issuer", "").rstrip("/") == issuer
+                    and str(data.get("issuer", "")).rstrip("/") == issuer
                     and endpoint.lower().startswith(("https://", "http://"))):
                 if len(self._endpoints) < 256:
                     self._endpoints[issuer] = endpoint
@@ -315,7 +321,10 @@ async def _read(answer: httpx.Response) -> Any:
         if size > MAX_ANSWER_BYTES:
             raise ValueError(f"answer larger than {MAX_ANSWER_BYTES} bytes")
         chunks.append(chunk)
-    return json.loads(b"".join(chunks))
+    try:
+        return json.loads(b"".join(chunks))
+    except RecursionError:  # nested past the parser's limit: garbage, like any bad JSON
+        raise ValueError("answer nested too deeply") from None
 
 
 async def _post(http: httpx.AsyncClient, endpoint: str, form: dict[str, str],

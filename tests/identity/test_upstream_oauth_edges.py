@@ -1,0 +1,124 @@
+"""The upstream token manager at its edges (a review of :mod:`toolkeeper.identity.upstream`):
+answers a JSON parser cannot take (nested past the recursion limit) and discovery documents
+with a non-string ``issuer`` are garbage with a clear reason, not a crash; two tenants whose
+ids share a long prefix never share a stored token; a cached token stays known to the log
+redactor however many other tokens were made since. Loopback servers the test controls (the
+real IdP cannot be made to answer garbage)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.loopback import JsonHandler, serving
+from toolkeeper.identity.upstream import TokenUnavailable, UpstreamTokens
+from toolkeeper.model.reasons import Reason
+from toolkeeper.secrets.credentials import TenantCredentials
+from toolkeeper.secrets.embedded import EmbeddedSecretsStore, generate_key_file
+from toolkeeper.secrets.redact import LIVE_SECRETS
+from toolkeeper.store import Store
+from toolkeeper.upstream.servers import UpstreamOAuth
+
+NESTED = b"[" * 20_000  # within MAX_ANSWER_BYTES, past the JSON parser's recursion limit
+
+
+class Odd(JsonHandler):
+    """A token endpoint / metadata server answering what the path asks for; the token it
+    issues names the client secret it was asked with (one token per tenant's secret)."""
+
+    def _raw(self, body: bytes) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/nested/"):
+            self._raw(NESTED)
+        elif self.path.startswith("/numissuer/"):
+            self.reply({"issuer": 5, "token_endpoint": "http://127.0.0.1:1/token"})
+        else:
+            self.reply({"error": "not_found"}, status=404)
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.path == "/nested":
+            self._raw(NESTED)
+            return
+        basic = self.headers.get("Authorization", "").removeprefix("Basic ")
+        secret = base64.b64decode(basic).decode().partition(":")[2]
+        self.reply({"access_token": f"token-for-{secret}", "token_type": "Bearer",
+                    "expires_in": 600})
+
+
+@pytest.fixture(scope="module")
+def odd() -> Iterator[str]:
+    with serving(Odd) as base:
+        yield base
+
+
+def _get(tokens: UpstreamTokens, oauth: UpstreamOAuth, tenant: str = "t",
+         secret: str = "s") -> str:
+    async def given(connector: str | None, key: str) -> str:
+        return secret
+
+    return asyncio.run(tokens.token(oauth, tenant_id=tenant, upstream="u", secret=given))
+
+
+def _oauth(**where: str) -> UpstreamOAuth:
+    return UpstreamOAuth.model_validate({"client_id": "c", "client_secret": "${secret:idp/c}",
+                                         "timeout_s": 2, **where})
+
+
+def test_a_token_answer_nested_past_the_parsers_limit_is_garbage(odd: str) -> None:
+    with pytest.raises(TokenUnavailable, match="without a token") as caught:
+        _get(UpstreamTokens(), _oauth(token_endpoint=f"{odd}/nested"))
+    assert caught.value.reason == Reason.UPSTREAM_TOKEN_UNAVAILABLE
+
+
+@pytest.mark.parametrize("kind", ["nested", "numissuer"])
+def test_a_garbled_discovery_document_is_no_endpoint(odd: str, kind: str) -> None:
+    with pytest.raises(TokenUnavailable, match="no token endpoint discovered"):
+        _get(UpstreamTokens(), _oauth(issuer=f"{odd}/{kind}"))
+
+
+@pytest.fixture()
+def credentials(tmp_path: Path) -> Iterator[TenantCredentials]:
+    store = Store.open(f"sqlite:///{tmp_path}/tk.db")
+    try:
+        key = generate_key_file(tmp_path / "secrets.key")
+        yield TenantCredentials(store.credentials, EmbeddedSecretsStore(store.blobs, key))
+    finally:
+        store.close()
+
+
+def test_tenants_with_a_long_common_prefix_never_share_a_stored_token(
+        odd: str, credentials: TenantCredentials) -> None:
+    """Tenant ids may be 64 characters: the stored row of one must not be the other's."""
+    prefix = "t" * 60
+    oauth = _oauth(token_endpoint=f"{odd}/token")
+    first = _get(UpstreamTokens(credentials=credentials), oauth, prefix + "-one", "one")
+    assert first == "token-for-one"
+    # another process (empty memory), the other tenant, its own client secret
+    second = _get(UpstreamTokens(credentials=credentials), oauth, prefix + "-two", "two")
+    assert second == "token-for-two"
+    # and the stored token is still found by its own tenant in a third process
+    again = UpstreamTokens(credentials=credentials)
+    assert _get(again, oauth, prefix + "-one", "one") == "token-for-one"
+    assert again.fetches == 0
+
+
+def test_a_cached_token_in_use_stays_known_to_the_log_redactor(odd: str) -> None:
+    tokens = UpstreamTokens()
+    oauth = _oauth(token_endpoint=f"{odd}/token")
+    value = _get(tokens, oauth, "t", "kept-in-use")
+    assert value in LIVE_SECRETS.values()
+    for i in range(1000):  # many other tokens made since (other upstreams, tenants)
+        LIVE_SECRETS.add(f"another-upstream-token-{i:04d}")
+    assert _get(tokens, oauth, "t", "kept-in-use") == value and tokens.fetches == 1
+    assert value in LIVE_SECRETS.values()  # still used: still redacted from logs
