@@ -11,17 +11,25 @@ import asyncio
 import base64
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.support.idp import Idp, client
 from tests.support.loopback import JsonHandler, serving
+from tests.support.oauth_upstream import start_oauth_upstream
 from toolkeeper.identity.upstream import TokenUnavailable, UpstreamTokens
+from toolkeeper.model.enums import Autonomy
 from toolkeeper.model.reasons import Reason
+from toolkeeper.providers.base import ToolContext, ToolPolicy
+from toolkeeper.providers.mcp import call_upstream
 from toolkeeper.secrets.credentials import TenantCredentials
 from toolkeeper.secrets.embedded import EmbeddedSecretsStore, generate_key_file
 from toolkeeper.secrets.redact import LIVE_SECRETS
 from toolkeeper.store import Store
-from toolkeeper.upstream.servers import UpstreamOAuth
+from toolkeeper.upstream.lazy import LazyPool
+from toolkeeper.upstream.pool import UpstreamPool
+from toolkeeper.upstream.servers import ServerConfig, UpstreamOAuth
 
 NESTED = b"[" * 20_000  # within MAX_ANSWER_BYTES, past the JSON parser's recursion limit
 
@@ -122,3 +130,52 @@ def test_a_cached_token_in_use_stays_known_to_the_log_redactor(odd: str) -> None
         LIVE_SECRETS.add(f"another-upstream-token-{i:04d}")
     assert _get(tokens, oauth, "t", "kept-in-use") == value and tokens.fetches == 1
     assert value in LIVE_SECRETS.values()  # still used: still redacted from logs
+
+
+# -- a token renewed during a call is that call's secret ---------------------------------
+
+
+def _ctx(pool: Any) -> ToolContext:
+    return ToolContext(call_id="c1", tenant_id="default", agent="bot", tool="intro_whoami",
+                       action="run", tool_version="1", autonomy=Autonomy.GUARDED,
+                       granted_scopes=frozenset(), policy=ToolPolicy(), upstreams=pool,
+                       timeout_s=10)
+
+
+def test_a_token_renewed_after_a_401_is_redacted_from_that_calls_output(
+        idp: Idp, tmp_path: Path) -> None:
+    """An MCP server with client credentials: the upstream refuses the cached token (revoked
+    at the IdP), the connection renews it and sends the call again. The renewed token must
+    be among the call's secrets (what the output, audit and logs are redacted of), like the
+    one the call started with."""
+    secret = idp.add_client(client("tk-edge"))["client_secret"]
+
+    async def platform(connector: str | None, key: str) -> str:
+        return str(secret)
+
+    with start_oauth_upstream(idp, tmp_path, mode="introspect") as up:
+        cfg = ServerConfig(name="intro", url=up.mcp_url, oauth=UpstreamOAuth(
+            token_endpoint=idp.endpoint("token_endpoint"), client_id="tk-edge",
+            client_secret="${secret:idp/tk-edge}", scope="upstream:call",
+            resource=up.resource))
+        tokens = UpstreamTokens(platform=platform)
+        pool = UpstreamPool(lambda: {"intro": cfg}, bearer_for=lambda c: tokens.server_bearer(
+            c.name, c.oauth, c.tenant))
+        lazy = LazyPool(lambda: pool, tokens=tokens)
+
+        async def run() -> tuple[ToolContext, ToolContext]:
+            first, second = _ctx(lazy), _ctx(lazy)
+            await call_upstream(first, "intro", "whoami", {})
+            old = next(iter(tokens._cache.values())).value
+            assert idp.revoke(old) == 1
+            await call_upstream(second, "intro", "whoami", {})
+            return first, second
+
+        try:
+            first, second = asyncio.run(run())
+        finally:
+            pool.close()
+        renewed = next(iter(tokens._cache.values())).value
+        assert tokens.fetches == 2 and renewed not in first._resolved_secrets
+        assert sum(not s["accepted"] for s in up.seen()) == 1  # one 401, then the renewal
+        assert renewed in second._resolved_secrets

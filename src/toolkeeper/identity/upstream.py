@@ -106,6 +106,11 @@ class TokenBearer:
     async def renew(self, stale: str) -> str:
         return self._seen(await self._tokens.token(self._oauth, stale=stale, **self._kw))
 
+    def held(self) -> str | None:
+        """The token held now, without a request (``None``: none)."""
+        return self._tokens.held(self._oauth, tenant_id=self._kw["tenant_id"],
+                                 upstream=self._kw["upstream"], subject=self._kw["subject"])
+
     def _seen(self, value: str) -> str:
         if self._on_token is not None:
             self._on_token(value)
@@ -199,6 +204,14 @@ class UpstreamTokens:
             oauth = oauth.model_copy(update={"grant": "client_credentials", "subject": None,
                                              "audience": None})
         return self.bearer(oauth, tenant_id=tenant_id or "", upstream=name)
+
+    def held(self, oauth: UpstreamOAuth, *, tenant_id: str, upstream: str,
+             subject: SubjectToken | None = None) -> str | None:
+        """The token cached for this key now (no request, however old)."""
+        key = (tenant_id, upstream, fingerprint(oauth), subject.digest if subject else "")
+        with self._lock:
+            found = self._cache.get(key)
+        return None if found is None else found.value
 
     def forget(self, tenant_id: str | None = None) -> None:
         """Drop cached tokens (of one tenant), e.g. after a configuration change."""
