@@ -187,6 +187,25 @@ def test_an_mcp_tool_of_an_oauth_upstream_runs_with_a_client_credentials_token(
     assert creds.names("default") == []
 
 
+def test_a_stored_token_serves_a_restarted_process_and_is_sealed(world: World) -> None:
+    from toolkeeper.identity.upstream import UpstreamTokens
+
+    assert world.call("up_whoami").status is CallStatus.SUCCEEDED
+    held = _cached(world.gw, "up")
+    secrets = world.gw._secrets
+    assert secrets is not None
+    oauth = world.gw.upstreams.config("up").oauth
+    restarted = UpstreamTokens(credentials=world.gw.credentials, platform=secrets.get_secret)
+
+    async def get(tenant: str) -> str:
+        return await restarted.bearer(oauth, tenant_id=tenant, upstream="up").current()
+
+    assert anyio.run(get, "") == held and restarted.fetches == 0  # read from its row
+    assert anyio.run(get, "other") != held and restarted.fetches == 1  # never another's
+    rows = world.gw.store.credentials.rows()
+    assert rows and not any(held.encode() in data for *_, data in rows)  # sealed
+
+
 def test_an_http_tool_gets_the_bearer_token_and_the_result_never_shows_it(
         world: World) -> None:
     res = world.call("api_echo", hello="world")
@@ -263,7 +282,8 @@ def test_an_http_upstream_refusing_the_renewed_token_stops_after_one_renewal(
 
 def test_an_mcp_upstream_refusing_the_renewed_token_stops_after_one_renewal(
         world: World) -> None:
-    from toolkeeper.upstream.http_client import LeanHttpClient, TokenRejected
+    from toolkeeper.upstream.errors import TokenRejected
+    from toolkeeper.upstream.http_client import LeanHttpClient
 
     secret = _tk_up_secret(world)
 

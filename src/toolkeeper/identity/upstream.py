@@ -236,13 +236,14 @@ class UpstreamTokens:
     # -- the credential rows --------------------------------------------------------------
 
     def _row(self, key: tuple[str, ...]) -> tuple[str, str, str]:
-        tenant, upstream, fp, subject = key
-        # a tenant id is up to 64 characters: a longer owner would be cut and two tenants
-        # sharing a prefix would share a row; past that its digest names it (no tenant id
-        # starts with ``#``)
-        owner = f"oauth~{tenant}" if len(tenant) <= 58 else \
-            "oauth~#" + hashlib.sha256(tenant.encode()).hexdigest()[:40]
-        return owner, STORE_CONNECTOR, f"{upstream}:{fp}:{subject}"[:200]
+        tenant, upstream, fp, _subject = key
+        tenant_part = f"oauth~{tenant}"
+        if len(tenant_part) > 64:  # the column's width: a long name is hashed, not cut
+            tenant_part = "oauth~" + hashlib.sha256(tenant.encode()).hexdigest()[:40]
+        name = f"{upstream}:{fp}"
+        if len(name) > 200:
+            name = hashlib.sha256(name.encode()).hexdigest()
+        return tenant_part, STORE_CONNECTOR, name
 
     def _load(self, key: tuple[str, ...]) -> Token | None:
         if self._credentials is None or key[3]:  # exchanged tokens stay in memory
@@ -250,7 +251,9 @@ class UpstreamTokens:
         try:
             raw = self._credentials.get(*self._row(key))
             data = json.loads(raw) if raw else None
-            if isinstance(data, dict) and isinstance(data.get("t"), str):
+            # the row says whose token it is: a row of another key is never used
+            if isinstance(data, dict) and isinstance(data.get("t"), str) \
+                    and data.get("k") == list(key):
                 return Token(data["t"], float(data["exp"]))
         except Exception as exc:  # a tampered or unreadable row: fetch anew
             log.warning("upstream token row of %s unreadable: %s", key[1], type(exc).__name__)
@@ -261,7 +264,7 @@ class UpstreamTokens:
             return
         try:
             self._credentials.put(*self._row(key), json.dumps(
-                {"t": token.value, "exp": token.expires_at}))
+                {"t": token.value, "exp": token.expires_at, "k": list(key)}))
         except Exception as exc:  # the token still serves this process
             log.warning("upstream token of %s not stored: %s", key[1], type(exc).__name__)
 

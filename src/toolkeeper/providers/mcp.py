@@ -41,8 +41,7 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
-    from toolkeeper.upstream.errors import UpstreamUnavailable
-    from toolkeeper.upstream.http_client import TokenRejected
+    from toolkeeper.upstream.errors import TokenRejected, UpstreamUnavailable
 
     pool = ctx.upstreams
     if pool is None:

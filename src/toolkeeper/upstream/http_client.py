@@ -28,13 +28,13 @@ import itertools
 import logging
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 import orjson
 
 from toolkeeper.upstream import rawhttp
-from toolkeeper.upstream.errors import UpstreamUnavailable
+from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.version import __version__
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -50,19 +50,6 @@ log = logging.getLogger(__name__)
 
 class HandshakeRefused(Exception):
     """The server did not accept a 2025-era ``initialize`` (try the SDK's client)."""
-
-
-class TokenRejected(Exception):
-    """The upstream answered 401 to the gateway's bearer token, after one renewal: it
-    refused before doing anything."""
-
-
-class Bearer(Protocol):
-    """Where an OAuth upstream's bearer token comes from (``toolkeeper.identity``)."""
-
-    async def current(self) -> str: ...
-
-    async def renew(self, stale: str) -> str: ...
 
 
 class _Unauthorized(Exception):

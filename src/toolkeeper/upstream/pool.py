@@ -18,13 +18,10 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-from toolkeeper.upstream.errors import UpstreamUnavailable
+from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.upstream.servers import ServerConfig
-
-if TYPE_CHECKING:
-    from toolkeeper.upstream.http_client import Bearer
 
 log = logging.getLogger("toolkeeper.upstream")
 CONNECTION_CLOSED = -32000
@@ -93,8 +90,6 @@ class UpstreamPool:
             if lean is not None:
                 return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer)
         if bearer is not None:
-            from toolkeeper.upstream.http_client import TokenRejected
-
             raise TokenRejected(f"{server}: a per-call token (token exchange) needs a server "
                                 "the gateway's own client speaks to (2025-era handshake)")
         return await self.submit(self._call(server, tool, arguments, timeout_s))
