@@ -88,6 +88,13 @@ def _config(tmp: Path, base: str, idp: Idp, w: dict[str, OAuthUpstream]) -> Path
                                       "allowed_networks": ["127.0.0.0/8"],
                                       # a token for another resource: refused every time
                                       "oauth": _oauth(idp, w["up"], "tk-up")}},
+                  {"name": "api_xch", "implementation_type": "http",
+                   "side_effect": "pure", "risk_default": "low",
+                   "implementation": {"url": w["up"].echo_url,
+                                      "allowed_networks": ["127.0.0.0/8"],
+                                      "oauth": _oauth(idp, w["up"], "tk-up",
+                                                      grant="token_exchange",
+                                                      subject="agent")}},
                   {"name": "api_echo", "implementation_type": "http",
                    "side_effect": "pure", "risk_default": "low",
                    "input_schema": {"type": "object", "properties": {
@@ -97,7 +104,8 @@ def _config(tmp: Path, base: str, idp: Idp, w: dict[str, OAuthUpstream]) -> Path
                                       "oauth": _oauth(idp, w["up"], "tk-up")}}],
         "profiles": [{"name": "p", "autonomy": 3, "activations": [
             {"tool": t} for t in ("up_whoami", "up_echo", "short_whoami", "intro_whoami",
-                                  "dis_whoami", "xch_whoami", "api_echo", "api_wrong")]}],
+                                  "dis_whoami", "xch_whoami", "api_echo", "api_wrong",
+                                  "api_xch")]}],
         "agents": [{"name": "bot", "profile": "p"}],
         "identity": {"resource": base, "issuers": [{
             "issuer": idp.issuer, "required_typ": "at+jwt", "jwks_refetch_interval_s": 0,
@@ -409,12 +417,26 @@ def test_the_sdk_clients_auth_renews_once_on_401(world: World) -> None:
     assert source.renewals == 1
 
 
-def test_token_exchange_with_a_toolkeeper_token_is_refused(world: World) -> None:
+def test_an_http_tool_exchanges_the_agents_token_too(world: World) -> None:
+    agent_token = world.agent_token()
+    answer = httpx.post(f"{world.base}/tools/execute", timeout=30,
+                        headers={"Authorization": f"Bearer {agent_token}"},
+                        json={"tool": "api_xch", "arguments": {}})
+    body = answer.json()
+    assert body["status"] == "succeeded", body
+    assert body["output"]["sub"] == "bot" and body["output"]["act"] == {"sub": "tk-up"}
+    assert sha256(agent_token) not in {s["sha256"] for s in world.up.seen()}
+
+
+@pytest.mark.parametrize("tool", ["xch_whoami", "api_xch"])
+def test_token_exchange_with_a_toolkeeper_token_is_refused(world: World, tool: str) -> None:
+    seen = len(world.up.seen())
     answer = httpx.post(f"{world.base}/tools/execute", timeout=30,
                         headers={"Authorization": f"Bearer {world.tk_token}"},
-                        json={"tool": "xch_whoami", "arguments": {}})
+                        json={"tool": tool, "arguments": {}})
     body = answer.json()
     assert body["reason"] == Reason.UPSTREAM_UNAUTHORIZED, body
+    assert len(world.up.seen()) == seen  # nothing was sent upstream
 
 
 def test_no_upstream_token_in_results_audit_or_logs(world: World,

@@ -177,7 +177,7 @@ def test_concurrent_calls_share_one_fetch_and_a_refused_token_is_renewed_once(
 
 def test_token_exchange_without_the_agents_own_token_is_refused(bad: str) -> None:
     oauth = _oauth(f"{bad}/fine", grant="token_exchange", subject="agent")
-    with pytest.raises(Unauthorized, match="toolkeeper token"):
+    with pytest.raises(Unauthorized, match="OAuth access token in this request"):
         _get(oauth)
 
 

@@ -151,7 +151,8 @@ class UpstreamTokens:
         whoever wrote the config."""
         if oauth.grant == "token_exchange" and subject is None:
             raise Unauthorized(f"{upstream}: token exchange needs the calling agent's own "
-                               "OAuth access token (this call came with a toolkeeper token)")
+                               "OAuth access token in this request (it came with a tk_ "
+                               "token, or runs outside the agent's request)")
         key = (tenant_id, upstream, fingerprint(oauth), subject.digest if subject else "")
         with self._lock:
             found = self._cache.get(key)
