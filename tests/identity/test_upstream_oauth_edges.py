@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,42 @@ def test_a_token_renewed_after_a_401_is_redacted_from_that_calls_output(
         assert tokens.fetches == 2 and renewed not in first._resolved_secrets
         assert sum(not s["accepted"] for s in up.seen()) == 1  # one 401, then the renewal
         assert renewed in second._resolved_secrets
+
+
+# -- one fetch shared by concurrent calls, one of which gives up -------------------------
+
+
+class Slow(JsonHandler):
+    """A token endpoint that takes a while (so calls pile up on one fetch)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        time.sleep(0.8)
+        self.reply({"access_token": "shared-token", "token_type": "Bearer", "expires_in": 600})
+
+
+def test_a_waiting_call_that_is_cancelled_leaves_the_shared_fetch_to_the_others() -> None:
+    """Calls waiting on another call's token request: one of them gives up (its deadline,
+    its client gone). The request goes on for everyone else: the caller who made it and the
+    other waiters get the token, nobody gets a cancellation they did not ask for."""
+    with serving(Slow) as base:
+        tokens = UpstreamTokens()
+        oauth = _oauth(token_endpoint=f"{base}/token")
+
+        async def given(connector: str | None, key: str) -> str:
+            return "s"
+
+        async def one() -> str:
+            return await tokens.token(oauth, tenant_id="t", upstream="u", secret=given)
+
+        async def run() -> tuple[Any, ...]:
+            owner = asyncio.create_task(one())
+            await asyncio.sleep(0.1)  # the owner's request is under way
+            quitter, waiter = asyncio.create_task(one()), asyncio.create_task(one())
+            await asyncio.sleep(0.1)
+            quitter.cancel()
+            return await asyncio.gather(owner, waiter, quitter, return_exceptions=True)
+
+        owner, waiter, quitter = asyncio.run(asyncio.wait_for(run(), 10))
+    assert owner == "shared-token" and waiter == "shared-token", (owner, waiter)
+    assert isinstance(quitter, asyncio.CancelledError) and tokens.fetches == 1

@@ -167,8 +167,8 @@ class UpstreamTokens:
             mine = pending is None
             if pending is None:
                 pending = self._inflight[key] = concurrent.futures.Future()
-        if not mine:
-            return (await asyncio.wrap_future(pending)).value
+        if not mine:  # shielded: a waiter that gives up must not cancel the shared request
+            return (await asyncio.shield(asyncio.wrap_future(pending))).value
         try:
             got = await self._obtain(oauth, key, secret, subject, stale, transport)
         except BaseException as exc:
