@@ -428,6 +428,23 @@ def test_an_http_tool_exchanges_the_agents_token_too(world: World) -> None:
     assert sha256(agent_token) not in {s["sha256"] for s in world.up.seen()}
 
 
+def test_a_per_call_token_for_a_server_only_the_sdk_client_reaches_is_refused(
+        world: World) -> None:
+    pool = world.gw.upstreams.get()
+    pool._sdk_only.add("xch")  # as if the server had refused the lean client's handshake
+    try:
+        seen = len(world.up.seen())
+        answer = httpx.post(f"{world.base}/tools/execute", timeout=30,
+                            headers={"Authorization": f"Bearer {world.agent_token()}"},
+                            json={"tool": "xch_whoami", "arguments": {}})
+        body = answer.json()
+        assert body["reason"] == Reason.UPSTREAM_UNAUTHORIZED, body
+        assert "per-call token" in body["message"]
+        assert len(world.up.seen()) == seen
+    finally:
+        pool._sdk_only.discard("xch")
+
+
 @pytest.mark.parametrize("tool", ["xch_whoami", "api_xch"])
 def test_token_exchange_with_a_toolkeeper_token_is_refused(world: World, tool: str) -> None:
     seen = len(world.up.seen())
