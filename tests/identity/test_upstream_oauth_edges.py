@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.support.idp import Idp, client
 from tests.support.loopback import JsonHandler, serving
 from tests.support.oauth_upstream import start_oauth_upstream
+from toolkeeper import Gateway
 from toolkeeper.identity.upstream import TokenUnavailable, UpstreamTokens
-from toolkeeper.model.enums import Autonomy
+from toolkeeper.model.enums import Autonomy, CallStatus
 from toolkeeper.model.reasons import Reason
 from toolkeeper.providers.base import ToolContext, ToolPolicy
 from toolkeeper.providers.mcp import call_upstream
@@ -188,9 +190,16 @@ def test_a_token_renewed_after_a_401_is_redacted_from_that_calls_output(
 class Slow(JsonHandler):
     """A token endpoint that takes a while (so calls pile up on one fetch)."""
 
+    asked = 0
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        time.sleep(0.8)
+        if self.path == "/refuse":  # an upstream that refuses every token
+            self.reply({"error": "invalid_token"}, status=401)
+            return
+        if self.path == "/fast-then-slow":
+            Slow.asked += 1
+        time.sleep(3 if self.path == "/slower" or Slow.asked > 1 else 0.8)
         self.reply({"access_token": "shared-token", "token_type": "Bearer", "expires_in": 600})
 
 
@@ -219,3 +228,45 @@ def test_a_waiting_call_that_is_cancelled_leaves_the_shared_fetch_to_the_others(
         owner, waiter, quitter = asyncio.run(asyncio.wait_for(run(), 10))
     assert owner == "shared-token" and waiter == "shared-token", (owner, waiter)
     assert isinstance(quitter, asyncio.CancelledError) and tokens.fetches == 1
+
+
+# -- a token that comes too late: the call failed, it did not run -------------------------
+
+
+def test_a_write_call_whose_token_comes_too_late_failed_and_is_not_unknown(
+        tmp_path: Path) -> None:
+    """The authorization server answers after the tool's deadline: nothing was sent
+    upstream, so the call ``failed`` (``upstream_token_unavailable``), not ``unknown``
+    ("may have acted"), which would leave a write for a human to resolve."""
+    res = _write_call(tmp_path, "/slower", call_s=1, request_s=30)
+    assert (res.status, res.reason) == (CallStatus.FAILED,
+                                        Reason.UPSTREAM_TOKEN_UNAVAILABLE), res
+
+
+def test_a_write_call_whose_renewal_outlasts_the_request_deadline_failed(
+        tmp_path: Path) -> None:
+    """The upstream answers 401 (it ran nothing); renewing the token takes longer than the
+    tool's request deadline: the call failed (``timeout``), it is not ``unknown``."""
+    Slow.asked = 0
+    res = _write_call(tmp_path, "/fast-then-slow", call_s=20, request_s=2)
+    assert (res.status, res.reason) == (CallStatus.FAILED, Reason.TIMEOUT), res
+    assert Slow.asked == 2
+
+
+def _write_call(tmp_path: Path, token_path: str, *, call_s: float, request_s: float) -> Any:
+    """One call of an irreversible http tool whose upstream refuses every token."""
+    with serving(Slow) as base:
+        doc = {"version": 1, "tools": [{
+            "name": "api_write", "implementation_type": "http", "side_effect": "irreversible",
+            "risk_default": "low", "execution": {"timeout_s": call_s, "max_retries": 0},
+            "implementation": {"url": f"{base}/refuse", "method": "POST",
+                               "allowed_networks": ["127.0.0.0/8"], "timeout_s": request_s,
+                               "oauth": {"token_endpoint": base + token_path,
+                                         "client_id": "c", "timeout_s": 5}}}],
+            "profiles": [{"name": "p", "autonomy": 3,
+                          "activations": [{"tool": "api_write"}]}],
+            "agents": [{"name": "bot", "profile": "p"}]}
+        path = tmp_path / "toolkeeper.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        with Gateway.open(f"sqlite:///{tmp_path}/tk.db", config=path) as gw:
+            return gw.call_sync("api_write", "run", {}, agent="bot")

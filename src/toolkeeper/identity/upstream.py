@@ -54,6 +54,8 @@ DEFAULT_EXPIRES_S = 300.0
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 STORE_CONNECTOR = "upstream-oauth"
+CALL_SHARE = 0.5
+"""A call's token must come within this share of the call's time (the rest is the call's)."""
 _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 SecretGetter = Callable[[str | None, str], Awaitable[str]]
 Transport = Callable[[], httpx.AsyncBaseTransport]
@@ -91,20 +93,40 @@ class TokenBearer:
     """One upstream's token for the upstream clients: ``current`` and ``renew`` (after a
     401; the refused token is dropped, at most one new one fetched)."""
 
-    __slots__ = ("_kw", "_oauth", "_on_token", "_tokens")
+    __slots__ = ("_kw", "_oauth", "_on_token", "_tokens", "_until")
 
     def __init__(self, tokens: UpstreamTokens, oauth: UpstreamOAuth, *,
-                 on_token: Callable[[str], None] | None, **kw: Any) -> None:
+                 on_token: Callable[[str], None] | None, within_s: float | None = None,
+                 **kw: Any) -> None:
         self._tokens = tokens
         self._oauth = oauth
         self._on_token = on_token
         self._kw = kw
+        self._until = None if within_s is None else time.monotonic() + within_s
+        """A call's: no token by then is ``upstream_token_unavailable`` (nothing was sent),
+        never the call's own timeout ("may have acted")."""
 
     async def current(self) -> str:
-        return self._seen(await self._tokens.token(self._oauth, **self._kw))
+        return self._seen(await self._bounded(self._tokens.token(self._oauth, **self._kw)))
 
     async def renew(self, stale: str) -> str:
-        return self._seen(await self._tokens.token(self._oauth, stale=stale, **self._kw))
+        return self._seen(await self._bounded(
+            self._tokens.token(self._oauth, stale=stale, **self._kw)))
+
+    def within(self, within_s: float) -> TokenBearer:
+        """This bearer for one call: a token within ``within_s`` from now, or none."""
+        return TokenBearer(self._tokens, self._oauth, on_token=self._on_token,
+                           within_s=within_s, **self._kw)
+
+    async def _bounded(self, got: Awaitable[str]) -> str:
+        if self._until is None:
+            return await got
+        try:
+            async with asyncio.timeout(max(self._until - time.monotonic(), 0.0)):
+                return await got
+        except TimeoutError:
+            raise TokenUnavailable(f"{self._kw.get('upstream')}: no token within the call's "
+                                   "time; nothing was sent upstream") from None
 
     def held(self) -> str | None:
         """The token held now, without a request (``None``: none)."""
@@ -189,12 +211,13 @@ class UpstreamTokens:
     def bearer(self, oauth: UpstreamOAuth, *, tenant_id: str, upstream: str,
                secret: SecretGetter | None = None, subject: SubjectToken | None = None,
                transport: Transport | None = None,
-               on_token: Callable[[str], None] | None = None) -> TokenBearer:
+               on_token: Callable[[str], None] | None = None,
+               within_s: float | None = None) -> TokenBearer:
         """A token source for one upstream (``secret``: default the operator's secrets);
         ``on_token`` sees every token handed out (to redact it from the call's output)."""
         return TokenBearer(self, oauth, tenant_id=tenant_id, upstream=upstream,
                            secret=secret or self._platform, subject=subject,
-                           transport=transport, on_token=on_token)
+                           transport=transport, on_token=on_token, within_s=within_s)
 
     def server_bearer(self, name: str, oauth: UpstreamOAuth | None,
                       tenant_id: str | None) -> TokenBearer | None:
@@ -210,8 +233,7 @@ class UpstreamTokens:
              subject: SubjectToken | None = None) -> str | None:
         """The token cached for this key now (no request, however old)."""
         key = (tenant_id, upstream, fingerprint(oauth), subject.digest if subject else "")
-        with self._lock:
-            found = self._cache.get(key)
+        found = self._cache.get(key)  # one dict read: atomic
         return None if found is None else found.value
 
     def forget(self, tenant_id: str | None = None) -> None:

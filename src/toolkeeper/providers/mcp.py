@@ -72,6 +72,7 @@ async def _bearer(ctx: ToolContext, pool: Any, server: str) -> Any:
     """This call's own token source for an OAuth server with token exchange (``None``: the
     connection's token serves). Either way the tokens it uses are redacted from the call's
     output; the calling agent's own token goes only to the authorization server."""
+    from toolkeeper.identity.upstream import CALL_SHARE
     from toolkeeper.identity.upstream_subject import subject_for
 
     tokens: Any = getattr(pool, "tokens", None)
@@ -85,10 +86,12 @@ async def _bearer(ctx: ToolContext, pool: Any, server: str) -> Any:
     if oauth.grant == "token_exchange":
         bearer = tokens.bearer(oauth, tenant_id=ctx.tenant_id, upstream=server,
                                subject=subject_for(ctx.tenant_id, ctx.agent),
-                               on_token=ctx.mark_secret)
+                               on_token=ctx.mark_secret,
+                               within_s=ctx.timeout_s * CALL_SHARE)
         await bearer.current()  # a refused exchange stops the call here, nothing sent
         return bearer
-    ctx.mark_secret(await tokens.server_bearer(server, oauth, cfg.tenant).current())
+    connection = tokens.server_bearer(server, oauth, cfg.tenant)
+    ctx.mark_secret(await connection.within(ctx.timeout_s * CALL_SHARE).current())
     return None
 
 
