@@ -270,3 +270,23 @@ def _write_call(tmp_path: Path, token_path: str, *, call_s: float, request_s: fl
         path.write_text(yaml.safe_dump(doc))
         with Gateway.open(f"sqlite:///{tmp_path}/tk.db", config=path) as gw:
             return gw.call_sync("api_write", "run", {}, agent="bot")
+
+
+# -- client_secret_basic encodes the client's id and secret (RFC 6749 §2.3.1) -------------
+
+
+def test_a_client_secret_with_reserved_characters_is_sent_form_encoded(idp: Idp) -> None:
+    """``client_secret_basic`` form-encodes the id and secret before Basic (RFC 6749 §2.3.1):
+    a secret with ``+``, ``%``, ``:`` or ``/`` (as generated secrets may have) must reach the
+    real IdP unchanged."""
+    secret = "a+b%2Fc:d/e f=="
+    idp.add_client(client("tk-odd:id", secret=secret))
+
+    async def given(connector: str | None, key: str) -> str:
+        return secret
+
+    oauth = UpstreamOAuth(token_endpoint=idp.endpoint("token_endpoint"),
+                          client_id="tk-odd:id", client_secret="${secret:idp/odd}")
+    got = asyncio.run(UpstreamTokens().token(oauth, tenant_id="t", upstream="u",
+                                             secret=given))
+    assert got and idp.introspect(got)["client_id"] == "tk-odd:id"

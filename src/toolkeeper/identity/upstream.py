@@ -34,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote_plus
 
 import httpx
 
@@ -315,7 +316,8 @@ class UpstreamTokens:
             ref = parse_ref(oauth.client_secret)
             if secret is None or ref is None:
                 raise Unauthorized(f"{upstream}: no secrets store for the client secret")
-            auth = httpx.BasicAuth(oauth.client_id, await secret(*ref))
+            # RFC 6749 §2.3.1: both form-encoded first (unreserved characters unchanged)
+            auth = httpx.BasicAuth(quote_plus(oauth.client_id), quote_plus(await secret(*ref)))
         else:
             form["client_id"] = oauth.client_id
         async with httpx.AsyncClient(transport=transport() if transport else None,
