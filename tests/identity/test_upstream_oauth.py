@@ -95,6 +95,15 @@ def _config(tmp: Path, base: str, idp: Idp, w: dict[str, OAuthUpstream]) -> Path
                                       "oauth": _oauth(idp, w["up"], "tk-up",
                                                       grant="token_exchange",
                                                       subject="agent")}},
+                  {"name": "api_guarded", "implementation_type": "http",
+                   "side_effect": "pure", "risk_default": "low",
+                   "implementation": {"url": w["up"].echo_url,
+                                      "allowed_networks": ["127.0.0.1/32"],
+                                      # a token endpoint outside the tool's networks
+                                      "oauth": {**_oauth(idp, w["up"], "tk-up"),
+                                                "token_endpoint": idp.endpoint(
+                                                    "token_endpoint").replace(
+                                                    "127.0.0.1", "127.0.0.2")}}},
                   {"name": "api_echo", "implementation_type": "http",
                    "side_effect": "pure", "risk_default": "low",
                    "input_schema": {"type": "object", "properties": {
@@ -105,7 +114,7 @@ def _config(tmp: Path, base: str, idp: Idp, w: dict[str, OAuthUpstream]) -> Path
         "profiles": [{"name": "p", "autonomy": 3, "activations": [
             {"tool": t} for t in ("up_whoami", "up_echo", "short_whoami", "intro_whoami",
                                   "dis_whoami", "xch_whoami", "api_echo", "api_wrong",
-                                  "api_xch")]}],
+                                  "api_xch", "api_guarded")]}],
         "agents": [{"name": "bot", "profile": "p"}],
         "identity": {"resource": base, "issuers": [{
             "issuer": idp.issuer, "required_typ": "at+jwt", "jwks_refetch_interval_s": 0,
@@ -220,6 +229,13 @@ def test_an_http_tool_gets_the_bearer_token_and_the_result_never_shows_it(
     assert res.status is CallStatus.SUCCEEDED, (res.reason, res.message)
     assert res.output["echo"] == {"hello": "world"} and res.output["client_id"] == "tk-up"
     assert any(s["accepted"] for s in world.up.seen())
+
+
+def test_an_http_tools_token_endpoint_is_reached_under_its_network_rules(
+        world: World) -> None:
+    res = world.call("api_guarded")
+    assert (res.status, res.reason) != (CallStatus.SUCCEEDED, None)
+    assert res.reason == Reason.ADDRESS_NOT_ALLOWED, (res.reason, res.message)
 
 
 def test_a_token_the_upstream_echoes_is_masked_in_the_result(world: World) -> None:

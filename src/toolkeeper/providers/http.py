@@ -9,6 +9,8 @@ Implementation config (``config_schema.implementation``)::
     max_response_bytes: 1048576
     allowed_hosts: []                 # empty = any public host (redirects included)
     allowed_networks: []              # CIDRs reachable even though private
+    oauth: {token_endpoint: …, client_id: …, client_secret: "${secret:idp/client}"}
+                                      # OAuth bearer token (docs/identity-upstreams.md)
 
 Arguments are sent as the JSON body, or as query parameters for GET, HEAD, DELETE and
 OPTIONS. Secret references in header values are resolved through ``ctx.secret`` only when
@@ -17,7 +19,9 @@ the request is built, never for a preview, and the resolved values are masked in
 Outcome mapping: 2xx → the parsed JSON (or text; ``None`` when empty); 429/5xx →
 ``UpstreamError`` (retryable); other statuses → ``ToolError("upstream_error")``; a body above
 ``max_response_bytes`` → ``output_too_large``. Connection failures are retryable and did not
-execute; timeouts and failures after sending report ``may_have_executed=True``.
+execute; timeouts and failures after sending report ``may_have_executed=True``. With
+``oauth``, a 401 renews the token once and sends the request once more (the upstream refused
+it before running it); a second 401 → ``upstream_unauthorized``.
 """
 
 from __future__ import annotations

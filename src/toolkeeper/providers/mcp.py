@@ -10,7 +10,9 @@ text (SPEC §7: a failed call is ``isError`` with toolkeeper's one line); a resu
 a ``CallToolResult`` → ``invalid_output``; the server's protocol error →
 ``upstream_error`` (it answered: nothing ran); no connection → ``upstream_error``,
 retryable, nothing sent; a timeout or a connection lost mid-call → ``upstream_error`` that
-may have executed (the pipeline records ``unknown`` for irreversible tools).
+may have executed (the pipeline records ``unknown`` for irreversible tools). An OAuth
+server (``oauth:``) that refuses the renewed token, or whose authorization server refuses one
+→ ``upstream_unauthorized``; one that cannot be asked → ``upstream_token_unavailable``.
 """
 
 from __future__ import annotations
