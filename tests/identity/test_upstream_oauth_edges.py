@@ -21,6 +21,7 @@ from tests.support.idp import Idp, client
 from tests.support.loopback import JsonHandler, serving
 from tests.support.oauth_upstream import start_oauth_upstream
 from toolkeeper import Gateway
+from toolkeeper.errors import ToolError
 from toolkeeper.identity.upstream import TokenUnavailable, UpstreamTokens
 from toolkeeper.model.enums import Autonomy, CallStatus
 from toolkeeper.model.reasons import Reason
@@ -290,3 +291,46 @@ def test_a_client_secret_with_reserved_characters_is_sent_form_encoded(idp: Idp)
     got = asyncio.run(UpstreamTokens().token(oauth, tenant_id="t", upstream="u",
                                              secret=given))
     assert got and idp.introspect(got)["client_id"] == "tk-odd:id"
+
+
+# -- the SDK client's connection (servers the lean client cannot speak to) ---------------
+
+
+def test_through_the_sdk_client_a_refused_renewal_is_upstream_unauthorized(
+        idp: Idp, tmp_path: Path) -> None:
+    """A server only the MCP SDK's client reaches: the cached token revoked and the client
+    disabled at the IdP. The call stops with ``upstream_unauthorized`` and is not reported
+    as one that may have run (the upstream refused it before doing anything)."""
+    secret = idp.add_client(client("tk-sdk"))["client_secret"]
+
+    async def platform(connector: str | None, key: str) -> str:
+        return str(secret)
+
+    with start_oauth_upstream(idp, tmp_path, mode="introspect") as up:
+        cfg = ServerConfig(name="sdk", url=up.mcp_url, oauth=UpstreamOAuth(
+            token_endpoint=idp.endpoint("token_endpoint"), client_id="tk-sdk",
+            client_secret="${secret:idp/tk-sdk}", scope="upstream:call",
+            resource=up.resource))
+        tokens = UpstreamTokens(platform=platform)
+        pool = UpstreamPool(lambda: {"sdk": cfg}, bearer_for=lambda c: tokens.server_bearer(
+            c.name, c.oauth, c.tenant))
+        pool._sdk_only.add("sdk")  # as if it had refused the lean client's handshake
+        lazy = LazyPool(lambda: pool, tokens=tokens)
+
+        async def run() -> BaseException | None:
+            await call_upstream(_ctx(lazy), "sdk", "whoami", {})
+            assert idp.revoke(next(iter(tokens._cache.values())).value) == 1
+            idp.disable_client("tk-sdk")
+            try:
+                await call_upstream(_ctx(lazy), "sdk", "whoami", {})
+            except BaseException as exc:  # the test inspects it
+                return exc
+            return None
+
+        try:
+            got = asyncio.run(asyncio.wait_for(run(), 60))
+        finally:
+            idp.enable_client("tk-sdk")
+            pool.close()
+    assert isinstance(got, ToolError), repr(got)
+    assert got.reason == Reason.UPSTREAM_UNAUTHORIZED and not got.may_have_executed, got
