@@ -34,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote_plus
 
 import httpx
 
@@ -54,6 +55,8 @@ DEFAULT_EXPIRES_S = 300.0
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 STORE_CONNECTOR = "upstream-oauth"
+CALL_SHARE = 0.5
+"""A call's token must come within this share of the call's time (the rest is the call's)."""
 _ERROR_CODE = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 SecretGetter = Callable[[str | None, str], Awaitable[str]]
 Transport = Callable[[], httpx.AsyncBaseTransport]
@@ -91,20 +94,45 @@ class TokenBearer:
     """One upstream's token for the upstream clients: ``current`` and ``renew`` (after a
     401; the refused token is dropped, at most one new one fetched)."""
 
-    __slots__ = ("_kw", "_oauth", "_on_token", "_tokens")
+    __slots__ = ("_kw", "_oauth", "_on_token", "_tokens", "_until")
 
     def __init__(self, tokens: UpstreamTokens, oauth: UpstreamOAuth, *,
-                 on_token: Callable[[str], None] | None, **kw: Any) -> None:
+                 on_token: Callable[[str], None] | None, within_s: float | None = None,
+                 **kw: Any) -> None:
         self._tokens = tokens
         self._oauth = oauth
         self._on_token = on_token
         self._kw = kw
+        self._until = None if within_s is None else time.monotonic() + within_s
+        """A call's: no token by then is ``upstream_token_unavailable`` (nothing was sent),
+        never the call's own timeout ("may have acted")."""
 
     async def current(self) -> str:
-        return self._seen(await self._tokens.token(self._oauth, **self._kw))
+        return self._seen(await self._bounded(self._tokens.token(self._oauth, **self._kw)))
 
     async def renew(self, stale: str) -> str:
-        return self._seen(await self._tokens.token(self._oauth, stale=stale, **self._kw))
+        return self._seen(await self._bounded(
+            self._tokens.token(self._oauth, stale=stale, **self._kw)))
+
+    def within(self, within_s: float) -> TokenBearer:
+        """This bearer for one call: a token within ``within_s`` from now, or none."""
+        return TokenBearer(self._tokens, self._oauth, on_token=self._on_token,
+                           within_s=within_s, **self._kw)
+
+    async def _bounded(self, got: Awaitable[str]) -> str:
+        if self._until is None:
+            return await got
+        try:
+            async with asyncio.timeout(max(self._until - time.monotonic(), 0.0)):
+                return await got
+        except TimeoutError:
+            raise TokenUnavailable(f"{self._kw.get('upstream')}: no token within the call's "
+                                   "time; nothing was sent upstream") from None
+
+    def held(self) -> str | None:
+        """The token held now, without a request (``None``: none)."""
+        return self._tokens.held(self._oauth, tenant_id=self._kw["tenant_id"],
+                                 upstream=self._kw["upstream"], subject=self._kw["subject"])
 
     def _seen(self, value: str) -> str:
         if self._on_token is not None:
@@ -156,13 +184,14 @@ class UpstreamTokens:
                 found = None
             if found is not None and found.fresh(oauth.refresh_skew_s):
                 self._cache.move_to_end(key)
+                LIVE_SECRETS.add(found.value)  # in use: kept among the newest redacted
                 return found.value
             pending = self._inflight.get(key)
             mine = pending is None
             if pending is None:
                 pending = self._inflight[key] = concurrent.futures.Future()
-        if not mine:
-            return (await asyncio.wrap_future(pending)).value
+        if not mine:  # shielded: a waiter that gives up must not cancel the shared request
+            return (await asyncio.shield(asyncio.wrap_future(pending))).value
         try:
             got = await self._obtain(oauth, key, secret, subject, stale, transport)
         except BaseException as exc:
@@ -183,12 +212,13 @@ class UpstreamTokens:
     def bearer(self, oauth: UpstreamOAuth, *, tenant_id: str, upstream: str,
                secret: SecretGetter | None = None, subject: SubjectToken | None = None,
                transport: Transport | None = None,
-               on_token: Callable[[str], None] | None = None) -> TokenBearer:
+               on_token: Callable[[str], None] | None = None,
+               within_s: float | None = None) -> TokenBearer:
         """A token source for one upstream (``secret``: default the operator's secrets);
         ``on_token`` sees every token handed out (to redact it from the call's output)."""
         return TokenBearer(self, oauth, tenant_id=tenant_id, upstream=upstream,
                            secret=secret or self._platform, subject=subject,
-                           transport=transport, on_token=on_token)
+                           transport=transport, on_token=on_token, within_s=within_s)
 
     def server_bearer(self, name: str, oauth: UpstreamOAuth | None,
                       tenant_id: str | None) -> TokenBearer | None:
@@ -199,6 +229,13 @@ class UpstreamTokens:
             oauth = oauth.model_copy(update={"grant": "client_credentials", "subject": None,
                                              "audience": None})
         return self.bearer(oauth, tenant_id=tenant_id or "", upstream=name)
+
+    def held(self, oauth: UpstreamOAuth, *, tenant_id: str, upstream: str,
+             subject: SubjectToken | None = None) -> str | None:
+        """The token cached for this key now (no request, however old)."""
+        key = (tenant_id, upstream, fingerprint(oauth), subject.digest if subject else "")
+        found = self._cache.get(key)  # one dict read: atomic
+        return None if found is None else found.value
 
     def forget(self, tenant_id: str | None = None) -> None:
         """Drop cached tokens (of one tenant), e.g. after a configuration change."""
@@ -279,7 +316,8 @@ class UpstreamTokens:
             ref = parse_ref(oauth.client_secret)
             if secret is None or ref is None:
                 raise Unauthorized(f"{upstream}: no secrets store for the client secret")
-            auth = httpx.BasicAuth(oauth.client_id, await secret(*ref))
+            # RFC 6749 §2.3.1: both form-encoded first (unreserved characters unchanged)
+            auth = httpx.BasicAuth(quote_plus(oauth.client_id), quote_plus(await secret(*ref)))
         else:
             form["client_id"] = oauth.client_id
         async with httpx.AsyncClient(transport=transport() if transport else None,
@@ -308,7 +346,7 @@ class UpstreamTokens:
                 continue
             endpoint = data.get("token_endpoint") if isinstance(data, dict) else None
             if (answer.status_code == 200 and isinstance(endpoint, str)
-                    and data.get("issuer", "").rstrip("/") == issuer
+                    and str(data.get("issuer", "")).rstrip("/") == issuer
                     and endpoint.lower().startswith(("https://", "http://"))):
                 if len(self._endpoints) < 256:
                     self._endpoints[issuer] = endpoint
@@ -324,7 +362,10 @@ async def _read(answer: httpx.Response) -> Any:
         if size > MAX_ANSWER_BYTES:
             raise ValueError(f"answer larger than {MAX_ANSWER_BYTES} bytes")
         chunks.append(chunk)
-    return json.loads(b"".join(chunks))
+    try:
+        return json.loads(b"".join(chunks))
+    except RecursionError:  # nested past the parser's limit: garbage, like any bad JSON
+        raise ValueError("answer nested too deeply") from None
 
 
 async def _post(http: httpx.AsyncClient, endpoint: str, form: dict[str, str],

@@ -208,19 +208,22 @@ class HttpProvider:
         headers, secrets = await self._resolved_headers(ctx)
         bearer = self._bearer(ctx)
         token = None if bearer is None else await bearer.current()
+        renewing = False  # a deadline while renewing: the 401 ran nothing, nothing else sent
         try:
             async with asyncio.timeout(self.config.timeout_s):
                 response, data, truncated = await self._send(arguments, headers, token)
                 if response.status_code == 401 and bearer is not None and token is not None:
                     # refused before it ran: renew once, send once more
+                    renewing = True
                     token = await bearer.renew(token)
+                    renewing = False
                     response, data, truncated = await self._send(arguments, headers, token)
                     if response.status_code == 401:
                         raise ToolError(Reason.UPSTREAM_UNAUTHORIZED, "the upstream refused "
                                         "the renewed OAuth token (HTTP 401)")
         except TimeoutError:
             raise ToolError("timeout", f"no complete response within {self.config.timeout_s}s",
-                            retryable=True, may_have_executed=True) from None
+                            retryable=True, may_have_executed=not renewing) from None
         if truncated:
             raise ToolError("output_too_large",
                             f"response exceeds {self.config.max_response_bytes} bytes",
@@ -252,7 +255,7 @@ class HttpProvider:
         oauth = self.config.oauth
         if oauth is None:
             return None
-        from toolkeeper.identity.upstream import UpstreamTokens
+        from toolkeeper.identity.upstream import CALL_SHARE, UpstreamTokens
         from toolkeeper.identity.upstream_subject import subject_for
 
         tokens = getattr(ctx.upstreams, "tokens", None)
@@ -265,6 +268,7 @@ class HttpProvider:
         subject = subject_for(ctx.tenant_id, ctx.agent) if oauth.subject == "agent" else None
         return tokens.bearer(oauth, tenant_id=ctx.tenant_id, upstream=f"tool:{ctx.tool}",
                              secret=secret, subject=subject, on_token=ctx.mark_secret,
+                             within_s=ctx.timeout_s * CALL_SHARE,
                              transport=partial(self._token_guard.transport, verify=self._verify))
 
     async def aclose(self) -> None:

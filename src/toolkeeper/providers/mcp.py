@@ -50,8 +50,11 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
         raise UpstreamError("no upstream MCP connections in this gateway", retryable=False)
     try:
         bearer = await _bearer(ctx, pool, server)
-        result = await pool.call(server, tool, arguments, timeout_s=ctx.timeout_s,
-                                 **({"bearer": bearer} if bearer is not None else {}))
+        try:
+            result = await pool.call(server, tool, arguments, timeout_s=ctx.timeout_s,
+                                     **({"bearer": bearer} if bearer is not None else {}))
+        finally:
+            _mark_held(ctx, pool, server)
     except TokenRejected as exc:
         raise ToolError(Reason.UPSTREAM_UNAUTHORIZED, str(exc)) from None
     except UpstreamUnavailable as exc:
@@ -71,6 +74,7 @@ async def _bearer(ctx: ToolContext, pool: Any, server: str) -> Any:
     """This call's own token source for an OAuth server with token exchange (``None``: the
     connection's token serves). Either way the tokens it uses are redacted from the call's
     output; the calling agent's own token goes only to the authorization server."""
+    from toolkeeper.identity.upstream import CALL_SHARE
     from toolkeeper.identity.upstream_subject import subject_for
 
     tokens: Any = getattr(pool, "tokens", None)
@@ -84,11 +88,32 @@ async def _bearer(ctx: ToolContext, pool: Any, server: str) -> Any:
     if oauth.grant == "token_exchange":
         bearer = tokens.bearer(oauth, tenant_id=ctx.tenant_id, upstream=server,
                                subject=subject_for(ctx.tenant_id, ctx.agent),
-                               on_token=ctx.mark_secret)
+                               on_token=ctx.mark_secret,
+                               within_s=ctx.timeout_s * CALL_SHARE)
         await bearer.current()  # a refused exchange stops the call here, nothing sent
         return bearer
-    ctx.mark_secret(await tokens.server_bearer(server, oauth, cfg.tenant).current())
+    connection = tokens.server_bearer(server, oauth, cfg.tenant)
+    ctx.mark_secret(await connection.within(ctx.timeout_s * CALL_SHARE).current())
     return None
+
+
+def _mark_held(ctx: ToolContext, pool: Any, server: str) -> None:
+    """The connection's token after the call: one it renewed during the call (a 401) is
+    this call's secret too, like the one the call started with."""
+    from toolkeeper.upstream.errors import UpstreamUnavailable
+
+    tokens: Any = getattr(pool, "tokens", None)
+    config: Any = getattr(pool, "config", None)
+    if tokens is None or config is None:
+        return
+    try:
+        cfg = config(server)
+    except UpstreamUnavailable:
+        return
+    if cfg.oauth is not None:
+        held = tokens.server_bearer(server, cfg.oauth, cfg.tenant).held()
+        if held is not None:
+            ctx.mark_secret(held)
 
 
 _PLAIN_KEYS = frozenset({"content", "isError", "structuredContent", "_meta", "resultType"})

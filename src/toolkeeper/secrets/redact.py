@@ -44,7 +44,8 @@ class _LiveSecrets:
 
     def add(self, value: str) -> None:
         with self._lock:
-            if value in self._values:
+            if value in self._values:  # in use again: the last to be dropped
+                self._values.move_to_end(value)
                 return
             self._values[value] = None
             while len(self._values) > self._limit:
