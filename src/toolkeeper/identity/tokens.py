@@ -16,6 +16,7 @@ JWKS meanwhile — the same promise a JWT makes to every resource server.
 from __future__ import annotations
 
 import time
+from urllib.parse import quote_plus
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,7 +192,7 @@ class AccessTokens:
             secret = await self.secrets(*ref)
             return await get_json(intro.endpoint, intro.timeout_s, method="POST",
                                   data={"token": token, "token_type_hint": "access_token"},
-                                  auth=(intro.client_id, secret))
+                                  auth=_basic(intro.client_id, secret))
         except ProviderError:
             raise TokenRefused("the issuer's introspection cannot be had now") from None
         except Exception:  # the secret could not be resolved: said without its value
@@ -211,3 +212,9 @@ class AccessTokens:
             raise TokenRefused("the token has expired")
         who = principal_of(issuer.mapping, data, issuer.issuer, self.agent_exists)
         return who, min(float(exp), now + INTROSPECTION_CACHE_S)
+
+
+def _basic(client_id: str, secret: str) -> tuple[str, str]:
+    """``client_secret_basic`` credentials: RFC 6749 §2.3.1 form-encodes both before Basic
+    (a secret with ``+``, ``%``, ``:`` or ``/`` reaches the server unchanged)."""
+    return quote_plus(client_id), quote_plus(secret)

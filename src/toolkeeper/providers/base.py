@@ -84,7 +84,8 @@ class ToolContext:
     _secrets_of: Callable[[str], SecretGetter | None] | None = None
     """Look-ups in the scope of another record's writer, by that record's ``origin``."""
     _get_credential: CredentialGetter | None = None
-    _resolved_secrets: list[str] = field(default_factory=list)
+    _resolved_secrets: list[str] = field(default_factory=list, repr=False)
+    """The secret values this call resolved (for redaction): never in its repr."""
 
     async def secret(self, key: str, connector_id: str | None = None, *,
                      written_by: str | None = None) -> str:

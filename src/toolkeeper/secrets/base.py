@@ -97,6 +97,10 @@ def parse_ref(text: str) -> tuple[str | None, str] | None:
 _SENSITIVE_WORDS = frozenset({"token", "secret", "secrets", "password", "passwd",
                               "authorization", "apikey", "credential", "credentials", "cookie"})
 _WHERE_WORDS = frozenset({"endpoint", "url", "uri"})
+_OAUTH_PLACES = frozenset({"token", "access", "oauth", "auth", "authorization",
+                           "introspection", "revocation", "jwks", "device"})
+"""``token_endpoint``, ``jwks_uri``…: an authorization server's address, not a credential
+(``secret_url`` or ``api_key_url`` still are: a URL may carry a credential)."""
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 
 
@@ -110,8 +114,8 @@ def sensitive(key: str) -> bool:
     ``accessToken``, ``Authorization``, ``client_secret``, ``db_password``…; in snake,
     kebab or camel case, any letter case)."""
     words = re.split(r"[^a-z0-9]+", _CAMEL.sub(r"\1_\2", key).lower())
-    if words[-1] in _WHERE_WORDS:  # ``token_endpoint``: where a credential is asked for
-        return False
+    if len(words) > 1 and words[-1] in _WHERE_WORDS and _OAUTH_PLACES.issuperset(words[:-1]):
+        return False  # ``token_endpoint``: where a credential is asked for
     joined = "".join(words)
     return bool(_SENSITIVE_WORDS.intersection(words)) or "apikey" in joined \
         or "privatekey" in joined
