@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 
-
 from tests.support.idp import Idp, client
 from toolkeeper.config.issuers import IssuerConfig, compiled
 from toolkeeper.identity.tokens import AccessTokens

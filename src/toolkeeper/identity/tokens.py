@@ -16,10 +16,10 @@ JWKS meanwhile — the same promise a JWT makes to every resource server.
 from __future__ import annotations
 
 import time
-from urllib.parse import quote_plus
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote_plus
 
 import jwt
 from jwt import exceptions as jwt_errors
