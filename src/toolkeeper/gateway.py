@@ -15,7 +15,9 @@ from typing import Any
 
 import anyio
 
+from toolkeeper.config.issuers import bearers_for
 from toolkeeper.errors import stopped
+from toolkeeper.identity.refused import TokenRefused
 from toolkeeper.loops import ThreadLoops
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode
@@ -58,7 +60,7 @@ from toolkeeper.services.webhooks import WebhookNotifier
 from toolkeeper.store import Store, changes
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.records import ApprovalRecord
-from toolkeeper.token_cache import AgentPrincipals, TokenCache
+from toolkeeper.token_cache import AgentPrincipals, Bearers, TokenCache
 
 log = logging.getLogger("toolkeeper")
 
@@ -108,6 +110,7 @@ class Gateway:
         self._changes = DefinitionChanges(self.reload, self._publish_change)
         self._reloading = threading.RLock()
         self._tokens = TokenCache(store.tokens)
+        self._bearers: Bearers | None = None
         self._tokens_seen = changes.version(store.db, "tokens")
         self._closed = False
         self._unredact_logs: Callable[[], None] = lambda: None
@@ -276,13 +279,29 @@ class Gateway:
         return self._tokens.authenticate(token)
 
     async def authenticate_async(self, token: str) -> Principal | None:
-        """:meth:`authenticate` for an event loop: the store is read on a worker thread, once
-        per token however many requests ask for it at the same time."""
-        return await self._tokens.authenticate_async(token)
+        """:meth:`authenticate_bearer`, ``None`` for a refused token."""
+        try:
+            return await self.bearers.verify(token)
+        except TokenRefused:
+            return None
+
+    async def authenticate_bearer(self, token: str) -> Principal:
+        """The principal of a REST or ``/mcp`` bearer token (``tk_…`` or an OAuth access
+        token: :class:`~toolkeeper.token_cache.Bearers`); :class:`TokenRefused` if none."""
+        return await self.bearers.verify(token)
 
     def cached_principal(self, token: str) -> Principal | None:
         """The principal of a token this process has already verified, without I/O."""
-        return self._tokens.cached(token)
+        return self.bearers.cached(token)
+
+    @property
+    def bearers(self) -> Bearers:
+        """Bearer tokens as the ``identity`` section says (built on first use)."""
+        if self._bearers is None:
+            self._bearers = bearers_for(self.identity_config, self._tokens,
+                                        lambda t, a: (t, a) in self.catalog.agents,
+                                        self._secrets.get_secret if self._secrets else None)
+        return self._bearers
 
     # -- definitions ---------------------------------------------------------------------
 

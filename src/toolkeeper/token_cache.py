@@ -1,16 +1,21 @@
 """Who is calling: bearer tokens (cached: a verified token costs one hash and a dict
-look-up) and in-process agents."""
+look-up) — toolkeeper's own ``tk_…`` tokens and OAuth access tokens — and in-process
+agents."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 import anyio
 
+from toolkeeper.identity.metadata import challenge, scopes_supported
+from toolkeeper.identity.refused import TokenRefused
+from toolkeeper.identity.tokens import AccessTokens
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
-from toolkeeper.store.tokens import hash_token
+from toolkeeper.store.tokens import TOKEN_PREFIX, hash_token
 
 
 class TokenCache:
@@ -76,6 +81,59 @@ class TokenCache:
 
     def drop(self) -> None:
         self._known = {}
+
+
+class Bearers:
+    """The one answer to "who does this bearer token name?" for REST and ``/mcp``: a
+    ``tk_…`` token is looked up in the store (unless ``identity.tk_tokens`` is off), any
+    other token is an OAuth access token of a configured issuer (when there are any)."""
+
+    def __init__(self, tk: TokenCache, access: AccessTokens | None, *,
+                 tk_tokens: bool = True, resource: str | None = None) -> None:
+        self.tk = tk
+        self.access = access
+        self.tk_tokens = tk_tokens
+        self.resource = resource if access is not None else None
+        """This protected resource's identifier, when it accepts OAuth access tokens."""
+
+    def challenge(self, path: str = "", *, refused: TokenRefused | None = None,
+                  error: str | None = None, scopes: Iterable[str] | None = None) -> str:
+        """The ``WWW-Authenticate`` value of a refusal on ``path`` (``""`` REST, ``/mcp``):
+        the metadata URL and the scopes to ask for once OAuth is configured; ``error``
+        ``invalid_token`` when a presented token was refused (RFC 6750 §3)."""
+        if scopes is None:
+            scopes = scopes_supported(self.access.issuers) if self.access else ()
+        if refused is not None:
+            error = refused.error
+        return challenge(self.resource, path, error=error, scopes=scopes,
+                         description=refused.message if refused is not None else None)
+
+    def cached(self, token: str) -> Principal | None:
+        """Without I/O: a token already verified here."""
+        if not isinstance(token, str) or not token:
+            return None
+        if token.startswith(TOKEN_PREFIX) or self.access is None:
+            return self.tk.cached(token) if self.tk_tokens else None
+        return self.access.cached(token)
+
+    def oauth_scopes_for(self, who: Principal, wanted: frozenset[str]) -> list[str]:
+        """The OAuth scopes of ``who``'s issuer that grant toolkeeper scopes ``wanted``."""
+        issuer = self.access.issuer(who.issuer) if self.access and who.issuer else None
+        return issuer.mapping.oauth_scopes_for(wanted) if issuer is not None else []
+
+    async def verify(self, token: str) -> Principal:
+        """The principal of ``token``; :class:`TokenRefused` saying why not."""
+        if not isinstance(token, str) or not token:
+            raise TokenRefused("the bearer token is empty")
+        if token.startswith(TOKEN_PREFIX) or self.access is None:
+            if not self.tk_tokens:
+                raise TokenRefused("toolkeeper tokens (tk_...) are turned off here: "
+                                   "use an access token of the identity provider")
+            found = await self.tk.authenticate_async(token)
+            if found is None:
+                raise TokenRefused("unknown or revoked token")
+            return found
+        return await self.access.verify(token)
 
 
 class AgentPrincipals:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import json
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -35,7 +36,8 @@ from toolkeeper import (
     ToolStatus,
 )
 from toolkeeper.errors import OperationRefused
-from toolkeeper.model.enums import Health
+from toolkeeper.model.call import Principal
+from toolkeeper.model.enums import Health, Role
 from toolkeeper.model.mcp_names import mcp_name
 from toolkeeper.model.profile import Adjuster, Condition
 from toolkeeper.pipeline.gate import gate_for
@@ -44,6 +46,8 @@ from toolkeeper.services.discovery import agent_enabled, agent_tools
 EMPTY = {"type": "object", "properties": {}, "additionalProperties": False}
 ACTIONS = ("a", "b", "c")
 SCOPES = ("s1", "s2", "s3")
+PROFILE_ONLY = "s4"
+"""Granted by every profile, never by a drawn token scope: what narrowing takes away."""
 LOCAL, GLOBAL, FOREIGN = "t", "g", "f"
 """Tool name prefixes: the agent's tenant's, global, another tenant's."""
 HEALTH = ("healthy",) * 6 + ("degraded", "open", "half_open", "half_open", "probing")
@@ -180,6 +184,9 @@ def focused(draw: st.DrawFn, kind: str) -> dict[str, Any]:
         spec["actions"] = list(ACTIONS)
         spec["scopes"] = {a: ["s9", *draw(st.lists(st.sampled_from(SCOPES), max_size=1))]
                           for a in ACTIONS}
+    elif kind == "token_scope":  # the profile always grants it, an OAuth token never does
+        spec["actions"] = list(ACTIONS)
+        spec["scopes"] = {a: [PROFILE_ONLY] for a in ACTIONS}
     elif kind == "gate":
         act["gates"] = {a: Gate.DENY for a in ACTIONS}
     elif kind == "adjusters":  # every action has one effect, which the tool's default is not
@@ -230,6 +237,17 @@ world = st.fixed_dictionaries({
     "scopes": _weighted((1, ()), (1, ("s1",)), (1, ("s1", "s2")), (2, SCOPES)),
     "profile_missing": _weighted((60, False), (1, True)),
 })
+oauth_world = st.tuples(world, _weighted((2, None), (1, ("s1",)), (1, ("s2",)),
+                                         (1, ("s1", "s3"))),
+                        focused("token_scope")).map(
+    lambda t: {**t[0], "token_scopes": t[1], "focus": (*t[0]["focus"], t[2])})
+"""A world called with a ``tk_…`` token (``token_scopes`` ``None``) or an OAuth access
+token whose mapped scopes narrow the profile's, plus one tool that needs the scope every
+profile grants and no token does (:data:`PROFILE_ONLY`): what narrowing takes away. Drawn
+after :data:`world`, so runs without tokens keep their worlds."""
+
+Mint = Callable[[str, str, frozenset[str]], str]
+"""``(tenant, agent, scopes)`` → a signed access token the gateway accepts."""
 
 
 @dataclass(kw_only=True)
@@ -245,6 +263,8 @@ class Env:
     """Tool name → generated health state."""
     definitions: dict[str, Any] = field(default_factory=dict)
     """Tool name → the definition that would run (for MCP names)."""
+    token_scopes: frozenset[str] | None = None
+    """The caller's OAuth scopes (``Principal.scopes``), ``None`` for a ``tk_…`` token."""
 
 
 _TENANTS = itertools.count()
@@ -291,15 +311,20 @@ def _adjusters(raw: list[dict[str, Any]], names: dict[str, str]) -> list[Adjuste
                      raise_to=a["raise_to"], raise_by=a["raise_by"]) for a in raw]
 
 
-def build(gw: Gateway, w: dict[str, Any]) -> Env:
+def build(gw: Gateway, w: dict[str, Any], mint: Mint | None = None) -> Env:
     """Register ``w`` in two fresh tenants (the agent's and a foreign one) and fresh global
-    names; the agent ``bot`` of the first, with a token."""
+    names; the agent ``bot`` of the first, with a token (an OAuth one from ``mint`` when the
+    world draws token scopes)."""
     n = next(_TENANTS)
     tenant, other = f"w{n}", f"w{n}x"
     names = {f"{kind}{i}": (f"{kind}{i}" if kind != GLOBAL else f"g{n}n{i}")
              for kind in (LOCAL, GLOBAL, FOREIGN) for i in range(len(FOCUS) + 4)}
     with gw.changes_batch():  # one reload for the whole world
-        return _build(gw, w, tenant, other, names)
+        env = _build(gw, w, tenant, other, names)
+    if mint is not None and w.get("token_scopes") is not None:
+        env.token_scopes = frozenset(w["token_scopes"])
+        env.token = mint(tenant, env.agent, env.token_scopes)
+    return env
 
 
 def _build(gw: Gateway, w: dict[str, Any], tenant: str, other: str,
@@ -341,7 +366,8 @@ def _build(gw: Gateway, w: dict[str, Any], tenant: str, other: str,
     cells = {r: dict(row) for r, row in w["profile_gates"].items()}
     for r, row in deny_cell.items():
         cells.setdefault(r, {}).update(row)
-    profile = Profile(name="p", tenant_id=tenant, autonomy=w["autonomy"], scopes=w["scopes"],
+    profile = Profile(name="p", tenant_id=tenant, autonomy=w["autonomy"],
+                      scopes=(*w["scopes"], *([PROFILE_ONLY] if "token_scopes" in w else [])),
                       activations=tuple(acts), gates=cells,
                       adjusters=tuple(_adjusters(profile_adj, names)))
     if not w["profile_missing"]:
@@ -357,8 +383,9 @@ def _build(gw: Gateway, w: dict[str, Any], tenant: str, other: str,
 def library_listed(env: Env) -> set[tuple[str, str]]:
     """The library's listing (both tiers, which must agree)."""
     gw = env.gw
-    view = agent_enabled(gw.catalog, gw.runtime.health, env.tenant, env.agent)
-    full = agent_tools(gw.catalog, gw.runtime.health, env.tenant, env.agent)
+    view = agent_enabled(gw.catalog, gw.runtime.health, env.tenant, env.agent,
+                         env.token_scopes)
+    full = agent_tools(gw.catalog, gw.runtime.health, env.tenant, env.agent, env.token_scopes)
     assert view is not None and full is not None
     if view[1] != full.enabled:
         raise Counterexample("the two tiers of the listing differ: "
@@ -382,7 +409,9 @@ class LibraryFace:
         return library_listed(env)
 
     def call(self, env: Env, tool: str, action: str) -> str:
-        res = env.gw.call_sync(tool, action, {}, agent=env.agent, tenant_id=env.tenant)
+        who = Principal(name=env.agent, tenant_id=env.tenant, roles=frozenset({Role.AGENT}),
+                        agent=env.agent, scopes=env.token_scopes)
+        res = env.gw.call_sync(tool, action, {}, principal=who)
         return str(res.reason or res.status.value)
 
 
@@ -456,6 +485,8 @@ class McpFace:
         name = next(n for n, c in self.names(env).items() if c == (tool, action))
         reply = self._post(env, "tools/call", {"name": name, "arguments": {}})
         if "error" in reply:
+            if reply["error"]["message"].startswith("scope_missing:"):
+                return Reason.SCOPE_MISSING.value  # the step-up challenge (HTTP 403)
             assert reply["error"]["message"].startswith("Unknown tool"), reply
             return UNKNOWN_TOOL
         result = reply["result"]
@@ -540,8 +571,8 @@ def describe(tally: Counter[str]) -> str:
     return ", ".join(f"{k} {v:.1%}" for k, v in shares(tally).items())
 
 
-def run_property(gw: Gateway, face: Face, *, examples: int, shrink: bool = True
-                 ) -> Counter[str]:
+def run_property(gw: Gateway, face: Face, *, examples: int, shrink: bool = True,
+                 mint: Mint | None = None) -> Counter[str]:
     """Run the property over ``examples`` generated worlds through ``face``
     (derandomized: the same worlds every run); the outcome classes' counts. A
     :class:`Counterexample` propagates (hypothesis's falsifying example)."""
@@ -555,5 +586,14 @@ def run_property(gw: Gateway, face: Face, *, examples: int, shrink: bool = True
     def prop(w: dict[str, Any]) -> None:
         check(build(gw, w), face, tally)
 
-    prop()
+    # the derandomized worlds follow the function's source: the one above is unchanged,
+    # so the mutant search keeps its worlds
+    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
+              phases=phases, report_multiple_bugs=False,
+              suppress_health_check=list(HealthCheck))
+    @given(w=oauth_world)
+    def oauth_prop(w: dict[str, Any]) -> None:
+        check(build(gw, w, mint), face, tally)
+
+    (prop if mint is None else oauth_prop)()
     return tally

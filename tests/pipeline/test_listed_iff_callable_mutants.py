@@ -258,8 +258,8 @@ def _call_ignores_scopes(mp: pytest.MonkeyPatch) -> None:
 def _rest_listing_ignores_health(mp: pytest.MonkeyPatch) -> None:
     """``GET /discovery/agents/{agent}/enabled`` judged with every tool healthy."""
     mp.setattr(discovery_route, "agent_enabled",
-               lambda snap, health, tenant, agent: agent_enabled(snap, HealthBoard(), tenant,
-                                                                 agent))
+               lambda snap, health, tenant, agent, scopes=None: agent_enabled(
+                   snap, HealthBoard(), tenant, agent, scopes))
 
 
 def _mcp_lists_open_breakers(mp: pytest.MonkeyPatch) -> None:
@@ -365,3 +365,14 @@ def test_each_face_finds_a_counterexample_against(mutant: str, gw: Gateway,
     with pytest.raises(Counterexample) as found:
         run_property(gw, faces[face], examples=FACE_EXAMPLES, shrink=False)
     print(f"\n{mutant}: {found.value}")
+
+
+def test_the_oauth_worlds_find_a_listing_that_ignores_the_token_scopes(
+        gw: Gateway, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listing judged with the profile's scopes alone while the call narrows them by
+    the OAuth token's (``Principal.scopes``): found in the worlds that call with tokens."""
+    monkeypatch.setattr(discovery, "granted_scopes", lambda profile, token: profile)
+    with pytest.raises(Counterexample) as found:
+        run_property(gw, LibraryFace(), examples=EXAMPLES, shrink=False,
+                     mint=lambda tenant, agent, scopes: "")
+    print(f"\nlisting ignores the token's scopes: {found.value}")

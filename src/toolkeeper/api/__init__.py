@@ -20,6 +20,7 @@ from toolkeeper.api.routes import (
     discovery,
     execute,
     identities,
+    oauth_metadata,
     ops,
     retrieval,
     tools,
@@ -65,7 +66,7 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     # tools first: its fixed paths (/tools/health, /tools/builtins/…) precede /tools/{id};
     # built here, once per app (api/route_table.py)
     for module in (tools, execute, calls, approvals, audit, discovery, identities, ops,
-                   retrieval):
+                   retrieval, oauth_metadata):
         module.router.install(app.router)
     if settings.ui:
         from toolkeeper import ui

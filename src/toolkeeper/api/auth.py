@@ -10,11 +10,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from toolkeeper.api.errors import ApiError
 from toolkeeper.gateway import Gateway
+from toolkeeper.identity.refused import TokenRefused
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 
-_bearer = HTTPBearer(auto_error=False, description="A toolkeeper token (`tk_…`).")
+_bearer = HTTPBearer(auto_error=False, description="A toolkeeper token (`tk_…`) or an OAuth "
+                     "access token of a configured identity provider.")
 
 
 async def gateway(request: Request) -> Gateway:
@@ -30,20 +32,28 @@ def _gateway_of(request: Request) -> Gateway:
 async def principal(request: Request,
                     creds: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
                     ) -> Principal:
-    """The authenticated caller; 401 ``unauthenticated`` otherwise.
+    """The authenticated caller; 401 ``unauthenticated`` (with the RFC 6750 challenge that
+    names this resource's metadata) otherwise.
 
-    A token this process already verified is answered from memory; others are looked up
-    in the store on a worker thread (one look-up per token at a time).
+    A token this process already verified is answered from memory; others are verified
+    once (a ``tk_…`` token in the store on a worker thread, an OAuth access token against
+    its issuer's keys).
     """
-    if creds is None or creds.scheme.lower() != "bearer":
-        raise ApiError(401, Reason.UNAUTHENTICATED, "a bearer token is required",
-                       headers={"WWW-Authenticate": "Bearer"})
-    gw = _gateway_of(request)
-    found = await gw.authenticate_async(creds.credentials)
-    if found is None:
-        raise ApiError(401, Reason.UNAUTHENTICATED, "unknown or revoked token",
-                       headers={"WWW-Authenticate": "Bearer"})
-    return found
+    if creds is not None:
+        return await authenticate_bearer(_gateway_of(request), creds)
+    # no bearer token: other credentials (the console's session cookie) are read here
+    raise ApiError(401, Reason.UNAUTHENTICATED, "a bearer token is required",
+                   headers={"WWW-Authenticate": _gateway_of(request).bearers.challenge()})
+
+
+async def authenticate_bearer(gw: Gateway, creds: HTTPAuthorizationCredentials) -> Principal:
+    """The principal of an ``Authorization: Bearer`` token; 401 ``invalid_token`` (or 403
+    for a valid token that maps to nobody here) saying why not."""
+    try:
+        return await gw.authenticate_bearer(creds.credentials)
+    except TokenRefused as refused:
+        raise ApiError(refused.status, refused.reason, refused.message, headers={
+            "WWW-Authenticate": gw.bearers.challenge(refused=refused)}) from None
 
 
 def require(p: Principal, *roles: Role) -> Principal:

@@ -6,7 +6,7 @@ Read once at start (like ``secrets``); ``tk_…`` tokens keep working unless tur
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from toolkeeper.config._section import _Section
 from toolkeeper.config.issuers import IssuerConfig
@@ -26,3 +26,9 @@ class IdentityConfig(_Section):
     """Authorization servers whose access tokens are accepted, each with its claim mapping."""
     sso: SsoConfig | None = None
     """The console's sign-in through OpenID Connect."""
+
+    @model_validator(mode="after")
+    def _resource_for_issuers(self) -> IdentityConfig:
+        if self.issuers and self.resource is None:
+            raise ValueError("identity.issuers needs identity.resource (the aud tokens carry)")
+        return self

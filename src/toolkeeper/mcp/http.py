@@ -20,6 +20,8 @@ import anyio.abc
 import orjson
 from starlette.types import Receive, Scope, Send
 
+from toolkeeper.identity.refused import TokenRefused
+
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
     from toolkeeper.mcp.server import McpFace
@@ -56,7 +58,7 @@ def _sdk_user(scope: Scope) -> Any:
         token, who = scope[CREDENTIAL_KEY]
         user = scope[_USER_KEY] = scope["user"] = AuthenticatedUser(AccessToken(
             token=token, client_id=f"{who.tenant_id}/{who.agent}", scopes=[],
-            subject=who.token_id))
+            subject=who.token_id or who.subject))
     return user
 
 
@@ -304,6 +306,29 @@ class McpEndpoint:
             return None, None
         return lean.plan_in_session(scope, parsed, sid, conn.protocol_version), transport
 
+    async def _step_up(self, send: Send, parsed: Any, who: Any) -> bool:
+        """A ``tools/call`` an OAuth token lacks the scopes for (its agent's profile has
+        them): 403 ``insufficient_scope`` naming the OAuth scopes to ask for (MCP
+        authorization, scope challenge), so the client can step up; ``False`` otherwise."""
+        params = parsed.get("params") if isinstance(parsed, dict) else None
+        name = params.get("name") if isinstance(params, dict) else None
+        if parsed.get("method") != "tools/call" or not isinstance(name, str):
+            return False
+        from toolkeeper.mcp.views import step_up_scopes
+
+        if self.face is None:
+            await self._start()
+        assert self.face is not None
+        missing = step_up_scopes(self.face.listings, self.gw.catalog, who, name)
+        if not missing:
+            return False
+        wanted = self.gw.bearers.oauth_scopes_for(who, missing)
+        await _jsonrpc_error(send, 403, -32001, f"scope_missing: the token does not grant "
+                             f"{', '.join(sorted(missing))}", {"www-authenticate":
+                             self.gw.bearers.challenge(PATH, error="insufficient_scope",
+                                                       scopes=wanted)})
+        return True
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope["headers"])
         length = headers.get(b"content-length")
@@ -313,13 +338,19 @@ class McpEndpoint:
             return
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         token = token.strip()
-        who = None
+        who, refused = None, None
         if scheme.lower() == "bearer" and token:
-            who = self.gw.cached_principal(token) or await self.gw.authenticate_async(token)
+            who = self.gw.cached_principal(token)
+            if who is None:
+                try:
+                    who = await self.gw.authenticate_bearer(token)
+                except TokenRefused as exc:
+                    refused = exc
         if who is None:
-            await _jsonrpc_error(send, 401, -32001, "unauthenticated: send an agent's token "
-                                 "as Authorization: Bearer …",
-                                 {"www-authenticate": 'Bearer realm="toolkeeper"'})
+            why = f"{refused.reason}: {refused.message}" if refused else \
+                "unauthenticated: send an agent's token as Authorization: Bearer …"
+            await _jsonrpc_error(send, refused.status if refused else 401, -32001, why, {
+                "www-authenticate": self.gw.bearers.challenge(PATH, refused=refused)})
             return
         if who.agent is None:
             await _jsonrpc_error(send, 403, -32001, "MCP serves agents: this token is not an "
@@ -340,6 +371,8 @@ class McpEndpoint:
             if self._invalid_id(parsed):
                 await _jsonrpc_error(send, 400, -32600, "Invalid Request: a JSON-RPC id is "
                                      "a string, a number or null")
+                return
+            if who.scopes is not None and await self._step_up(send, parsed, who):
                 return
             raw_sid = headers.get(b"mcp-session-id")  # the head's map, read once above
             sid = None if raw_sid is None else raw_sid.strip().decode("latin-1")

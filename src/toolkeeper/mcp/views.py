@@ -22,6 +22,7 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.mcp_names import Listed, listed
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.pipeline.health import HealthBoard
+from toolkeeper.pipeline.resolve import Refusal, resolve_tool
 from toolkeeper.services.discovery import (
     AgentTools,
     agent_enabled,
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("toolkeeper.mcp")
 
-Key = tuple[str, str]
-"""(tenant, agent): whose listing."""
+Key = tuple[str, str, frozenset[str] | None]
+"""(tenant, agent, the caller's OAuth scopes): whose listing."""
 
 RESOURCE_RE = re.compile(
     r"^toolkeeper://tools/(?:tenant/(?P<tenant>[^/]+)/available"
@@ -76,10 +77,10 @@ _NO_HEALTH = HealthBoard()
 
 
 def build_listing(gw: Gateway, catalog: Catalog, key: Key) -> Listing:
-    tenant, agent = key
+    tenant, agent, scopes = key
     board = gw.runtime.health
     version = board.version  # read first: a change while building rebuilds next time
-    view = agent_enabled(catalog, _NO_HEALTH, tenant, agent)
+    view = agent_enabled(catalog, _NO_HEALTH, tenant, agent, scopes)
     every: dict[str, Listed] = {}
     entries: dict[str, Listed] = {}
     recheck = math.inf
@@ -138,12 +139,35 @@ class Listings:
 
 def key_of(principal: Principal) -> Key:
     assert principal.agent is not None
-    return (principal.tenant_id, principal.agent)
+    return (principal.tenant_id, principal.agent, principal.scopes)
+
+
+def step_up_scopes(listings: Listings, catalog: Catalog, who: Principal,
+                   name: str) -> frozenset[str] | None:
+    """The scopes a call of ``name`` needs beyond what ``who``'s OAuth token grants, when
+    the agent's profile grants them (the token, not the profile, falls short: the client can
+    ask its authorization server for more); ``None`` otherwise. The two listings differ only
+    by the token's scopes, so a name in the profile's and not in the token's is such a
+    call."""
+    if who.scopes is None or who.agent is None:
+        return None
+    tenant, agent, _ = key_of(who)
+    if name in listings.get(key_of(who)).callable_names:
+        return None
+    entry = listings.get((tenant, agent, None)).callable_names.get(name)
+    found = catalog.agents.get((tenant, agent))
+    profile = catalog.profiles.get((tenant, found.profile)) if found is not None else None
+    if entry is None or profile is None:
+        return None
+    resolved = resolve_tool(catalog, profile, tenant, entry.tool)
+    if isinstance(resolved, Refusal):
+        return None
+    return (resolved[0].scopes(entry.action) - who.scopes) or None
 
 
 def resources(principal: Principal) -> list[dict[str, Any]]:
     """The three discovery resources of the caller's tenant and agent."""
-    tenant, agent = key_of(principal)
+    tenant, agent, _ = key_of(principal)
     concrete = (f"toolkeeper://tools/tenant/{tenant}/available",
                 f"toolkeeper://tools/agent/{agent}/enabled",
                 f"toolkeeper://tools/agent/{agent}/unavailable")
@@ -162,21 +186,21 @@ def read(gw: Gateway, principal: Principal, uri: str) -> str | None:
     m = RESOURCE_RE.match(uri)
     if m is None:
         return None
-    tenant, agent = key_of(principal)
+    tenant, agent, scopes = key_of(principal)
     catalog = gw.catalog
     if m["tenant"] is not None:
         if m["tenant"] != tenant:
             return None
         # an agent sees only what it may call, never the rest of the tenant's registry
         body = listing_body(catalog, tenant,
-                            agent_listing(catalog, gw.runtime.health, tenant, agent))
+                            agent_listing(catalog, gw.runtime.health, tenant, agent, scopes))
     elif m["agent"] != agent:
         return None
     elif m["which"] == "enabled":
-        view = agent_enabled(catalog, gw.runtime.health, tenant, agent)
+        view = agent_enabled(catalog, gw.runtime.health, tenant, agent, scopes)
         body = enabled_body(catalog, tenant, agent, *(view or ("", ())))
     else:
-        full = agent_tools(catalog, gw.runtime.health, tenant, agent)
+        full = agent_tools(catalog, gw.runtime.health, tenant, agent, scopes)
         body = unavailable_body(catalog, tenant,
                                 as_seen_by_agent(full or AgentTools(agent, "", (), ())))
     return orjson.dumps(body).decode()

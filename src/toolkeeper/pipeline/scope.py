@@ -16,9 +16,16 @@ def missing_scopes(tool: CompiledTool, action: str,
     return tool.scopes(action) - granted
 
 
+def granted_scopes(profile: frozenset[str], token: frozenset[str] | None) -> frozenset[str]:
+    """The profile's scopes narrowed by the caller's OAuth token (``Principal.scopes``),
+    the rule the call and every listing apply."""
+    return profile if token is None else profile & token
+
+
 def scope(rt: Runtime, st: CallState) -> CallResult | None:
     assert st.profile is not None and st.tool is not None and st.action is not None
-    granted = st.profile.scopes
+    granted = granted_scopes(st.profile.scopes,
+                             st.principal.scopes if st.principal is not None else None)
     asked = st.request.scopes
     if asked is not None:
         granted = granted & frozenset(s for s in asked if isinstance(s, str))

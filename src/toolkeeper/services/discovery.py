@@ -29,7 +29,7 @@ from toolkeeper.pipeline.resolve import (
     resolve_tool,
     tool_policy,
 )
-from toolkeeper.pipeline.scope import missing_scopes
+from toolkeeper.pipeline.scope import granted_scopes, missing_scopes
 
 
 class Why(StrEnum):
@@ -90,7 +90,7 @@ def available_tools(catalog: Catalog, tenant_id: str) -> list[ToolDefinition]:
 
 
 def agent_tools(catalog: Catalog, health: HealthBoard, tenant_id: str,
-                agent: str) -> AgentTools | None:
+                agent: str, token_scopes: frozenset[str] | None = None) -> AgentTools | None:
     """Tier 3 and the unavailable rest for ``agent`` of ``tenant_id``; ``None`` if no such
     agent. An agent whose profile is missing has nothing enabled (default deny)."""
     found = catalog.agents.get((tenant_id, agent))
@@ -100,7 +100,7 @@ def agent_tools(catalog: Catalog, health: HealthBoard, tenant_id: str,
     enabled: list[EnabledTool] = []
     unavailable: list[UnavailableTool] = []
     for tool in available_tools(catalog, tenant_id):
-        verdict = judge(catalog, health, tenant_id, profile, tool, agent)
+        verdict = judge(catalog, health, tenant_id, profile, tool, agent, token_scopes)
         if isinstance(verdict, EnabledTool):
             enabled.append(verdict)
         else:
@@ -109,8 +109,9 @@ def agent_tools(catalog: Catalog, health: HealthBoard, tenant_id: str,
                       unavailable=tuple(unavailable))
 
 
-def agent_enabled(catalog: Catalog, health: HealthBoard, tenant_id: str,
-                  agent: str) -> tuple[str, tuple[EnabledTool, ...]] | None:
+def agent_enabled(catalog: Catalog, health: HealthBoard, tenant_id: str, agent: str,
+                  token_scopes: frozenset[str] | None = None,
+                  ) -> tuple[str, tuple[EnabledTool, ...]] | None:
     """Tier 3 only, walking the profile's activations rather than every tenant tool:
     (profile name, enabled tools by name); ``None`` if no such agent."""
     found = catalog.agents.get((tenant_id, agent))
@@ -128,7 +129,7 @@ def agent_enabled(catalog: Catalog, health: HealthBoard, tenant_id: str,
         tool = record[1]
         if not tool.is_active or tool.status not in statuses:
             continue
-        verdict = judge(catalog, health, tenant_id, profile, tool, agent)
+        verdict = judge(catalog, health, tenant_id, profile, tool, agent, token_scopes)
         if isinstance(verdict, EnabledTool):
             enabled.append(verdict)
     return found.profile, tuple(enabled)
@@ -142,19 +143,19 @@ def as_seen_by_agent(view: AgentTools) -> AgentTools:
                       unavailable=tuple(u for u in view.unavailable if u.activated))
 
 
-def agent_listing(catalog: Catalog, health: HealthBoard, tenant_id: str,
-                  agent: str) -> list[ToolDefinition]:
+def agent_listing(catalog: Catalog, health: HealthBoard, tenant_id: str, agent: str,
+                  token_scopes: frozenset[str] | None = None) -> list[ToolDefinition]:
     """Tiers 1 and 2 as an agent token sees them: only the tools it may call (the versions
     that run), so an agent never learns of tools its profile does not give it."""
-    view = agent_enabled(catalog, health, tenant_id, agent)
+    view = agent_enabled(catalog, health, tenant_id, agent, token_scopes)
     return [t.definition for t in view[1]] if view is not None else []
 
 
-def enabled_by_id(catalog: Catalog, health: HealthBoard, tenant_id: str,
-                  agent: str) -> dict[str, EnabledTool]:
+def enabled_by_id(catalog: Catalog, health: HealthBoard, tenant_id: str, agent: str,
+                  token_scopes: frozenset[str] | None = None) -> dict[str, EnabledTool]:
     """The tools ``agent`` may call, by registry id: all an agent token may see of the
     registry (any other id is not found to it)."""
-    view = agent_enabled(catalog, health, tenant_id, agent)
+    view = agent_enabled(catalog, health, tenant_id, agent, token_scopes)
     out: dict[str, EnabledTool] = {}
     for item in view[1] if view else ():
         rec = catalog.record(tenant_id, item.definition.name)
@@ -164,9 +165,9 @@ def enabled_by_id(catalog: Catalog, health: HealthBoard, tenant_id: str,
 
 
 def enabled_tool(catalog: Catalog, health: HealthBoard, tenant_id: str, agent: str,
-                 tool_id: str) -> EnabledTool:
+                 tool_id: str, token_scopes: frozenset[str] | None = None) -> EnabledTool:
     """The tool ``tool_id`` as ``agent`` may call it; ``not_found`` for any other id."""
-    item = enabled_by_id(catalog, health, tenant_id, agent).get(tool_id)
+    item = enabled_by_id(catalog, health, tenant_id, agent, token_scopes).get(tool_id)
     if item is None:
         raise OperationRefused(Reason.NOT_FOUND, f"no tool {tool_id!r}")
     return item
@@ -189,10 +190,12 @@ def _unavailable(tool: ToolDefinition, refusal: Refusal,
 
 def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
           profile: CompiledProfile | None, tool: ToolDefinition,
-          agent: str | None = None) -> EnabledTool | UnavailableTool:
+          agent: str | None = None, token_scopes: frozenset[str] | None = None,
+          ) -> EnabledTool | UnavailableTool:
     """One tenant-available tool against one profile: the pipeline's own rules (resolve,
     scope, health, static gate with the argument-free adjusters), in the pipeline's order.
-    ``agent`` lets adjusters over the agent's name be judged too."""
+    ``agent`` lets adjusters over the agent's name be judged too; ``token_scopes`` (an
+    OAuth caller's ``Principal.scopes``) narrow the profile's as in the call."""
     if profile is None:  # the pipeline stops such an agent before resolving any tool
         return UnavailableTool(tool, Why.DISABLED_FOR_AGENT, "the agent has no profile",
                                activated=False)
@@ -212,7 +215,7 @@ def judge(catalog: Catalog, health: HealthBoard, tenant_id: str,
     if not allowed:
         return _unavailable(tool, Refusal(Reason.ACTION_NOT_ALLOWED,
                                           f"no action of {tool.name} is allowed for this agent"))
-    granted = profile.scopes
+    granted = granted_scopes(profile.scopes, token_scopes)
     missing = {a: missing_scopes(compiled, a, granted) for a in allowed}
     callable_ = [a for a in allowed if not missing[a]]
     if not callable_:

@@ -44,7 +44,8 @@ def _agent_view(gw: Gateway, caller: Principal, agent: str) -> tuple[Catalog, Ag
     if not caller.has_role(Role.OPERATOR) and caller.agent != agent:
         raise ApiError(403, Reason.FORBIDDEN, "an agent reads only its own tools")
     catalog = gw.catalog  # one snapshot for the whole answer
-    view = agent_tools(catalog, gw.runtime.health, caller.tenant_id, agent)
+    view = agent_tools(catalog, gw.runtime.health, caller.tenant_id, agent,
+                       caller.scopes if caller.agent == agent else None)
     if view is None:
         raise ApiError(404, Reason.NOT_FOUND, f"no agent {agent!r}")
     return catalog, (view if caller.has_role(Role.OPERATOR) else as_seen_by_agent(view))
@@ -55,7 +56,7 @@ def _listing(gw: Gateway, caller: Principal, tools: Callable[[Catalog, str],
     snap, tenant = gw.catalog, caller.tenant_id  # one snapshot for the whole answer
     agent = seen_as_agent(caller)
     picked = tools(snap, tenant) if agent is None else agent_listing(
-        snap, gw.runtime.health, tenant, agent)
+        snap, gw.runtime.health, tenant, agent, caller.scopes)
     return listing_body(snap, tenant, picked)
 
 
@@ -80,7 +81,8 @@ async def enabled(agent: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     if not caller.has_role(Role.OPERATOR) and caller.agent != agent:
         raise ApiError(403, Reason.FORBIDDEN, "an agent reads only its own tools")
     snap, tenant = gw.catalog, caller.tenant_id  # in memory: no thread hop needed
-    view = agent_enabled(snap, gw.runtime.health, tenant, agent)
+    view = agent_enabled(snap, gw.runtime.health, tenant, agent,
+                         caller.scopes if caller.agent == agent else None)
     if view is None:
         raise ApiError(404, Reason.NOT_FOUND, f"no agent {agent!r}")
     return enabled_body(snap, tenant, agent, *view)

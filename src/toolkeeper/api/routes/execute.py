@@ -50,7 +50,8 @@ def acting_as(caller: Principal, agent: str | None) -> Principal:
     if not caller.has_role(Role.OPERATOR):
         raise ApiError(403, Reason.FORBIDDEN, "only admins and operators act for an agent")
     return Principal(name=f"{caller.name} for {agent}", tenant_id=caller.tenant_id,
-                     roles=frozenset({Role.AGENT}), agent=agent, token_id=caller.token_id)
+                     roles=frozenset({Role.AGENT}), agent=agent, token_id=caller.token_id,
+                     subject=caller.subject, issuer=caller.issuer, scopes=caller.scopes)
 
 
 def answer(res: CallResult) -> Response:

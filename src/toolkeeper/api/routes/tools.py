@@ -58,7 +58,8 @@ _PEOPLE = (Role.OPERATOR, Role.APPROVER)
 
 def _enabled(gw: Gateway, caller: Principal, agent: str) -> dict[str, EnabledTool]:
     """The tools ``agent`` may call, by registry id."""
-    return enabled_by_id(gw.catalog, gw.runtime.health, caller.tenant_id, agent)
+    return enabled_by_id(gw.catalog, gw.runtime.health, caller.tenant_id, agent,
+                         caller.scopes if caller.agent == agent else None)
 
 
 def _out(row: ToolRow) -> dict[str, Any]:
@@ -187,7 +188,8 @@ async def get_tool(tool_id: str, gw: GatewayDep, caller: Caller) -> dict[str, An
     require(caller, *_READERS)
     agent = seen_as_agent(caller)
     if agent is not None:
-        item = enabled_tool(gw.catalog, gw.runtime.health, caller.tenant_id, agent, tool_id)
+        item = enabled_tool(gw.catalog, gw.runtime.health, caller.tenant_id, agent, tool_id,
+                            caller.scopes)
         return agent_tool_out(item.definition, tool_id, item.actions)
     row = await anyio.to_thread.run_sync(gw.registry.visible_row, caller.tenant_id, tool_id)
     return _out(row)
@@ -243,7 +245,8 @@ async def tool_versions(tool_id: str, gw: GatewayDep, caller: Caller) -> list[di
     require(caller, *_READERS)
     agent = seen_as_agent(caller)
     if agent is not None:
-        enabled_tool(gw.catalog, gw.runtime.health, caller.tenant_id, agent, tool_id)
+        enabled_tool(gw.catalog, gw.runtime.health, caller.tenant_id, agent, tool_id,
+                            caller.scopes)
     show = tool_out if agent is None else agent_tool_out
 
     def versions() -> list[tuple[ToolDefinition, Any]]:
