@@ -6,6 +6,7 @@ session server-side."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 import httpx
 import pytest
 

@@ -51,11 +51,10 @@ async def principal(request: Request,
 async def session_principal(request: Request) -> Principal | None:
     """The signed-in person of the console's session cookie (single sign-on), CSRF-checked
     on unsafe methods; ``None`` without SSO or a cookie; 401/403 for a bad one."""
-    from toolkeeper.api.routes.sso import sso_of
     from toolkeeper.identity.sso import SsoRefused
     from toolkeeper.identity.sso_session import authenticate, cookie_name
 
-    sso = sso_of(request)
+    sso = getattr(request.app.state, "sso", None)  # set by create_app (api/routes/sso.py)
     cookie = request.cookies.get(cookie_name(sso, "tk_session")) if sso is not None else None
     if sso is None or cookie is None:
         return None
