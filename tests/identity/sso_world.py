@@ -59,6 +59,7 @@ class SsoWorld:
         got = http.get(self.url("/auth/session"))
         assert got.status_code == 200, got.text
         body: dict[str, Any] = got.json()
+        assert body["signed_in"] is True, body
         return body
 
     def unsafe(self, http: httpx.Client, path: str, csrf: str | None, *,

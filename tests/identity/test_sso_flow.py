@@ -22,9 +22,8 @@ def world(idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SsoWor
 
 def test_session_says_sso_is_configured_before_sign_in(world: SsoWorld) -> None:
     got = httpx.get(world.url("/auth/session"), timeout=10)
-    assert got.status_code == 401
-    assert got.json()["sso"] is True
-    assert got.json()["error"]["reason"] == "unauthenticated"
+    assert got.status_code == 200
+    assert got.json() == {"sso": True, "signed_in": False}
 
 
 def test_login_redirect_uses_pkce_state_nonce_and_a_pre_login_cookie(world: SsoWorld) -> None:

@@ -1,7 +1,8 @@
 """The console's single sign-on routes (not in the OpenAPI document; docs/identity-sso.md):
 ``GET /auth/login`` → the provider, ``GET /auth/callback`` → a session cookie and the console,
-``POST /auth/logout`` (CSRF-checked) ends the session here, ``GET /auth/session`` says who is
-signed in (with the CSRF token the page sends back) or answers 401."""
+``POST /auth/logout`` (CSRF-checked) ends the session here, ``GET /auth/session`` says
+whether single sign-on is configured and who is signed in (with the CSRF token the page
+sends back) — 200 either way, so a page nobody signed in to logs no failed request."""
 
 from __future__ import annotations
 
@@ -112,15 +113,13 @@ async def session(request: Request) -> Response:
     sso = sso_of(request)
     session_id = request.cookies.get(cookie_name(sso, "tk_session"), "") if sso else ""
     if sso is None or not session_id:
-        body = error_body(Reason.UNAUTHENTICATED, "not signed in")
-        return JSONResponse({**body, "sso": sso is not None}, status_code=401,
-                            headers=_NO_STORE)
+        return JSONResponse({"sso": sso is not None, "signed_in": False}, headers=_NO_STORE)
     try:
         row = await session_row(sso, session_id)
     except SsoRefused as exc:
-        return JSONResponse({**error_body(exc.reason, exc.message), "sso": True},
-                            status_code=exc.status, headers=_NO_STORE)
-    return JSONResponse({"sso": True, "name": row.name, "email": row.email,
+        return JSONResponse({"sso": True, "signed_in": False, "reason": exc.reason},
+                            headers=_NO_STORE)
+    return JSONResponse({"sso": True, "signed_in": True, "name": row.name, "email": row.email,
                          "subject": row.subject, "issuer": row.issuer,
                          "tenant": row.tenant_id, "roles": row.roles.split(),
                          "csrf_token": row.csrf, "expires_at": row.expires_at},

@@ -40,7 +40,10 @@ function decided(a, verb) {
   const out = $("#approval-result");
   out.className = "";
   out.textContent = "approval " + a.id + " (" + a.tool + (a.action ? " / " + a.action : "")
-    + "): " + verb + " — status " + a.status + (a.note ? ", note: " + a.note : "")
+    + "): " + verb + " — status " + a.status
+    + (a.decided_by ? " by " + a.decided_by + (a.decided_by_subject
+      ? " (" + a.decided_by_subject + ")" : "") : "")
+    + (a.note ? ", note: " + a.note : "")
     + (a.edited_arguments ? ", arguments edited" : "")
     + "; the agent re-submits the call with this approval id to run it";
 }
@@ -260,7 +263,7 @@ function polling() {
   const shown = !$("#approvals").hidden && document.visibilityState === "visible";
   const busy = document.querySelector("#approval-list form.decide") !== null;
   if (!shown || Date.now() > pollUntil) { clearInterval(pollTimer); pollTimer = null; return; }
-  if (!busy && token()) refreshApprovals().catch((e) => say(e.message, true));
+  if (!busy && signedIn()) refreshApprovals().catch((e) => say(e.message, true));
 }
 
 function startPolling() {
