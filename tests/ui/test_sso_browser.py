@@ -48,7 +48,7 @@ def test_a_person_signs_in_approves_once_and_signs_out(browser: Browser,
         card = page.locator(f'article.approval[data-id="{approval_id}"]')
         card.get_by_role("button", name="Approve", exact=True).click()
         result = page.locator("#approval-result")
-        expect(result).to_contain_text("approved — status approved by Dana Decider (dana)")
+        expect(result).to_contain_text("approved — status approved, decided by Dana Decider (dana)")
         cookies = {c["name"]: c for c in context.cookies()}
         assert cookies["tk_session"]["httpOnly"] and cookies["tk_session"]["sameSite"] == "Lax"
         stolen = cookies["tk_session"]["value"]

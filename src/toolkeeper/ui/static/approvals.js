@@ -40,10 +40,9 @@ function decided(a, verb) {
   const out = $("#approval-result");
   out.className = "";
   out.textContent = "approval " + a.id + " (" + a.tool + (a.action ? " / " + a.action : "")
-    + "): " + verb + " — status " + a.status
-    + (a.decided_by ? " by " + a.decided_by + (a.decided_by_subject
+    + "): " + verb + " — status " + a.status + (a.note ? ", note: " + a.note : "")
+    + (a.decided_by ? ", decided by " + a.decided_by + (a.decided_by_subject
       ? " (" + a.decided_by_subject + ")" : "") : "")
-    + (a.note ? ", note: " + a.note : "")
     + (a.edited_arguments ? ", arguments edited" : "")
     + "; the agent re-submits the call with this approval id to run it";
 }
