@@ -15,7 +15,6 @@ from typing import Any
 
 import anyio
 
-from toolkeeper.config.issuers import bearers_for
 from toolkeeper.errors import stopped
 from toolkeeper.identity.refused import TokenRefused
 from toolkeeper.loops import ThreadLoops
@@ -297,7 +296,11 @@ class Gateway:
     @property
     def bearers(self) -> Bearers:
         """Bearer tokens as the ``identity`` section says (built on first use)."""
-        if self._bearers is None:
+        if self._bearers is None and self.identity_config is None:
+            self._bearers = Bearers(self._tokens, None)
+        elif self._bearers is None:  # the config models are loaded already (a config file)
+            from toolkeeper.config.issuers import bearers_for
+
             self._bearers = bearers_for(self.identity_config, self._tokens,
                                         lambda t, a: (t, a) in self.catalog.agents,
                                         self._secrets.get_secret if self._secrets else None)

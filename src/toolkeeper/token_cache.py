@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from toolkeeper.identity.metadata import challenge, scopes_supported
 from toolkeeper.identity.refused import TokenRefused
-from toolkeeper.identity.tokens import AccessTokens
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.store.tokens import TOKEN_PREFIX, hash_token
+
+if TYPE_CHECKING:  # PyJWT and cryptography load only where access tokens are configured
+    from toolkeeper.identity.tokens import AccessTokens
 
 
 class TokenCache:

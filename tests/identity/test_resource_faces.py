@@ -62,6 +62,8 @@ def _config(tmp: Path, base: str, idp: Idp, upstream: str) -> Path:
            "identity": {"resource": base, "issuers": [{
                "issuer": idp.issuer, "required_typ": "at+jwt", "jwks_refetch_interval_s": 0,
                "claims": {"tenant": "default", "agent_claim": "client_id",
+                          "roles": [{"claim": "groups", "value": "tk-approvers",
+                                     "role": "approver", "tenant": "default"}],
                           "scopes": {"tools:call": ["call"], "tools:wire": ["wire"]}}}]}}
     path = tmp / "toolkeeper.yaml"
     path.write_text(yaml.safe_dump(doc))
@@ -330,3 +332,19 @@ def test_an_oversized_token_is_refused_on_rest_and_mcp(world: World) -> None:
                    _rpc(world, huge, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})):
         assert answer.status_code == 401 and "longer than 8192" in answer.text
         assert 'error="invalid_token"' in answer.headers["www-authenticate"]
+
+
+def test_a_person_in_the_approvers_group_is_an_approver_and_others_are_forbidden(
+        world: World) -> None:
+    alice = world.idp.login_code_flow("console", "alice", scope="openid tools:call",
+                                      resource=world.base)["access_token"]
+    me = httpx.get(f"{world.base}/me", headers=_bearer(alice), timeout=10)
+    assert me.status_code == 200 and "approver" in me.text and "alice@acme.test" in me.text
+    not_an_agent = _rpc(world, alice, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+    assert not_an_agent.status_code == 403
+    bob = world.idp.login_code_flow("console", "bob", scope="openid tools:call",
+                                    resource=world.base)["access_token"]
+    refused = httpx.get(f"{world.base}/me", headers=_bearer(bob), timeout=10)
+    assert refused.status_code == 403 and refused.json()["error"]["reason"] == "forbidden"
+    assert "maps to no agent" in refused.text
+    assert "invalid_token" not in refused.headers["www-authenticate"]

@@ -6,9 +6,10 @@ with the scopes this request needs)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from toolkeeper.identity.tokens import Issuer
+if TYPE_CHECKING:
+    from toolkeeper.identity.tokens import Issuer
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 
@@ -30,19 +31,15 @@ def scopes_supported(issuers: Iterable[Issuer]) -> list[str]:
 def document(resource: str, path: str, issuers: list[Issuer],
              name: str = "toolkeeper") -> dict[str, Any]:
     """The protected-resource metadata of ``resource`` + ``path`` (``""`` or ``/mcp``)."""
-    doc: dict[str, Any] = {
+    return {
         "resource": resource.rstrip("/") + path if path else resource,
         "authorization_servers": [i.issuer for i in issuers],
+        "scopes_supported": scopes_supported(issuers),
         "bearer_methods_supported": ["header"],
+        "resource_signing_alg_values_supported": sorted(
+            {a for i in issuers for a in i.algorithms}),
         "resource_name": name,
     }
-    scopes = scopes_supported(issuers)
-    if scopes:
-        doc["scopes_supported"] = scopes
-    algs = sorted({a for i in issuers for a in i.algorithms})
-    if algs:
-        doc["resource_signing_alg_values_supported"] = algs
-    return doc
 
 
 def _quoted(text: str) -> str:

@@ -7,14 +7,31 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import Field
+
 from toolkeeper.api.auth import GatewayDep
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.responses import Out
 from toolkeeper.api.route_table import RouteTable
+from toolkeeper.api.schemas import ErrorOut
 from toolkeeper.gateway import Gateway
 from toolkeeper.identity.metadata import WELL_KNOWN, document
 from toolkeeper.model.reasons import Reason
 
 router = RouteTable(tags=["identity"])
+_NONE: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "No identity issuers are configured"}}
+
+
+class ResourceMetadataOut(Out):
+    """RFC 9728 protected-resource metadata."""
+
+    resource: str = Field(description="This resource's identifier (the aud of its tokens).")
+    authorization_servers: list[str] = Field(description="Issuers whose tokens it accepts.")
+    scopes_supported: list[str] = Field(description="OAuth scopes the claim mapping knows.")
+    bearer_methods_supported: list[str]
+    resource_signing_alg_values_supported: list[str]
+    resource_name: str
 
 
 def _document(gw: Gateway, path: str) -> dict[str, Any]:
@@ -24,11 +41,13 @@ def _document(gw: Gateway, path: str) -> dict[str, Any]:
     return document(bearers.resource, path, bearers.access.issuers)
 
 
-@router.get(WELL_KNOWN, summary="Protected-resource metadata of the REST API (RFC 9728)")
+@router.get(WELL_KNOWN, response_model=ResourceMetadataOut, responses=_NONE,
+            summary="Protected-resource metadata of the REST API (RFC 9728)")
 async def resource_metadata(gw: GatewayDep) -> dict[str, Any]:
     return _document(gw, "")
 
 
-@router.get(WELL_KNOWN + "/mcp", summary="Protected-resource metadata of /mcp (RFC 9728)")
+@router.get(WELL_KNOWN + "/mcp", response_model=ResourceMetadataOut, responses=_NONE,
+            summary="Protected-resource metadata of /mcp (RFC 9728)")
 async def mcp_resource_metadata(gw: GatewayDep) -> dict[str, Any]:
     return _document(gw, "/mcp")
