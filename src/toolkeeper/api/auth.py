@@ -51,12 +51,14 @@ async def principal(request: Request,
 async def session_principal(request: Request) -> Principal | None:
     """The signed-in person of the console's session cookie (single sign-on), CSRF-checked
     on unsafe methods; ``None`` without SSO or a cookie; 401/403 for a bad one."""
+    sso = getattr(request.app.state, "sso", None)  # set by create_app (api/routes/sso.py)
+    if sso is None:  # without single sign-on nothing of it is loaded
+        return None
     from toolkeeper.identity.sso import SsoRefused
     from toolkeeper.identity.sso_session import authenticate, cookie_name
 
-    sso = getattr(request.app.state, "sso", None)  # set by create_app (api/routes/sso.py)
-    cookie = request.cookies.get(cookie_name(sso, "tk_session")) if sso is not None else None
-    if sso is None or cookie is None:
+    cookie = request.cookies.get(cookie_name(sso, "tk_session"))
+    if cookie is None:
         return None
     try:
         return await authenticate(sso, cookie, request.method, request.headers)

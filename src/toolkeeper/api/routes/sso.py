@@ -6,15 +6,16 @@ sends back) — 200 either way, so a page nobody signed in to logs no failed req
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from toolkeeper.api.errors import ApiError, error_body
-from toolkeeper.identity.sso import Sso, SsoRefused
-from toolkeeper.identity.sso_session import check_csrf, cookie_name, session_row
 from toolkeeper.model.reasons import Reason
+
+if TYPE_CHECKING:  # loaded only with single sign-on configured (PyJWT stays out otherwise)
+    from toolkeeper.identity.sso import Sso, SsoRefused
 
 router = APIRouter(include_in_schema=False)
 LOGIN_COOKIE = "tk_sso_login"
@@ -29,6 +30,7 @@ def sso_for(gw: Any) -> Sso | None:
     if cfg is None:
         return None
     from toolkeeper.config.sso import compiled
+    from toolkeeper.identity.sso import Sso
 
     backend = getattr(gw, "_secrets", None)  # the gateway's secrets backend, as bearers use it
     return Sso(compiled(cfg), gw.store.sessions,
@@ -51,6 +53,12 @@ def _refused(exc: SsoRefused) -> ApiError:
     return ApiError(exc.status, exc.reason, exc.message)
 
 
+def cookie_name(sso: Sso, name: str) -> str:
+    from toolkeeper.identity.sso_session import cookie_name as named
+
+    return named(sso, name)
+
+
 def _set_cookie(resp: Response, sso: Sso, name: str, value: str, max_age: int) -> None:
     resp.set_cookie(cookie_name(sso, name), value, max_age=max_age, path="/",
                     secure=sso.settings.secure, httponly=True, samesite="lax")
@@ -63,6 +71,8 @@ def _clear_cookie(resp: Response, sso: Sso, name: str) -> None:
 
 @router.get("/auth/login")
 async def login(request: Request) -> Response:
+    from toolkeeper.identity.sso import SsoRefused
+
     sso = _configured(request)
     try:
         login_id, url = await sso.start_login()
@@ -75,6 +85,8 @@ async def login(request: Request) -> Response:
 
 @router.get("/auth/callback")
 async def callback(request: Request) -> Response:
+    from toolkeeper.identity.sso import SsoRefused
+
     sso = _configured(request)
     params = {k: v for k, v in request.query_params.items()
               if k in ("code", "state", "iss", "error")}
@@ -94,6 +106,9 @@ async def callback(request: Request) -> Response:
 
 @router.post("/auth/logout")
 async def logout(request: Request) -> Response:
+    from toolkeeper.identity.sso import SsoRefused
+    from toolkeeper.identity.sso_session import check_csrf, session_row
+
     sso = _configured(request)
     session_id = request.cookies.get(cookie_name(sso, "tk_session"), "")
     try:
@@ -114,6 +129,9 @@ async def session(request: Request) -> Response:
     session_id = request.cookies.get(cookie_name(sso, "tk_session"), "") if sso else ""
     if sso is None or not session_id:
         return JSONResponse({"sso": sso is not None, "signed_in": False}, headers=_NO_STORE)
+    from toolkeeper.identity.sso import SsoRefused
+    from toolkeeper.identity.sso_session import session_row
+
     try:
         row = await session_row(sso, session_id)
     except SsoRefused as exc:
