@@ -102,3 +102,16 @@ def test_a_provider_that_cannot_be_used_starts_no_sign_in(
         assert got.json()["error"]["reason"] == "sso_failed"
         assert "set-cookie" not in got.headers
         assert httpx.get(w.url("/auth/session"), timeout=10).json()["signed_in"] is False
+
+
+def test_an_id_token_signed_with_an_algorithm_not_allowed_opens_no_session(
+        idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The provider signs ID tokens with RS256; this console allows only ES256."""
+    with sso_world(idp, tmp_path_factory.mktemp("sso-alg"), algorithms=["ES256"]) as w, \
+            w.browser() as http:
+        login = http.get(w.url("/auth/login"))
+        done = http.get(w.idp.sign_in(login.headers["location"], "dana"))
+        assert done.status_code == 400, done.text
+        assert done.json()["error"]["reason"] == "sso_failed"
+        assert "algorithm" in done.json()["error"]["message"]
+        assert "tk_session" not in http.cookies
