@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
@@ -117,7 +118,7 @@ async def logout(request: Request) -> Response:
         end = await sso.logout_url()
     except SsoRefused as exc:
         raise _refused(exc) from None
-    sso.store.delete(session_id)
+    await anyio.to_thread.run_sync(sso.store.delete, session_id)
     resp = JSONResponse({"signed_out": True, "logout_url": end}, headers=_NO_STORE)
     _clear_cookie(resp, sso, "tk_session")
     return resp
