@@ -35,6 +35,7 @@ COVERED: dict[str, str] = {
     "Built-in tools #0":
         "tests/test_readme.py::test_readme_builtins_config_sets_valid_policies_for_every_builtin",
     "Retrieval #0": _HERE + "test_readme_retrieval_config_passes_check",
+    "Identity: your company's sign-in #0": _HERE + "test_readme_identity_config_passes_check",
     "Secrets #0": "tests/secrets/test_vault.py::test_the_readme_vault_example_is_valid_config",
     # `make run` serves until stopped and `make test` is this suite: the targets must exist
     "Set up #0": _HERE + "test_readme_setup_targets_are_the_makefiles",
@@ -108,6 +109,16 @@ def test_readme_retrieval_config_passes_check(tmp_path: Path) -> None:
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "leave.md").write_text("Annual leave is 25 days.\n")
     (tmp_path / "toolkeeper.yaml").write_text("version: 1\n" + block)
+    run = subprocess.run([str(REPO / ".venv/bin/toolkeeper"), "check", "-f", "toolkeeper.yaml"],
+                         cwd=tmp_path, env=child_env(), capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_readme_identity_config_passes_check(tmp_path: Path) -> None:
+    """The identity block passes ``toolkeeper check`` (issuers, claim mapping, SSO)."""
+    (tmp_path / "toolkeeper.yaml").write_text("version: 1\n" + _block(
+        "Identity: your company's sign-in #0"))
     run = subprocess.run([str(REPO / ".venv/bin/toolkeeper"), "check", "-f", "toolkeeper.yaml"],
                          cwd=tmp_path, env=child_env(), capture_output=True, text=True,
                          timeout=60)
