@@ -5,6 +5,7 @@ session server-side."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import httpx
@@ -99,7 +100,28 @@ def test_the_store_keeps_only_a_hash_of_the_session_id(world: SsoWorld) -> None:
     with world.browser() as http:
         world.sign_in("dana", http)
         value = http.cookies["tk_session"]
-        rows = world.gw.store.db.engine.connect().exec_driver_sql(
-            "select id_hash from console_sessions").fetchall()
+        with world.gw.store.db.engine.connect() as conn:  # closed: an open read would
+            rows = conn.exec_driver_sql(  # hold SQLite's lock against the next sign-in
+                "select id_hash from console_sessions").fetchall()
         assert all(value not in str(r) for r in rows)
         assert rows
+
+
+def test_logout_ends_the_session_even_when_the_provider_cannot_be_reached(
+        world: SsoWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that has not read the provider's metadata yet, while the provider is down:
+    sign-out still ends the session here (only the RP-initiated logout URL is missing)."""
+    with world.browser() as http:
+        world.sign_in("dana", http)
+        me = world.session(http)
+        stolen = dict(http.cookies)
+        monkeypatch.setattr(world.sso, "_meta", None)
+        monkeypatch.setattr(world.sso, "settings", dataclasses.replace(
+            world.sso.settings, issuer="http://127.0.0.1:9/down", timeout_s=1.0))
+        out = world.unsafe(http, "/auth/logout", me["csrf_token"])
+        assert out.status_code == 200, out.text
+        assert out.json() == {"signed_out": True, "logout_url": None}
+    with httpx.Client(timeout=10, cookies=stolen) as replay:
+        after = replay.get(world.url("/approvals"))
+        assert after.status_code == 401
+        assert after.json()["error"]["reason"] == "session_expired"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
@@ -114,10 +115,13 @@ async def logout(request: Request) -> Response:
     try:
         row = await session_row(sso, session_id)
         check_csrf(sso, row, request.headers)
-        end = await sso.logout_url()
     except SsoRefused as exc:
         raise _refused(exc) from None
-    sso.store.delete(session_id)
+    await anyio.to_thread.run_sync(sso.store.delete, session_id)  # first: the provider
+    try:  # may be down, and sign-out must not wait on it
+        end = await sso.logout_url()
+    except SsoRefused:
+        end = None
     resp = JSONResponse({"signed_out": True, "logout_url": end}, headers=_NO_STORE)
     _clear_cookie(resp, sso, "tk_session")
     return resp
