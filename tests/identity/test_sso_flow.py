@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.identity.sso_world import SsoWorld, sso_world
+from tests.identity.sso_world import DANA, SsoWorld, sso_world
 from tests.support.idp import Idp
 
 
@@ -125,3 +125,28 @@ def test_logout_ends_the_session_even_when_the_provider_cannot_be_reached(
         after = replay.get(world.url("/approvals"))
         assert after.status_code == 401
         assert after.json()["error"]["reason"] == "session_expired"
+
+
+def test_a_person_whose_subject_cannot_be_kept_whole_is_not_let_in(world: SsoWorld) -> None:
+    """A ``sub`` longer than the 200 characters kept is refused, never recorded as
+    something else (it was the text 'None', shared by every such person)."""
+    long_sub = "p" * 230  # OpenID Connect allows 255
+    world.idp.add_user(long_sub, **{**DANA, "name": "Long Sub"})
+    with world.browser() as http:
+        login = http.get(world.url("/auth/login"))
+        done = http.get(world.idp.sign_in(login.headers["location"], long_sub))
+        assert done.status_code == 403, done.text
+        assert done.json()["error"]["reason"] == "forbidden"
+        assert "tk_session" not in http.cookies
+
+
+def test_a_person_whose_tenant_claim_is_longer_than_a_tenant_id_is_not_let_in(
+        world: SsoWorld) -> None:
+    """(SQLite would have kept it; PostgreSQL failed the insert with a 500.)"""
+    world.idp.add_user("tess", **{**DANA, "name": "Tess", "tk_tenant": "t" * 100})
+    with world.browser() as http:
+        login = http.get(world.url("/auth/login"))
+        done = http.get(world.idp.sign_in(login.headers["location"], "tess"))
+        assert done.status_code == 403, done.text
+        assert done.json()["error"]["reason"] == "forbidden"
+        assert "tk_session" not in http.cookies

@@ -40,6 +40,8 @@ from toolkeeper.store.sessions import LoginRow, SessionRepo, SessionRow
 log = logging.getLogger("toolkeeper.identity.sso")
 MAX_PARAM_CHARS = 4096
 """``code``, ``state`` and ``iss`` of a callback are at most this long."""
+MAX_TENANT_CHARS = 64
+"""A session's tenant (the store's id length); a longer tenant claim is refused."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,10 +233,13 @@ class Sso:
         except TokenRefused as exc:
             raise SsoRefused(f"this person may not use the console: {exc.message}",
                              status=403, reason=Reason.FORBIDDEN) from None
+        if who.subject is None or len(who.tenant_id) > MAX_TENANT_CHARS:  # kept whole or not
+            raise SsoRefused("this person's sub (at most 200 characters) or tenant (at most "
+                             "64) cannot be kept", status=403, reason=Reason.FORBIDDEN)
         email = claims.get("email")
         row = SessionRow(
             tenant_id=who.tenant_id, roles=" ".join(sorted(r.value for r in who.roles)),
-            subject=str(who.subject), issuer=s.issuer, name=who.name[:200],
+            subject=who.subject, issuer=s.issuer, name=who.name[:200],
             email=email[:200] if isinstance(email, str) else None,
             csrf=secrets.token_urlsafe(32), created_at=now, last_seen=now,
             idle_expires_at=now + s.idle_s, expires_at=now + s.max_s)
