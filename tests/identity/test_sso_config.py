@@ -115,3 +115,21 @@ def test_an_id_token_signed_with_an_algorithm_not_allowed_opens_no_session(
         assert done.json()["error"]["reason"] == "sso_failed"
         assert "algorithm" in done.json()["error"]["message"]
         assert "tk_session" not in http.cookies
+
+
+def test_without_single_sign_on_the_routes_say_so_and_a_cookie_is_ignored(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    from fastapi.testclient import TestClient
+
+    from toolkeeper import Gateway
+    from toolkeeper.api import ApiSettings, create_app
+
+    tmp = tmp_path_factory.mktemp("no-sso")
+    with Gateway.open(f"sqlite:///{tmp}/tk.db") as gw, \
+            TestClient(create_app(gw, ApiSettings())) as api:
+        assert api.get("/auth/session").json() == {"sso": False, "signed_in": False}
+        assert api.get("/auth/login", follow_redirects=False).status_code == 404
+        api.cookies.set("tk_session", "anything")
+        got = api.get("/approvals")
+        assert got.status_code == 401 and got.json()["error"]["reason"] == "unauthenticated"
+        assert "/auth/login" not in api.get("/openapi.json").text
