@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import anyio
 import jwt
@@ -80,6 +80,14 @@ def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
+def _web_url(value: Any) -> bool:
+    """An http(s) URL with a host (a provider's endpoint; browsers are sent to some)."""
+    if not isinstance(value, str) or len(value) > 2000:
+        return False
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
 def _same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
 
@@ -112,7 +120,7 @@ class Sso:
                                      status=502) from None
                 needed = ("authorization_endpoint", "token_endpoint", "jwks_uri")
                 if meta.get("issuer") != s.issuer or \
-                        not all(isinstance(meta.get(k), str) for k in needed):
+                        not all(_web_url(meta.get(k)) for k in needed):
                     raise SsoRefused("the identity provider's metadata names another issuer "
                                      "or lacks an endpoint", status=502)
                 self._keys = Jwks(s.issuer, meta["jwks_uri"], timeout_s=s.timeout_s)
@@ -251,7 +259,7 @@ class Sso:
         """The provider's RP-initiated logout page for this client, if it offers one."""
         meta = await self.metadata()
         end = meta.get("end_session_endpoint")
-        if not isinstance(end, str):
+        if not _web_url(end):  # the page navigates there: never a javascript: or data: URL
             return None
         return f"{end}{'&' if '?' in end else '?'}" + urlencode(
             {"client_id": self.settings.client_id})
