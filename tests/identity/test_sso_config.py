@@ -140,7 +140,8 @@ def test_without_single_sign_on_the_routes_say_so_and_a_cookie_is_ignored(
 def _provider(end_session: str, authorize: str | None = None) -> type[JsonHandler]:
     class Provider(JsonHandler):
         def do_GET(self) -> None:
-            me = f"http://127.0.0.1:{self.server.server_address[1]}"
+            port = cast(tuple[str, int], self.server.server_address)[1]
+            me = f"http://127.0.0.1:{port}"
             self.reply({"issuer": me, "authorization_endpoint": authorize or me + "/auth",
                         "token_endpoint": me + "/token", "jwks_uri": me + "/jwks",
                         "end_session_endpoint": end_session.replace("{me}", me)})

@@ -259,7 +259,7 @@ class Sso:
         """The provider's RP-initiated logout page for this client, if it offers one."""
         meta = await self.metadata()
         end = meta.get("end_session_endpoint")
-        if not _web_url(end):  # the page navigates there: never a javascript: or data: URL
-            return None
+        if not isinstance(end, str) or not _web_url(end):  # the page navigates there:
+            return None  # never a javascript: or data: URL
         return f"{end}{'&' if '?' in end else '?'}" + urlencode(
             {"client_id": self.settings.client_id})
