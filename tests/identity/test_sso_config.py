@@ -7,8 +7,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, cast
 
+import anyio
 import httpx
 import pytest
 from pydantic import ValidationError
@@ -17,6 +18,7 @@ from tests.identity.sso_world import sso_world
 from tests.support.idp import Idp
 from tests.support.loopback import JsonHandler, serving
 from toolkeeper.config.sso import SsoConfig, compiled
+from toolkeeper.identity.sso import Sso, SsoRefused
 
 GOOD: dict[str, Any] = {
     "issuer": "https://idp.example", "client_id": "console",
@@ -133,3 +135,38 @@ def test_without_single_sign_on_the_routes_say_so_and_a_cookie_is_ignored(
         got = api.get("/approvals")
         assert got.status_code == 401 and got.json()["error"]["reason"] == "unauthenticated"
         assert "/auth/login" not in api.get("/openapi.json").text
+
+
+def _provider(end_session: str, authorize: str | None = None) -> type[JsonHandler]:
+    class Provider(JsonHandler):
+        def do_GET(self) -> None:
+            port = cast(tuple[str, int], self.server.server_address)[1]
+            me = f"http://127.0.0.1:{port}"
+            self.reply({"issuer": me, "authorization_endpoint": authorize or me + "/auth",
+                        "token_endpoint": me + "/token", "jwks_uri": me + "/jwks",
+                        "end_session_endpoint": end_session.replace("{me}", me)})
+    return Provider
+
+
+@pytest.mark.parametrize("end", ["javascript:alert(document.cookie)", "data:text/html,x",
+                                 "//evil.example/logout", "/relative"])
+def test_a_sign_out_endpoint_that_is_not_a_web_url_is_never_given_to_the_page(
+        end: str) -> None:
+    """The console navigates to ``logout_url``: only an http(s) URL may be it."""
+    with serving(_provider(end)) as url:
+        sso = Sso(compiled(SsoConfig.model_validate({**GOOD, "issuer": url})),
+                  cast(Any, None))
+        assert anyio.run(sso.logout_url) is None
+    with serving(_provider("{me}/logout")) as url:
+        sso = Sso(compiled(SsoConfig.model_validate({**GOOD, "issuer": url})),
+                  cast(Any, None))
+        assert anyio.run(sso.logout_url) == url + "/logout?client_id=console"
+
+
+def test_a_provider_whose_authorization_endpoint_is_not_a_web_url_starts_no_sign_in() -> None:
+    with serving(_provider("x", authorize="javascript:alert(1)")) as url:
+        sso = Sso(compiled(SsoConfig.model_validate({**GOOD, "issuer": url})),
+                  cast(Any, None))
+        with pytest.raises(SsoRefused) as refused:
+            anyio.run(sso.start_login)
+        assert refused.value.status == 502 and refused.value.reason == "sso_failed"

@@ -5,12 +5,13 @@ session server-side."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.identity.sso_world import SsoWorld, sso_world
+from tests.identity.sso_world import DANA, SsoWorld, sso_world
 from tests.support.idp import Idp
 
 
@@ -99,8 +100,9 @@ def test_the_store_keeps_only_a_hash_of_the_session_id(world: SsoWorld) -> None:
     with world.browser() as http:
         world.sign_in("dana", http)
         value = http.cookies["tk_session"]
-        with world.gw.store.db.read() as conn:
-            rows = conn.exec_driver_sql("select id_hash from console_sessions").fetchall()
+        with world.gw.store.db.engine.connect() as conn:  # closed: an open read would
+            rows = conn.exec_driver_sql(  # hold SQLite's lock against the next sign-in
+                "select id_hash from console_sessions").fetchall()
         assert all(value not in str(r) for r in rows)
         assert rows
 
@@ -144,3 +146,48 @@ def test_a_session_opened_on_one_replica_works_on_another(world: SsoWorld) -> No
             gone = api.get("/approvals")
             assert gone.status_code == 401 and gone.json()["error"]["reason"] == \
                 "session_expired"
+
+
+def test_logout_ends_the_session_even_when_the_provider_cannot_be_reached(
+        world: SsoWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker that has not read the provider's metadata yet, while the provider is down:
+    sign-out still ends the session here (only the RP-initiated logout URL is missing)."""
+    with world.browser() as http:
+        world.sign_in("dana", http)
+        me = world.session(http)
+        stolen = dict(http.cookies)
+        monkeypatch.setattr(world.sso, "_meta", None)
+        monkeypatch.setattr(world.sso, "settings", dataclasses.replace(
+            world.sso.settings, issuer="http://127.0.0.1:9/down", timeout_s=1.0))
+        out = world.unsafe(http, "/auth/logout", me["csrf_token"])
+        assert out.status_code == 200, out.text
+        assert out.json() == {"signed_out": True, "logout_url": None}
+    with httpx.Client(timeout=10, cookies=stolen) as replay:
+        after = replay.get(world.url("/approvals"))
+        assert after.status_code == 401
+        assert after.json()["error"]["reason"] == "session_expired"
+
+
+def test_a_person_whose_subject_cannot_be_kept_whole_is_not_let_in(world: SsoWorld) -> None:
+    """A ``sub`` longer than the 200 characters kept is refused, never recorded as
+    something else (it was the text 'None', shared by every such person)."""
+    long_sub = "p" * 230  # OpenID Connect allows 255
+    world.idp.add_user(long_sub, **{**DANA, "name": "Long Sub"})
+    with world.browser() as http:
+        login = http.get(world.url("/auth/login"))
+        done = http.get(world.idp.sign_in(login.headers["location"], long_sub))
+        assert done.status_code == 403, done.text
+        assert done.json()["error"]["reason"] == "forbidden"
+        assert "tk_session" not in http.cookies
+
+
+def test_a_person_whose_tenant_claim_is_longer_than_a_tenant_id_is_not_let_in(
+        world: SsoWorld) -> None:
+    """(SQLite would have kept it; PostgreSQL failed the insert with a 500.)"""
+    world.idp.add_user("tess", **{**DANA, "name": "Tess", "tk_tenant": "t" * 100})
+    with world.browser() as http:
+        login = http.get(world.url("/auth/login"))
+        done = http.get(world.idp.sign_in(login.headers["location"], "tess"))
+        assert done.status_code == 403, done.text
+        assert done.json()["error"]["reason"] == "forbidden"
+        assert "tk_session" not in http.cookies

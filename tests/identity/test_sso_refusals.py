@@ -241,3 +241,15 @@ def test_with_the_tenant_taken_from_elsewhere_the_other_tenant_would_be_reached(
     with world.browser() as http:
         world.sign_in("alice", http)
         assert http.get(world.url(f"/approvals/{approval_id}")).status_code == 200
+
+
+def test_signing_out_of_an_expired_session_clears_the_cookie(world: SsoWorld) -> None:
+    """Nothing is left to end (nor to forge a request against): 200 and the cookie goes,
+    so the console offers sign-in again instead of 'sign-out failed'."""
+    with world.browser() as http:
+        me = world.session(world.sign_in("dana", http))
+        _at(world, MAX_S + 1)
+        out = world.unsafe(http, "/auth/logout", me["csrf_token"])
+        assert out.status_code == 200, out.text
+        assert out.json() == {"signed_out": True, "logout_url": None}
+        assert "tk_session" not in http.cookies

@@ -75,3 +75,29 @@ def test_a_person_signs_in_approves_once_and_signs_out(browser: Browser,
         assert after.json()["error"]["reason"] == "session_expired"
     finally:
         context.close()
+
+
+def test_a_session_that_ends_server_side_brings_back_the_sign_in_link(
+        browser: Browser, world: SsoWorld) -> None:
+    """The session row goes (as at idle or absolute expiry, or a sign-out in another tab):
+    the console's next request (the approvals poll) gets 401 and the page offers sign-in
+    again instead of a name whose session is gone."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    try:
+        page.goto(world.url("/ui/"))
+        page.get_by_role("link", name="Sign in with single sign-on").click()
+        page.locator("input[name=login]").fill("dana")
+        page.locator("input[name=password]").fill("any-password")
+        page.locator("button[type=submit]").click()
+        page.wait_for_url(world.url("/ui/") + "**")
+        expect(page.locator("#sso-name")).to_have_text("Dana Decider")
+        expect(page.locator("#sso-login")).to_be_hidden()
+        page.locator("#tabs button[data-tab=approvals]").click()  # polls every 3 s
+        value = {c["name"]: c["value"] for c in context.cookies()}["tk_session"]
+        assert world.gw.store.sessions.delete(value)
+        expect(page.locator("#sso-login")).to_be_visible()  # the poll's 401, within 3 s
+        expect(page.locator("#sso-user")).to_be_hidden()
+    finally:
+        context.close()

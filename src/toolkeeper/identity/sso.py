@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import anyio
 import jwt
@@ -40,6 +40,8 @@ from toolkeeper.store.sessions import LoginRow, SessionRepo, SessionRow
 log = logging.getLogger("toolkeeper.identity.sso")
 MAX_PARAM_CHARS = 4096
 """``code``, ``state`` and ``iss`` of a callback are at most this long."""
+MAX_TENANT_CHARS = 64
+"""A session's tenant (the store's id length); a longer tenant claim is refused."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +80,14 @@ def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
 
 
+def _web_url(value: Any) -> bool:
+    """An http(s) URL with a host (a provider's endpoint; browsers are sent to some)."""
+    if not isinstance(value, str) or len(value) > 2000:
+        return False
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
 def _same(a: str, b: str) -> bool:
     return hmac.compare_digest(a.encode(), b.encode())
 
@@ -110,7 +120,7 @@ class Sso:
                                      status=502) from None
                 needed = ("authorization_endpoint", "token_endpoint", "jwks_uri")
                 if meta.get("issuer") != s.issuer or \
-                        not all(isinstance(meta.get(k), str) for k in needed):
+                        not all(_web_url(meta.get(k)) for k in needed):
                     raise SsoRefused("the identity provider's metadata names another issuer "
                                      "or lacks an endpoint", status=502)
                 self._keys = Jwks(s.issuer, meta["jwks_uri"], timeout_s=s.timeout_s)
@@ -231,10 +241,13 @@ class Sso:
         except TokenRefused as exc:
             raise SsoRefused(f"this person may not use the console: {exc.message}",
                              status=403, reason=Reason.FORBIDDEN) from None
+        if who.subject is None or len(who.tenant_id) > MAX_TENANT_CHARS:  # kept whole or not
+            raise SsoRefused("this person's sub (at most 200 characters) or tenant (at most "
+                             "64) cannot be kept", status=403, reason=Reason.FORBIDDEN)
         email = claims.get("email")
         row = SessionRow(
             tenant_id=who.tenant_id, roles=" ".join(sorted(r.value for r in who.roles)),
-            subject=str(who.subject), issuer=s.issuer, name=who.name[:200],
+            subject=who.subject, issuer=s.issuer, name=who.name[:200],
             email=email[:200] if isinstance(email, str) else None,
             csrf=secrets.token_urlsafe(32), created_at=now, last_seen=now,
             idle_expires_at=now + s.idle_s, expires_at=now + s.max_s)
@@ -246,7 +259,7 @@ class Sso:
         """The provider's RP-initiated logout page for this client, if it offers one."""
         meta = await self.metadata()
         end = meta.get("end_session_endpoint")
-        if not isinstance(end, str):
-            return None
+        if not isinstance(end, str) or not _web_url(end):  # the page navigates there:
+            return None  # never a javascript: or data: URL
         return f"{end}{'&' if '?' in end else '?'}" + urlencode(
             {"client_id": self.settings.client_id})

@@ -34,8 +34,19 @@ def cookie_name(sso: Sso, base: str = "tk_session") -> str:
 
 
 def _origin(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}".lower()
+    """``scheme://host[:port]`` as a browser's ``Origin`` says it (no default port, lower
+    case); ``""`` for anything without a host."""
+    parts = urlsplit(url.strip())
+    try:
+        port, host = parts.port, parts.hostname
+    except ValueError:
+        return ""
+    if not host:
+        return ""
+    scheme = parts.scheme.lower()
+    host = f"[{host}]" if ":" in host else host
+    default = {"http": 80, "https": 443}.get(scheme)
+    return f"{scheme}://{host}" + ("" if port in (None, default) else f":{port}")
 
 
 def same_origin(sso: Sso, headers: Mapping[str, str]) -> bool:
@@ -43,7 +54,7 @@ def same_origin(sso: Sso, headers: Mapping[str, str]) -> bool:
     mine = _origin(sso.settings.public_url)
     origin = headers.get("origin")
     if origin is not None:
-        return origin.lower() == mine
+        return _origin(origin) == mine
     referer = headers.get("referer")
     return referer is not None and _origin(referer) == mine
 

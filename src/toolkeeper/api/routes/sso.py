@@ -114,11 +114,22 @@ async def logout(request: Request) -> Response:
     session_id = request.cookies.get(cookie_name(sso, "tk_session"), "")
     try:
         row = await session_row(sso, session_id)
-        check_csrf(sso, row, request.headers)
-        end = await sso.logout_url()
+    except SsoRefused:  # ended already (expired, signed out): nothing to end or forge
+        row = None
+    try:
+        if row is not None:
+            check_csrf(sso, row, request.headers)
     except SsoRefused as exc:
         raise _refused(exc) from None
-    await anyio.to_thread.run_sync(sso.store.delete, session_id)
+    if row is None:
+        resp = JSONResponse({"signed_out": True, "logout_url": None}, headers=_NO_STORE)
+        _clear_cookie(resp, sso, "tk_session")
+        return resp
+    await anyio.to_thread.run_sync(sso.store.delete, session_id)  # first: the provider
+    try:  # may be down, and sign-out must not wait on it
+        end = await sso.logout_url()
+    except SsoRefused:
+        end = None
     resp = JSONResponse({"signed_out": True, "logout_url": end}, headers=_NO_STORE)
     _clear_cookie(resp, sso, "tk_session")
     return resp

@@ -57,6 +57,8 @@ async function api(method, path, body) {
   const text = await res.text();
   const data = text ? JSON.parse(text) : null;
   if (!res.ok) {
+    // the session ended (idle, absolute, signed out elsewhere): offer sign-in again
+    if (res.status === 401 && !token() && Sso.session) await loadSession();
     const err = (data && data.error) || {};
     throw new Error(res.status + " " + (err.reason || "error") + ": " + (err.message || text));
   }
