@@ -100,9 +100,8 @@ def test_the_store_keeps_only_a_hash_of_the_session_id(world: SsoWorld) -> None:
     with world.browser() as http:
         world.sign_in("dana", http)
         value = http.cookies["tk_session"]
-        with world.gw.store.db.engine.connect() as conn:  # closed: an open read would
-            rows = conn.exec_driver_sql(  # hold SQLite's lock against the next sign-in
-                "select id_hash from console_sessions").fetchall()
+        with world.gw.store.db.read() as conn:
+            rows = conn.exec_driver_sql("select id_hash from console_sessions").fetchall()
         assert all(value not in str(r) for r in rows)
         assert rows
 
@@ -150,3 +149,44 @@ def test_a_person_whose_tenant_claim_is_longer_than_a_tenant_id_is_not_let_in(
         assert done.status_code == 403, done.text
         assert done.json()["error"]["reason"] == "forbidden"
         assert "tk_session" not in http.cookies
+
+
+def test_a_denial_by_a_signed_in_person_names_them_too(world: SsoWorld) -> None:
+    approval_id = world.pending("inv-sso-deny")
+    with world.browser() as http:
+        me = world.session(world.sign_in("dana", http))
+        no = world.unsafe(http, f"/approvals/{approval_id}/deny", me["csrf_token"],
+                          json={"note": "not this one"})
+        assert no.status_code == 200, no.text
+        assert (no.json()["status"], no.json()["decided_by_subject"]) == ("denied", "dana")
+    assert world.pay("inv-sso-deny", approval_id)["status"] != "succeeded"
+    assert world.payments("inv-sso-deny") == 0
+    denied = [e for e in world.gw.store.audit.list("default", types=["approval.denied"],
+                                                    limit=500)
+              if e.data.get("approval_id") == approval_id]
+    assert [(e.data["by"], e.data["by_subject"], e.data["by_issuer"]) for e in denied] == \
+        [("Dana Decider", "dana", world.idp.issuer)]
+
+
+def test_a_session_opened_on_one_replica_works_on_another(world: SsoWorld) -> None:
+    """Sessions live in the store: a second app (another worker or replica) on the same
+    database knows the cookie, and a sign-out on one ends it on both."""
+    from fastapi.testclient import TestClient
+
+    from toolkeeper import Gateway
+    from toolkeeper.api import ApiSettings, create_app
+
+    url = world.gw.store.db.engine.url.render_as_string(hide_password=False)
+    with world.browser() as http:
+        me = world.session(world.sign_in("dana", http))
+        cookie = http.cookies["tk_session"]
+        with Gateway.open(url) as other, \
+                TestClient(create_app(other, ApiSettings()), base_url=world.base) as api:
+            # the other process's relying party: same settings, its own store connection
+            api.app.state.sso = world.sso.__class__(world.sso.settings, other.store.sessions)
+            api.cookies.set("tk_session", cookie)
+            assert api.get("/auth/session").json()["subject"] == "dana"
+            assert world.unsafe(http, "/auth/logout", me["csrf_token"]).status_code == 200
+            gone = api.get("/approvals")
+            assert gone.status_code == 401 and gone.json()["error"]["reason"] == \
+                "session_expired"
