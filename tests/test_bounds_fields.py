@@ -44,6 +44,10 @@ REVIEWED: dict[tuple[str, str], str] = {
     **{("HttpEndpointConfig", f): _OWN_TOOL for f in (
         "url", "type", "method", "headers", "timeout_s", "max_response_bytes",
         "allowed_hosts", "allowed_ports", "max_redirects")},
+    ("HttpEndpointConfig", "oauth"): (
+        "the tenant's own tool's OAuth client: its client secret resolves in the writer's "
+        "scope (the tenant's own credentials), its token endpoint is reached under the "
+        "tool's own network rules (public addresses unless allowed_networks, bounded)"),
     **{("ArtifactConfig", f): _OPERATOR_ONLY for f in (
         "artifact_hash", "memory_mb", "cpu_s", "max_output_bytes")},
 }

@@ -85,7 +85,9 @@ LISTINGS = ("/tools", "/tools/health", "/tools/builtins/templates", "/tools/sour
             "/approvals", "/audit", "/audit/verify", "/discovery/catalog",
             "/discovery/available", "/me", "/tokens", "/credentials", "/tenants",
             "/settings/webhook", "/agents", "/profiles", "/activations", "/healthz",
-            "/readyz", "/metrics", "/retrieval/pipelines")
+            "/readyz", "/metrics", "/retrieval/pipelines",
+            "/.well-known/oauth-protected-resource",
+            "/.well-known/oauth-protected-resource/mcp")
 SNAPSHOT = ("/tools", "/calls", "/approvals", "/tokens", "/credentials", "/settings/webhook",
             "/agents", "/profiles", "/activations", "/retrieval/pipelines")
 

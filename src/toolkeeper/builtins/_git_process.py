@@ -223,6 +223,11 @@ class GitRunner:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     asyncio.gather(_read(proc.stdout, 0), _read(proc.stderr, 0)), 5)
+            # pipes still open past that (a loaded machine): closed now, on this loop, not
+            # by the collector after the loop has gone ("Event loop is closed")
+            transport = getattr(proc, "_transport", None)
+            if transport is not None:
+                transport.close()
             raise ToolError(Reason.TIMEOUT, f"git {args[0]} timed out") from None
         result = GitOutput(code, out.decode(errors="replace"), err.decode(errors="replace"),
                            truncated)
