@@ -68,6 +68,10 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     for module in (tools, execute, calls, approvals, audit, discovery, identities, ops,
                    retrieval, oauth_metadata):
         module.router.install(app.router)
+    from toolkeeper.api.routes import sso
+
+    app.state.sso = sso.sso_for(gw)
+    app.include_router(sso.router)
     if settings.ui:
         from toolkeeper import ui
 

@@ -42,9 +42,29 @@ async def principal(request: Request,
     """
     if creds is not None:
         return await authenticate_bearer(_gateway_of(request), creds)
-    # no bearer token: other credentials (the console's session cookie) are read here
+    found = await session_principal(request)
+    if found is not None:
+        return found
     raise ApiError(401, Reason.UNAUTHENTICATED, "a bearer token is required",
                    headers={"WWW-Authenticate": _gateway_of(request).bearers.challenge()})
+
+
+async def session_principal(request: Request) -> Principal | None:
+    """The signed-in person of the console's session cookie (single sign-on), CSRF-checked
+    on unsafe methods; ``None`` without SSO or a cookie; 401/403 for a bad one."""
+    sso = getattr(request.app.state, "sso", None)  # set by create_app (api/routes/sso.py)
+    if sso is None:  # without single sign-on nothing of it is loaded
+        return None
+    from toolkeeper.identity.sso import SsoRefused
+    from toolkeeper.identity.sso_session import authenticate, cookie_name
+
+    cookie = request.cookies.get(cookie_name(sso, "tk_session"))
+    if cookie is None:
+        return None
+    try:
+        return await authenticate(sso, cookie, request.method, request.headers)
+    except SsoRefused as exc:
+        raise ApiError(exc.status, exc.reason, exc.message) from None
 
 
 async def authenticate_bearer(gw: Gateway, creds: HTTPAuthorizationCredentials) -> Principal:

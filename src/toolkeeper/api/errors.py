@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 STATUS_OF_REASON: dict[str, int] = {
     Reason.UNAUTHENTICATED: 401,
     Reason.FORBIDDEN: 403,
+    Reason.CSRF_FAILED: 403,
+    Reason.SESSION_EXPIRED: 401,
+    Reason.SSO_FAILED: 400,
     Reason.APPROVER_NOT_ALLOWED: 403,
     Reason.NOT_FOUND: 404,
     Reason.TOOL_NOT_FOUND: 404,

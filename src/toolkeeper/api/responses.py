@@ -105,6 +105,10 @@ class ApprovalOut(Out):
     created_at: Timestamp
     expires_at: Timestamp
     decided_by: str | None
+    decided_by_subject: str | None = None
+    """The approver's ``sub`` at their identity provider (single sign-on or an OAuth
+    token); ``None`` when they used a ``tk_…`` token."""
+    decided_by_issuer: str | None = None
     decided_at: Timestamp | None
     note: str | None
     edited_arguments: Any

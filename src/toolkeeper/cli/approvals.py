@@ -37,7 +37,9 @@ def _show(rec: ApprovalRecord, json_out: bool) -> None:
     fields_table(f"approval {rec.id}", [
         ("status", rec.status.value), ("kind", rec.kind), ("agent", rec.agent),
         ("call", f"{rec.tool}.{rec.action} v{rec.tool_version}"), ("risk", rec.risk),
-        ("gate", rec.gate), ("decided_by", rec.decided_by), ("note", rec.note),
+        ("gate", rec.gate), ("decided_by", rec.decided_by),
+        ("decided_by_subject", rec.decided_by_subject),
+        ("decided_by_issuer", rec.decided_by_issuer), ("note", rec.note),
         ("edited_arguments", rec.edited_arguments), ("arguments", rec.arguments)])
 
 

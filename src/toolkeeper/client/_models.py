@@ -71,6 +71,8 @@ class Approval:
     created_at: str
     expires_at: str
     decided_by: str | None = None
+    decided_by_subject: str | None = None
+    decided_by_issuer: str | None = None
     decided_at: str | None = None
     note: str | None = None
     edited_arguments: Any = None

@@ -14,6 +14,9 @@ class Reason(StrEnum):
     FORBIDDEN = "forbidden"
     # identity: OAuth access tokens (toolkeeper.identity)
     # console sign-in: sessions and CSRF (toolkeeper.identity.sso)
+    CSRF_FAILED = "csrf_failed"
+    SESSION_EXPIRED = "session_expired"
+    SSO_FAILED = "sso_failed"
     # resolve
     TOOL_NOT_FOUND = "tool_not_found"
     TOOL_DISABLED = "tool_disabled"

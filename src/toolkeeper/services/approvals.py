@@ -71,10 +71,12 @@ class ApprovalService:
                 raise OperationRefused(Reason.INVALID_ARGUMENTS, str(exc)) from exc
         ev = system_event(EventType.APPROVAL_GRANTED, rec.tenant_id, tool=rec.tool,
                           agent=rec.agent, call_id=rec.call_id, approval_id=rec.id,
-                          by=by.name, edited=edited_digest is not None)
+                          by=by.name, by_subject=by.subject, by_issuer=by.issuer,
+                          edited=edited_digest is not None)
         safe_edit = self._redactor().redact(edited_arguments)
         if not self._store.approvals.decide(
                 rec.id, status=ApprovalStatus.APPROVED, by=by.name, note=note,
+                by_subject=by.subject, by_issuer=by.issuer,
                 edited_digest=edited_digest, edited_arguments=safe_edit, events=[ev]):
             raise OperationRefused(Reason.INVALID_STATE, "the approval is no longer pending")
         return self.get(rec.id, rec.tenant_id)
@@ -90,9 +92,11 @@ class ApprovalService:
     def deny(self, approval_id: str, by: Principal, *, note: str | None = None) -> ApprovalRecord:
         rec = self._decidable(approval_id, by)
         ev = system_event(EventType.APPROVAL_DENIED, rec.tenant_id, tool=rec.tool,
-                          agent=rec.agent, call_id=rec.call_id, approval_id=rec.id, by=by.name)
+                          agent=rec.agent, call_id=rec.call_id, approval_id=rec.id, by=by.name,
+                          by_subject=by.subject, by_issuer=by.issuer)
         if not self._store.approvals.decide(rec.id, status=ApprovalStatus.DENIED,
-                                               by=by.name, note=note, events=[ev]):
+                                               by=by.name, note=note, events=[ev],
+                                               by_subject=by.subject, by_issuer=by.issuer):
             raise OperationRefused(Reason.INVALID_STATE, "the approval is no longer pending")
         return self.get(rec.id, rec.tenant_id)
 
@@ -130,6 +134,8 @@ def approval_json(rec: ApprovalRecord) -> dict[str, Any]:
             "gate": rec.gate, "summary": rec.summary, "call_id": rec.call_id,
             "created_at": rec.created_at.isoformat(), "expires_at": rec.expires_at.isoformat(),
             "preview": _preview(rec), "decided_by": rec.decided_by,
+            "decided_by_subject": rec.decided_by_subject,
+            "decided_by_issuer": rec.decided_by_issuer,
             "decided_at": rec.decided_at.isoformat() if rec.decided_at else None,
             "note": rec.note, "edited_arguments": rec.edited_arguments,
             "consumed_by": rec.consumed_by}

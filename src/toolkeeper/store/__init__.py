@@ -16,6 +16,7 @@ from toolkeeper.store.rates import RateRepo
 from toolkeeper.store.recent_calls import RecentCallRepo
 from toolkeeper.store.registry import RegistryRepo
 from toolkeeper.store.retrieval import RetrievalRepo
+from toolkeeper.store.sessions import SessionRepo
 from toolkeeper.store.tokens import TokenRepo
 from toolkeeper.store.turns import TurnRepo
 
@@ -39,6 +40,7 @@ class Store:
         self.retrieval = RetrievalRepo(db)
         self.recent_calls = RecentCallRepo(db)
         self.agent_calls = AgentCallRepo(db)
+        self.sessions = SessionRepo(db)
 
     @classmethod
     def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,

@@ -106,7 +106,8 @@ class ApprovalRepo:
 
     def decide(self, approval_id: str, *, status: ApprovalStatus, by: str, note: str | None,
                edited_digest: str | None = None, edited_arguments: Any = None,
-               events: Sequence[AuditDraft] = ()) -> bool:
+               events: Sequence[AuditDraft] = (), by_subject: str | None = None,
+               by_issuer: str | None = None) -> bool:
         """pending → approved/denied, once. ``False`` if it was not pending any more."""
         now = utcnow()
         with self._db.write() as conn:
@@ -114,7 +115,8 @@ class ApprovalRepo:
                 approvals.c.id == approval_id,
                 approvals.c.status == ApprovalStatus.PENDING.value,
                 approvals.c.expires_at > now).values(
-                status=status.value, decided_by=by, decided_at=now, note=note,
+                status=status.value, decided_by=by, decided_by_subject=by_subject,
+                decided_by_issuer=by_issuer, decided_at=now, note=note,
                 edited_digest=edited_digest, edited_arguments=edited_arguments))
             if res.rowcount == 1:
                 self._audit.append(events, conn)

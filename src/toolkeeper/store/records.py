@@ -61,6 +61,10 @@ class ApprovalRecord:
     call_id: str | None = None
     """The call that asked for it."""
     decided_by: str | None = None
+    decided_by_subject: str | None = None
+    """The approver's ``sub`` at their identity provider (a signed-in person, an OAuth
+    token); ``None`` for ``tk_…`` tokens."""
+    decided_by_issuer: str | None = None
     decided_at: datetime | None = None
     note: str | None = None
     edited_digest: str | None = None

@@ -150,6 +150,8 @@ approvals = Table(
     Column("status", String(16), nullable=False),
     Column("call_id", String(ID)),
     Column("decided_by", String(NAME)),
+    Column("decided_by_subject", String(NAME)),
+    Column("decided_by_issuer", String(2000)),
     Column("decided_at", DateTime(timezone=True)),
     Column("note", Text),
     Column("edited_digest", String(80)),
@@ -294,6 +296,37 @@ agent_calls_in_flight = Table(
 chain guard (``toolkeeper.providers.agent_chains``). Deleted when the call ends; a process
 that died leaves a row that stops counting once ``expires_at`` (epoch seconds: start + the
 call's timeout + a margin) passes. ``owner``: the process that wrote it (host:pid:nonce)."""
+
+console_sessions = Table(
+    "console_sessions", metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("tenant_id", String(ID), nullable=False),
+    Column("roles", String(NAME), nullable=False),
+    Column("subject", String(NAME), nullable=False),
+    Column("issuer", String(2000), nullable=False),
+    Column("name", String(NAME), nullable=False),
+    Column("email", String(NAME)),
+    Column("csrf", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("last_seen", Float, nullable=False),
+    Column("idle_expires_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Index("ix_console_sessions_expires", "expires_at"),
+)
+"""A person signed in to the console (single sign-on, ``toolkeeper.identity.sso``): only
+the SHA-256 of the cookie's session id is kept. ``roles``: space-separated. Times: epoch
+seconds; the session ends at ``idle_expires_at`` (moved on use) or ``expires_at``."""
+
+sso_logins = Table(
+    "sso_logins", metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("state", String(128), nullable=False),
+    Column("nonce", String(128), nullable=False),
+    Column("verifier", String(128), nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+"""A sign-in started at the provider and not finished: bound to the browser's pre-login
+cookie (its id's hash), taken once by the callback."""
 
 credentials = Table(
     "credentials", metadata,

@@ -6,6 +6,36 @@ const $ = (sel) => document.querySelector(sel);
 
 function token() { return sessionStorage.getItem(KEY) || ""; }
 
+// single sign-on (GET /auth/session): the signed-in person and the CSRF token every unsafe
+// request sends back; null when nobody is signed in (a pasted token is used then)
+const Sso = { configured: false, session: null };
+
+function signedIn() { return Boolean(token() || Sso.session); }
+
+async function loadSession() {
+  const res = await fetch("/auth/session", { credentials: "same-origin" });
+  const data = await res.json().catch(() => ({}));
+  Sso.configured = Boolean(data.sso);
+  Sso.session = res.ok && data.signed_in ? data : null;
+  $("#sso-login").hidden = !Sso.configured || Boolean(Sso.session);
+  $("#sso-user").hidden = !Sso.session;
+  $("#sso-name").textContent = Sso.session ? Sso.session.name : "";
+  $("#login").hidden = Boolean(Sso.session);
+}
+
+async function signOut() {
+  const res = await fetch("/auth/logout", {
+    method: "POST", credentials: "same-origin",
+    headers: { "X-CSRF-Token": Sso.session ? Sso.session.csrf_token : "" } });
+  const data = await res.json().catch(() => ({}));
+  forget();
+  Sso.session = null;
+  if (res.ok && data.logout_url) { location.assign(data.logout_url); return; }
+  await loadSession();
+  say(res.ok ? "signed out" : "sign-out failed: " + ((data.error || {}).reason || res.status),
+      !res.ok);
+}
+
 function say(text, isError) {
   const el = $("#status");
   el.textContent = text;
@@ -13,8 +43,12 @@ function say(text, isError) {
 }
 
 async function api(method, path, body) {
-  const headers = { "Authorization": "Bearer " + token() };
-  const init = { method, headers };
+  const headers = {};
+  if (token()) headers["Authorization"] = "Bearer " + token();
+  else if (Sso.session && method !== "GET" && method !== "HEAD") {
+    headers["X-CSRF-Token"] = Sso.session.csrf_token;  // the session cookie goes along
+  }
+  const init = { method, headers, credentials: "same-origin" };
   if (body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
@@ -135,7 +169,11 @@ async function show(name) {
   }
   for (const s of document.querySelectorAll("main section")) s.hidden = s.id !== name;
   history.replaceState(null, "", "#" + name);  // not location.hash: that would move focus to the section
-  if (!token()) { say("Paste a token (admin, approver or operator) to begin.", true); return; }
+  if (!signedIn()) {
+    say(Sso.configured ? "Sign in with single sign-on, or paste a token (admin, approver or operator)."
+      : "Paste a token (admin, approver or operator) to begin.", true);
+    return;
+  }
   try {
     say("loading…");
     await whoami();
@@ -145,7 +183,9 @@ async function show(name) {
   }
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+document.addEventListener("DOMContentLoaded", async () => {
+  $("#sso-logout").addEventListener("click", () => signOut().catch((e) => say(e.message, true)));
+  try { await loadSession(); } catch (e) { Sso.session = null; }
   for (const b of document.querySelectorAll("#tabs button")) {
     b.addEventListener("click", () => show(b.dataset.tab));
   }

@@ -41,6 +41,8 @@ function decided(a, verb) {
   out.className = "";
   out.textContent = "approval " + a.id + " (" + a.tool + (a.action ? " / " + a.action : "")
     + "): " + verb + " — status " + a.status + (a.note ? ", note: " + a.note : "")
+    + (a.decided_by ? ", decided by " + a.decided_by + (a.decided_by_subject
+      ? " (" + a.decided_by_subject + ")" : "") : "")
     + (a.edited_arguments ? ", arguments edited" : "")
     + "; the agent re-submits the call with this approval id to run it";
 }
@@ -260,7 +262,7 @@ function polling() {
   const shown = !$("#approvals").hidden && document.visibilityState === "visible";
   const busy = document.querySelector("#approval-list form.decide") !== null;
   if (!shown || Date.now() > pollUntil) { clearInterval(pollTimer); pollTimer = null; return; }
-  if (!busy && token()) refreshApprovals().catch((e) => say(e.message, true));
+  if (!busy && signedIn()) refreshApprovals().catch((e) => say(e.message, true));
 }
 
 function startPolling() {
