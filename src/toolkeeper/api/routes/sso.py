@@ -34,8 +34,11 @@ def sso_for(gw: Any) -> Sso | None:
     from toolkeeper.identity.sso import Sso
 
     backend = getattr(gw, "_secrets", None)  # the gateway's secrets backend, as bearers use it
+    from toolkeeper.identity.upstream_person import PersonTokens
+
     return Sso(compiled(cfg), gw.store.sessions,
-               secrets=backend.get_secret if backend is not None else None)
+               secrets=backend.get_secret if backend is not None else None,
+               people=PersonTokens(getattr(gw, "credentials", None)))
 
 
 def sso_of(request: Request) -> Sso | None:
@@ -119,6 +122,9 @@ async def logout(request: Request) -> Response:
     except SsoRefused as exc:
         raise _refused(exc) from None
     await anyio.to_thread.run_sync(sso.store.delete, session_id)
+    if sso.people is not None:  # the person's kept token set goes too
+        await anyio.to_thread.run_sync(sso.people.forget, row.tenant_id, row.issuer,
+                                       row.subject)
     resp = JSONResponse({"signed_out": True, "logout_url": end}, headers=_NO_STORE)
     _clear_cookie(resp, sso, "tk_session")
     return resp
