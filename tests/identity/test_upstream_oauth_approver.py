@@ -223,3 +223,51 @@ def test_an_unapproved_path_to_the_upstream_stops(world: World) -> None:
         "grant": "token_exchange", "subject": "approver"})
     with pytest.raises(Unauthorized, match="consumed no approval"):
         asyncio.run(tokens.token(oauth, tenant_id="default", upstream="appr", secret=None))
+
+
+def _approved_by_dana(world: World) -> str:
+    approval_id = world.pending()
+    http, csrf = world.sign_in()
+    try:
+        assert world.post(http, f"/approvals/{approval_id}/approve", csrf).status_code == 200
+    finally:
+        http.close()
+    return approval_id
+
+
+def _expire_copy(world: World, approval_id: str) -> str:
+    """Make the approval's kept access token expired (here, and revoked at the IdP, so
+    only a refreshed one can be exchanged); the old token."""
+    people = PersonTokens(world.gw.credentials)
+    key = upstream_person._approval(approval_id)
+    data = people._get("default", key)
+    assert data is not None and data["r"], data  # the console may refresh
+    data["exp"] = 0
+    assert people._put("default", key, data)
+    world.idp.revoke(str(data["a"]))
+    return str(data["a"])
+
+
+def test_an_expired_approver_token_is_refreshed_first(world: World) -> None:
+    approval_id = _approved_by_dana(world)
+    old = _expire_copy(world, approval_id)
+    got = world.call(approval_id)
+    assert got["status"] == "succeeded", got
+    out = got["output"]
+    who = out.get("result", out) if isinstance(out, dict) else out
+    assert who["sub"] == "dana" and who["act"] == {"sub": "tk-appr"}, who
+    assert old not in str(got)
+
+
+def test_without_refreshing_an_expired_approver_token_the_call_stops(
+        world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule broken on purpose (no refresher): the expired token is not exchanged, the
+    call stops with the clear reason and nothing goes upstream."""
+    monkeypatch.setattr(world.gw.upstreams.tokens.people, "refresher", None)
+    approval_id = _approved_by_dana(world)
+    _expire_copy(world, approval_id)
+    seen = len(world.up.seen())
+    got = world.call(approval_id)
+    assert got["reason"] == Reason.UPSTREAM_UNAUTHORIZED, got
+    assert "expired" in got["message"], got
+    assert len(world.up.seen()) == seen

@@ -250,6 +250,20 @@ class Sso:
         self.store.create(session_id, row)
         return session_id, row
 
+    async def refresh(self, refresh_token: str) -> dict[str, Any]:
+        """A person's kept refresh token → a new token answer (``subject: approver``);
+        bounded; :class:`ProviderError` or :class:`SsoRefused` when there is none."""
+        meta, s = await self.metadata(), self.settings
+        data = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        auth = None
+        ref = parse_ref(s.client_secret_ref) if s.client_secret_ref is not None else None
+        if ref is not None and self.secrets is not None:
+            auth = (s.client_id, await self.secrets(*ref))
+        else:
+            data["client_id"] = s.client_id
+        return await get_json(str(meta["token_endpoint"]), s.timeout_s, method="POST",
+                              data=data, auth=auth)
+
     async def logout_url(self) -> str | None:
         """The provider's RP-initiated logout page for this client, if it offers one."""
         meta = await self.metadata()

@@ -198,9 +198,11 @@ class UpstreamTokens:
                                f"call, and approval {approved[1]} was not given by a person "
                                "signed in to the console (a pasted token has no person's "
                                "token to exchange): approve it signed in")
-        if time.time() >= found.expires_at:
+        if time.time() >= found.expires_at - 5:  # refreshed first, once (bounded)
+            found = await self.people.refreshed(tenant_id, approved[1], found) or found
+        if time.time() >= found.expires_at - 5:
             raise Unauthorized(f"{upstream}: the approver's sign-in token has expired: "
-                               "sign in again and approve a new call")
+                               "sign in again and approve a new call (it could not be refreshed)")
         found.access.digest = "approval:" + approved[1]  # cached per approval
         return found.access
 

@@ -19,8 +19,10 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import Any
 
 from toolkeeper.identity.upstream_subject import SubjectToken
 from toolkeeper.secrets.credentials import TenantCredentials
@@ -38,6 +40,8 @@ APPROVED: ContextVar[tuple[str, str] | None] = ContextVar("toolkeeper_approved_b
 class PersonToken:
     access: SubjectToken
     expires_at: float
+    refresh: SubjectToken | None
+    """The refresh token (hidden like the access token), if the IdP issued one."""
 
 
 def _tenant(tenant_id: str) -> str:
@@ -60,9 +64,11 @@ class PersonTokens:
 
     def __init__(self, credentials: TenantCredentials | None) -> None:
         self._credentials = credentials
+        self.refresher: Callable[[str], Awaitable[dict[str, Any]]] | None = None
+        """The console's client: a refresh token → a new token answer (bounded)."""
 
-    def keep(self, tenant_id: str, issuer: str, subject: str, answer: dict[str, object],
-             now: float | None = None) -> bool:
+    def keep(self, tenant_id: str, issuer: str, subject: str, answer: dict[str, Any],
+             now: float | None = None, *, key: str | None = None) -> bool:
         """Keep the access token of a token endpoint's ``answer`` (bounded; else nothing)."""
         access, expires_in = answer.get("access_token"), answer.get("expires_in", 300)
         if self._credentials is None or not isinstance(access, str) or not access \
@@ -73,7 +79,7 @@ class PersonTokens:
         data = {"a": access, "exp": (now or time.time()) + min(float(expires_in), 86400.0),
                 "r": refresh if isinstance(refresh, str) and len(refresh) <= MAX_TOKEN_CHARS
                 else None, "iss": issuer, "sub": subject}
-        return self._put(tenant_id, _person(issuer, subject), data)
+        return self._put(tenant_id, key or _person(issuer, subject), data)
 
     def forget(self, tenant_id: str, issuer: str, subject: str) -> None:
         """Sign-out: the person's set is deleted (approvals already bound keep theirs)."""
@@ -93,9 +99,32 @@ class PersonTokens:
         data = self._get(tenant_id, _approval(approval_id))
         if data is None:
             return None
-        token = SubjectToken(str(data["a"]), tenant_id=tenant_id, agent=f"approval:{approval_id}",
-                             issuer=str(data["iss"]))
-        return PersonToken(token, float(data["exp"]))  # type: ignore[arg-type]
+        who = {"tenant_id": tenant_id, "agent": f"approval:{approval_id}",
+               "issuer": str(data["iss"])}
+        refresh = data.get("r")
+        return PersonToken(SubjectToken(str(data["a"]), **who),
+                           float(data["exp"]),  # type: ignore[arg-type]
+                           SubjectToken(refresh, **who) if isinstance(refresh, str) else None)
+
+    async def refreshed(self, tenant_id: str, approval_id: str,
+                        found: PersonToken) -> PersonToken | None:
+        """The approval's set renewed with its refresh token (kept for the approval), else
+        ``None``; said without a value."""
+        if self.refresher is None or found.refresh is None:
+            return None
+        try:
+            answer = await self.refresher(found.refresh.reveal())
+        except Exception as exc:
+            log.warning("an approver's token could not be refreshed: %s", type(exc).__name__)
+            return None
+        data = self._get(tenant_id, _approval(approval_id))
+        if data is None:
+            return None
+        if not isinstance(answer.get("refresh_token"), str):  # not rotated: keep the old one
+            answer = {**answer, "refresh_token": found.refresh.reveal()}
+        kept = self.keep(tenant_id, str(data["iss"]), str(data["sub"]), answer,
+                         key=_approval(approval_id))
+        return self.of_approval(tenant_id, approval_id) if kept else None
 
     def take(self, tenant_id: str, approval_id: str) -> None:
         """The approved call is done with it: the copy goes."""

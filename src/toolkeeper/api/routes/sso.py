@@ -36,9 +36,13 @@ def sso_for(gw: Any) -> Sso | None:
     backend = getattr(gw, "_secrets", None)  # the gateway's secrets backend, as bearers use it
     from toolkeeper.identity.upstream_person import PersonTokens
 
-    return Sso(compiled(cfg), gw.store.sessions,
-               secrets=backend.get_secret if backend is not None else None,
-               people=PersonTokens(getattr(gw, "credentials", None)))
+    sso = Sso(compiled(cfg), gw.store.sessions,
+              secrets=backend.get_secret if backend is not None else None,
+              people=PersonTokens(getattr(gw, "credentials", None)))
+    tokens = getattr(getattr(gw, "upstreams", None), "tokens", None)
+    if tokens is not None:  # an approver's expired token is refreshed at the console's client
+        tokens.people.refresher = sso.refresh
+    return sso
 
 
 def sso_of(request: Request) -> Sso | None:
