@@ -17,6 +17,7 @@ import anyio
 
 from toolkeeper.errors import stopped
 from toolkeeper.identity.refused import TokenRefused
+from toolkeeper.identity.upstream_person import PersonTokens
 from toolkeeper.loops import ThreadLoops
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode
@@ -142,7 +143,8 @@ class Gateway:
                                         catalog=catalog, changed=self.definitions_changed,
                                         retrieval=self.retrieval)
         self.factory.on_artifact_drift = self.registry.quarantine_artifact
-        self.approvals = ApprovalService(store, redactor=redactor, catalog=catalog)
+        self.approvals = ApprovalService(store, redactor=redactor, catalog=catalog,
+                                         people=PersonTokens(self.credentials))
         self.calls = CallService(store, call=self.call, catalog=catalog, redactor=redactor)
         self._batches = Batches(store, call=self.call, calls=self.calls, catalog=catalog)
         self._upstream = UpstreamSync(self.registry, store, catalog=catalog,

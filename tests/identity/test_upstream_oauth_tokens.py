@@ -187,7 +187,6 @@ def test_token_exchange_without_the_agents_own_token_is_refused(bad: str) -> Non
 @pytest.mark.parametrize(("block", "words"), [
     ({"client_secret": "hunter2-literal"}, "never the secret itself"),
     ({"client_secret": "Bearer ${secret:idp/c}"}, "never the secret itself"),
-    ({"grant": "token_exchange", "subject": "approver"}, "not supported yet"),
     ({"grant": "token_exchange"}, "needs `subject: agent`"),
     ({"subject": "agent"}, "token_exchange only"),
     ({"issuer": "http://idp.example"}, "exactly one of"),

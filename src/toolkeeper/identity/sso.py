@@ -33,6 +33,7 @@ from toolkeeper.identity.jwks import Jwks, ProviderError, get_json
 from toolkeeper.identity.mapping import Mapping, principal_of
 from toolkeeper.identity.refused import TokenRefused
 from toolkeeper.identity.tokens import MAX_TOKEN_CHARS, SecretGetter
+from toolkeeper.identity.upstream_person import PersonTokens
 from toolkeeper.model.reasons import Reason
 from toolkeeper.secrets.base import parse_ref
 from toolkeeper.store.sessions import LoginRow, SessionRepo, SessionRow
@@ -99,6 +100,8 @@ class Sso:
     settings: SsoSettings
     store: SessionRepo
     secrets: SecretGetter | None = None
+    people: PersonTokens | None = None
+    """Where the person's own token set is kept at sign-in (None: not kept)."""
     clock: Callable[[], float] = time.time
     """Epoch seconds; tests move it to expire sessions."""
     _meta: dict[str, Any] | None = None
@@ -165,7 +168,12 @@ class Sso:
             raise SsoRefused("the callback carries no code")
         tokens = await self._exchange(meta, code, login.verifier)
         claims = await self._id_token(tokens.get("id_token"), login.nonce)
-        return await anyio.to_thread.run_sync(lambda: self._open_session(claims, now))
+        opened = await anyio.to_thread.run_sync(lambda: self._open_session(claims, now))
+        if self.people is not None:  # for `subject: approver` upstreams (sealed, per person)
+            row = opened[1]
+            await anyio.to_thread.run_sync(lambda: self.people.keep(  # type: ignore[union-attr]
+                row.tenant_id, row.issuer, row.subject, tokens, now))
+        return opened
 
     def _check_iss(self, iss: str | None, meta: dict[str, Any]) -> None:
         """RFC 9207: a response's ``iss`` must be the provider's; absent only when the
@@ -254,6 +262,20 @@ class Sso:
         session_id = secrets.token_urlsafe(32)
         self.store.create(session_id, row)
         return session_id, row
+
+    async def refresh(self, refresh_token: str) -> dict[str, Any]:
+        """A person's kept refresh token → a new token answer (``subject: approver``);
+        bounded; :class:`ProviderError` or :class:`SsoRefused` when there is none."""
+        meta, s = await self.metadata(), self.settings
+        data = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        auth = None
+        ref = parse_ref(s.client_secret_ref) if s.client_secret_ref is not None else None
+        if ref is not None and self.secrets is not None:
+            auth = (s.client_id, await self.secrets(*ref))
+        else:
+            data["client_id"] = s.client_id
+        return await get_json(str(meta["token_endpoint"]), s.timeout_s, method="POST",
+                              data=data, auth=auth)
 
     async def logout_url(self) -> str | None:
         """The provider's RP-initiated logout page for this client, if it offers one."""

@@ -39,6 +39,7 @@ from urllib.parse import quote_plus
 import httpx
 
 from toolkeeper.errors import ToolError
+from toolkeeper.identity.upstream_person import APPROVED, PersonTokens
 from toolkeeper.identity.upstream_subject import SubjectToken
 from toolkeeper.model.reasons import Reason
 from toolkeeper.secrets.base import parse_ref
@@ -161,6 +162,8 @@ class UpstreamTokens:
         self._inflight: dict[tuple[str, ...], concurrent.futures.Future[Token]] = {}
         self._endpoints: dict[str, str] = {}
         self._lock = threading.Lock()
+        self.people = PersonTokens(credentials)
+        """The approvers' token sets (``subject: approver``)."""
         self.fetches = 0
         """Requests made to token endpoints (for tests and metrics)."""
 
@@ -172,6 +175,8 @@ class UpstreamTokens:
         ``stale`` (the one the upstream just refused), else a new one (one request per key
         at a time). ``secret`` resolves ``client_secret``'s reference in the scope of
         whoever wrote the config."""
+        if oauth.subject == "approver":
+            subject = await self._approver(tenant_id, upstream)
         if oauth.grant == "token_exchange" and subject is None:
             raise Unauthorized(f"{upstream}: token exchange needs the calling agent's own "
                                "OAuth access token in this request (it came with a tk_ "
@@ -208,6 +213,27 @@ class UpstreamTokens:
             del self._inflight[key]
         pending.set_result(got)
         return got.value
+
+    async def _approver(self, tenant_id: str, upstream: str) -> SubjectToken:
+        """The token of the person who approved the call being executed (cache key:
+        the approval), else :class:`Unauthorized` — nothing is sent upstream."""
+        approved = APPROVED.get()
+        if approved is None or approved[0] != tenant_id:
+            raise Unauthorized(f"{upstream}: acts on behalf of the person who approved the "
+                               "call, and this call consumed no approval")
+        found = await asyncio.to_thread(self.people.of_approval, tenant_id, approved[1])
+        if found is None:
+            raise Unauthorized(f"{upstream}: acts on behalf of the person who approved the "
+                               f"call, and approval {approved[1]} was not given by a person "
+                               "signed in to the console (a pasted token has no person's "
+                               "token to exchange): approve it signed in")
+        if time.time() >= found.expires_at - 5:  # refreshed first, once (bounded)
+            found = await self.people.refreshed(tenant_id, approved[1], found) or found
+        if time.time() >= found.expires_at - 5:
+            raise Unauthorized(f"{upstream}: the approver's sign-in token has expired: "
+                               "sign in again and approve a new call (it could not be refreshed)")
+        found.access.digest = "approval:" + approved[1]  # cached per approval
+        return found.access
 
     def bearer(self, oauth: UpstreamOAuth, *, tenant_id: str, upstream: str,
                secret: SecretGetter | None = None, subject: SubjectToken | None = None,

@@ -7,7 +7,9 @@ that ends the call (having emitted its audit event).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from typing import Any
 
 from toolkeeper.errors import ConfigError
 from toolkeeper.model.call import CallResult
@@ -60,8 +62,29 @@ async def _execute(rt: Runtime, st: CallState) -> CallResult:
             st.events.pop()
             return _refuse_consumed(rt, st)
         st.events = []
+        return finish(rt, st, await _on_behalf(rt, st, approval.id,
+                                               approval.decided_by_subject is not None))
     run = await execute(rt, st)
     return finish(rt, st, run)
+
+
+async def _on_behalf(rt: Runtime, st: CallState, approval_id: str, person: bool) -> Any:
+    """Execute with the approval known to ``subject: approver`` upstreams; the token set of
+    the ``person`` who approved, bound to it, is deleted after (the call ran once)."""
+    from toolkeeper.identity.upstream_person import APPROVED, PersonTokens
+
+    mark = APPROVED.set((st.tenant_id or "", approval_id))
+    try:
+        return await execute(rt, st)
+    finally:
+        APPROVED.reset(mark)
+        if person:
+            try:
+                await asyncio.to_thread(PersonTokens(rt.credentials).take,
+                                        st.tenant_id or "", approval_id)
+            except Exception as exc:  # it expires with nothing to use it; say so
+                log.warning("approver token of approval %s not deleted: %s", approval_id,
+                            type(exc).__name__)
 
 
 def _refuse_consumed(rt: Runtime, st: CallState) -> CallResult:

@@ -8,6 +8,7 @@ from typing import Any
 
 from toolkeeper.canonical import NotCanonicalizable, digest
 from toolkeeper.errors import OperationRefused
+from toolkeeper.identity.upstream_person import PersonTokens
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import ApprovalStatus, Role
 from toolkeeper.model.events import EventType
@@ -27,8 +28,10 @@ class ApprovalService:
     (``catalog``: the gateway's current one) and stored redacted (``redactor``: likewise)."""
 
     def __init__(self, store: Store, *, redactor: Callable[[], Redactor],
-                 catalog: Callable[[], Catalog]) -> None:
+                 catalog: Callable[[], Catalog], people: PersonTokens | None = None) -> None:
         self._store = store
+        self._people = people
+        """Approvers' token sets: a signed-in person's is bound to what they approve."""
         self._redactor = redactor
         self._catalog = catalog
 
@@ -74,10 +77,14 @@ class ApprovalService:
                           by=by.name, by_subject=by.subject, by_issuer=by.issuer,
                           edited=edited_digest is not None)
         safe_edit = self._redactor().redact(edited_arguments)
+        bound = self._people is not None and \
+            self._people.bind(rec.tenant_id, by.issuer, by.subject, rec.id)
         if not self._store.approvals.decide(
                 rec.id, status=ApprovalStatus.APPROVED, by=by.name, note=note,
                 by_subject=by.subject, by_issuer=by.issuer,
                 edited_digest=edited_digest, edited_arguments=safe_edit, events=[ev]):
+            if bound:
+                self._people.take(rec.tenant_id, rec.id)  # type: ignore[union-attr]
             raise OperationRefused(Reason.INVALID_STATE, "the approval is no longer pending")
         return self.get(rec.id, rec.tenant_id)
 

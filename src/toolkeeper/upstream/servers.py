@@ -42,7 +42,9 @@ class UpstreamOAuth(BaseModel):
     grant: Literal["client_credentials", "token_exchange"] = "client_credentials"
     subject: Literal["agent", "approver"] | None = Field(default=None, description=(
         "token_exchange: whose token is exchanged: ``agent`` (the calling agent's own OAuth "
-        "access token; it goes to the authorization server only)."))
+        "access token; it goes to the authorization server only) or ``approver`` (the token of "
+        "the person who approved the call, signed in to the console; a call without such an "
+        "approval stops)."))
     scope: str | None = None
     resource: str | None = Field(default=None, description="RFC 8707 resource indicator.")
     audience: str | None = Field(default=None, description="token_exchange: ``audience``.")
@@ -69,12 +71,8 @@ class UpstreamOAuth(BaseModel):
                 raise ValueError(f"oauth: `{name}` must be an http(s) URL")
         if self.grant == "token_exchange":
             if self.subject is None:
-                raise ValueError("oauth: token_exchange needs `subject: agent`")
-            if self.subject == "approver":
-                raise ValueError(
-                    "oauth: `subject: approver` (exchanging the approving person's token) "
-                    "is not supported yet: toolkeeper does not keep people's tokens; use "
-                    "`subject: agent` or client_credentials")
+                raise ValueError("oauth: token_exchange needs `subject: agent` or "
+                                 "`subject: approver`")
         elif self.subject is not None:
             raise ValueError("oauth: `subject` applies to grant token_exchange only")
         return self

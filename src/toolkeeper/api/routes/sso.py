@@ -34,8 +34,15 @@ def sso_for(gw: Any) -> Sso | None:
     from toolkeeper.identity.sso import Sso
 
     backend = getattr(gw, "_secrets", None)  # the gateway's secrets backend, as bearers use it
-    return Sso(compiled(cfg), gw.store.sessions,
-               secrets=backend.get_secret if backend is not None else None)
+    from toolkeeper.identity.upstream_person import PersonTokens
+
+    sso = Sso(compiled(cfg), gw.store.sessions,
+              secrets=backend.get_secret if backend is not None else None,
+              people=PersonTokens(getattr(gw, "credentials", None)))
+    tokens = getattr(getattr(gw, "upstreams", None), "tokens", None)
+    if tokens is not None:  # an approver's expired token is refreshed at the console's client
+        tokens.people.refresher = sso.refresh
+    return sso
 
 
 def sso_of(request: Request) -> Sso | None:
@@ -126,6 +133,9 @@ async def logout(request: Request) -> Response:
         _clear_cookie(resp, sso, "tk_session")
         return resp
     await anyio.to_thread.run_sync(sso.store.delete, session_id)  # first: the provider
+    if sso.people is not None:  # the person's kept token set goes too
+        await anyio.to_thread.run_sync(sso.people.forget, row.tenant_id, row.issuer,
+                                       row.subject)
     try:  # may be down, and sign-out must not wait on it
         end = await sso.logout_url()
     except SsoRefused:
