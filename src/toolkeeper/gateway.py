@@ -74,8 +74,7 @@ class Gateway:
                  tracer: Any = None, redis_url: str | None = None) -> None:
         self.store = store
         self.settings = settings or Settings()
-        self.identity_config: Any = None
-        """The config file's ``identity`` section (``IdentityConfig``), set by ``open``."""
+        self.identity_config: Any = None  # the file's ``identity`` section, set by ``open``
         default_sandbox()  # reads the operator's opt-out now, so its warning shows at start
         self.factory = factory or ProviderFactory(
             artifacts=ArtifactLibrary(self.settings.artifacts_dir))
@@ -271,13 +270,10 @@ class Gateway:
         """Who is calling: a token's principal, or an in-process agent by name (trusted)."""
         if token is not None:
             return self.authenticate(token)
-        if agent is None:
-            return None
-        return self._agent_principals.get(agent, tenant_id)
+        return None if agent is None else self._agent_principals.get(agent, tenant_id)
 
     def authenticate(self, token: str) -> Principal | None:
-        """The principal of a token; ``None`` for unknown or revoked tokens (cached: see
-        :class:`toolkeeper.token_cache.TokenCache`)."""
+        """The principal of a ``tk_…`` token; ``None`` for unknown or revoked ones (cached)."""
         return self._tokens.authenticate(token)
 
     async def authenticate_async(self, token: str) -> Principal | None:
@@ -288,8 +284,7 @@ class Gateway:
             return None
 
     async def authenticate_bearer(self, token: str) -> Principal:
-        """The principal of a REST or ``/mcp`` bearer token (``tk_…`` or an OAuth access
-        token: :class:`~toolkeeper.token_cache.Bearers`); :class:`TokenRefused` if none."""
+        """A REST or ``/mcp`` bearer's principal (``tk_…`` or OAuth); else TokenRefused."""
         return await self.bearers.verify(token)
 
     def cached_principal(self, token: str) -> Principal | None:
