@@ -160,7 +160,9 @@ class Grouped(BaseTool):
         "type": "object", "properties": {"hold": {"type": "number"}}, "required": ["hold"]})}
     side_effect = SideEffect.IDEMPOTENT
     risk_default = Risk.LOW
-    execution = ExecutionMeta(concurrency_group="exclusive", max_concurrency=1, timeout_s=0.3)
+    # a waiter gives up after timeout_s: 1.5 times the hold below leaves 0.3 s either way (the
+    # second call gets the slot, the third does not) on a loaded machine
+    execution = ExecutionMeta(concurrency_group="exclusive", max_concurrency=1, timeout_s=0.9)
 
     async def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
         await asyncio.sleep(request["hold"])

@@ -90,9 +90,9 @@ def test_concurrency_group_waits_then_refuses(make_gateway: Any) -> None:
 
     async def both() -> list[Any]:
         return await asyncio.gather(
-            gw.call("grouped", arguments={"hold": 0.25}, agent="bot"),
-            gw.call("grouped", arguments={"hold": 0.25}, agent="bot"),
-            gw.call("grouped", arguments={"hold": 0.25}, agent="bot"))
+            gw.call("grouped", arguments={"hold": 0.6}, agent="bot"),
+            gw.call("grouped", arguments={"hold": 0.6}, agent="bot"),
+            gw.call("grouped", arguments={"hold": 0.6}, agent="bot"))
 
     results = gw.run_sync(both())
     reasons = sorted(str(r.reason) for r in results)

@@ -123,6 +123,28 @@ def test_cards_filters_search_and_the_drawer(browser: object, server: Server) ->
     assert page.errors == []  # type: ignore[attr-defined]
 
 
+def test_a_token_pasted_before_the_session_answer_is_taken(browser: object,
+                                                           server: Server) -> None:
+    """The console asks ``/auth/session`` on load; a token pasted while that answer is still
+    on its way is signed in with, not dropped (the submit handler is in place first)."""
+    from playwright.sync_api import Browser, Route, expect
+
+    assert isinstance(browser, Browser)
+    page = browser.new_page()
+    held: list[Route] = []
+    page.route("**/auth/session", lambda route: held.append(route))  # held: unanswered
+    page.goto(server.url + "/ui/#tools")
+    page.wait_for_function("document.readyState === 'complete'")
+    assert held, "the console did not ask for its session"
+    page.fill("#token", server.tokens["admin"])
+    page.click("#login button[type=submit]")
+    expect(page.locator("#status")).to_have_text("4 of 4 tools")
+    held[0].continue_()
+    page.unroute("**/auth/session")
+    expect(page.locator("#status")).to_have_text("4 of 4 tools")
+    page.close()
+
+
 def test_an_approver_sees_no_admin_action(browser: object, server: Server) -> None:
     from playwright.sync_api import expect
 

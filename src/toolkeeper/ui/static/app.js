@@ -187,7 +187,6 @@ async function show(name) {
 
 document.addEventListener("DOMContentLoaded", async () => {
   $("#sso-logout").addEventListener("click", () => signOut().catch((e) => say(e.message, true)));
-  try { await loadSession(); } catch (e) { Sso.session = null; }
   for (const b of document.querySelectorAll("#tabs button")) {
     b.addEventListener("click", () => show(b.dataset.tab));
   }
@@ -212,6 +211,9 @@ document.addEventListener("DOMContentLoaded", async () => {
     show(location.hash.slice(1) || "approvals");
   });
   $("#logout").addEventListener("click", () => { forget(); say("token forgotten"); });
+  // after every listener is in place: a token pasted while the session is asked for is
+  // taken by its submit handler, not submitted by the browser as a plain form
+  try { await loadSession(); } catch (e) { Sso.session = null; }
   const start = location.hash.slice(1);
   show(views[start] ? start : "approvals");
 });
