@@ -109,14 +109,16 @@ def _config(tmp: Path, base: str, idp: Idp, **sso: Any) -> Path:
 
 
 @contextmanager
-def sso_world(idp: Idp, tmp: Path, **sso: Any) -> Iterator[SsoWorld]:
+def sso_world(idp: Idp, tmp: Path, *, console_secret: str | None = None,
+              **sso: Any) -> Iterator[SsoWorld]:
     """The gateway served on loopback, its console registered at ``idp`` as the
     confidential client ``console`` (its secret in the environment, read through
     ``${secret:sso/console}``)."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     secret = idp.add_client(client("console", grant_types=["authorization_code"],
-                                   redirect_uris=[f"{base}/auth/callback"]))["client_secret"]
+                                   redirect_uris=[f"{base}/auth/callback"],
+                                   secret=console_secret))["client_secret"]
     idp.add_user("dana", **DANA)
     old = os.environ.get(SECRET_ENV)
     os.environ[SECRET_ENV] = secret

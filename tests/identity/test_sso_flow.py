@@ -191,3 +191,12 @@ def test_a_person_whose_tenant_claim_is_longer_than_a_tenant_id_is_not_let_in(
         assert done.status_code == 403, done.text
         assert done.json()["error"]["reason"] == "forbidden"
         assert "tk_session" not in http.cookies
+
+
+def test_a_console_secret_with_reserved_characters_signs_in(
+        idp: Idp, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The code exchange authenticates like every request to an authorization server: id
+    and secret form-encoded before Basic (RFC 6749 §2.3.1), so such a secret works."""
+    with sso_world(idp, tmp_path_factory.mktemp("sso-odd"),
+                   console_secret="a+b%2Fc:d/e f==") as odd, odd.browser() as http:
+        assert odd.session(odd.sign_in("dana", http))["subject"] == "dana"

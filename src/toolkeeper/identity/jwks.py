@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote_plus
 
 import anyio
 import httpx
@@ -39,7 +40,7 @@ class ProviderError(Exception):
 
 async def get_json(url: str, timeout_s: float, *, method: str = "GET",
                    data: dict[str, str] | None = None,
-                   auth: tuple[str, str] | None = None) -> dict[str, Any]:
+                   auth: httpx.Auth | None = None) -> dict[str, Any]:
     """A JSON object from ``url``, bounded in time and size; :class:`ProviderError` else."""
     try:
         with anyio.fail_after(timeout_s):
@@ -64,6 +65,13 @@ async def get_json(url: str, timeout_s: float, *, method: str = "GET",
     if not isinstance(doc, dict):
         raise ProviderError(f"{url} did not send a JSON object")
     return doc
+
+
+def client_basic(client_id: str, secret: str) -> httpx.BasicAuth:
+    """``client_secret_basic`` credentials for an authorization server: RFC 6749 §2.3.1
+    form-encodes both before Basic (a secret with ``+``, ``%``, ``:`` or ``/`` reaches the
+    server unchanged). One rule for introspection and for upstream token requests."""
+    return httpx.BasicAuth(quote_plus(client_id), quote_plus(secret))
 
 
 def parse_keys(doc: dict[str, Any]) -> dict[str, PyJWK]:

@@ -29,7 +29,7 @@ import anyio
 import jwt
 from jwt import exceptions as jwt_errors
 
-from toolkeeper.identity.jwks import Jwks, ProviderError, get_json
+from toolkeeper.identity.jwks import Jwks, ProviderError, client_basic, get_json
 from toolkeeper.identity.mapping import Mapping, principal_of
 from toolkeeper.identity.refused import TokenRefused
 from toolkeeper.identity.tokens import MAX_TOKEN_CHARS, SecretGetter
@@ -196,7 +196,7 @@ class Sso:
             if ref is None or self.secrets is None:
                 raise SsoRefused("the console's client secret is not configured", status=500)
             try:
-                auth = (s.client_id, await self.secrets(*ref))
+                auth = client_basic(s.client_id, await self.secrets(*ref))
             except Exception:  # said without the secret's value
                 raise SsoRefused("the console's client secret cannot be had",
                                  status=500) from None
@@ -271,7 +271,7 @@ class Sso:
         auth = None
         ref = parse_ref(s.client_secret_ref) if s.client_secret_ref is not None else None
         if ref is not None and self.secrets is not None:
-            auth = (s.client_id, await self.secrets(*ref))
+            auth = client_basic(s.client_id, await self.secrets(*ref))
         else:
             data["client_id"] = s.client_id
         return await get_json(str(meta["token_endpoint"]), s.timeout_s, method="POST",

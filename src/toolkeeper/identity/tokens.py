@@ -19,12 +19,11 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote_plus
 
 import jwt
 from jwt import exceptions as jwt_errors
 
-from toolkeeper.identity.jwks import Jwks, ProviderError, get_json
+from toolkeeper.identity.jwks import Jwks, ProviderError, client_basic, get_json
 from toolkeeper.identity.mapping import AgentExists, Mapping, principal_of
 from toolkeeper.identity.refused import TokenRefused
 from toolkeeper.model.call import Principal
@@ -192,7 +191,7 @@ class AccessTokens:
             secret = await self.secrets(*ref)
             return await get_json(intro.endpoint, intro.timeout_s, method="POST",
                                   data={"token": token, "token_type_hint": "access_token"},
-                                  auth=_basic(intro.client_id, secret))
+                                  auth=client_basic(intro.client_id, secret))
         except ProviderError:
             raise TokenRefused("the issuer's introspection cannot be had now") from None
         except Exception:  # the secret could not be resolved: said without its value
@@ -212,9 +211,3 @@ class AccessTokens:
             raise TokenRefused("the token has expired")
         who = principal_of(issuer.mapping, data, issuer.issuer, self.agent_exists)
         return who, min(float(exp), now + INTROSPECTION_CACHE_S)
-
-
-def _basic(client_id: str, secret: str) -> tuple[str, str]:
-    """``client_secret_basic`` credentials: RFC 6749 §2.3.1 form-encodes both before Basic
-    (a secret with ``+``, ``%``, ``:`` or ``/`` reaches the server unchanged)."""
-    return quote_plus(client_id), quote_plus(secret)

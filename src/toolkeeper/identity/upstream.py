@@ -34,11 +34,11 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote_plus
 
 import httpx
 
 from toolkeeper.errors import ToolError
+from toolkeeper.identity.jwks import client_basic
 from toolkeeper.identity.upstream_person import APPROVED, PersonTokens
 from toolkeeper.identity.upstream_subject import SubjectToken
 from toolkeeper.model.reasons import Reason
@@ -342,8 +342,7 @@ class UpstreamTokens:
             ref = parse_ref(oauth.client_secret)
             if secret is None or ref is None:
                 raise Unauthorized(f"{upstream}: no secrets store for the client secret")
-            # RFC 6749 §2.3.1: both form-encoded first (unreserved characters unchanged)
-            auth = httpx.BasicAuth(quote_plus(oauth.client_id), quote_plus(await secret(*ref)))
+            auth = client_basic(oauth.client_id, await secret(*ref))
         else:
             form["client_id"] = oauth.client_id
         async with httpx.AsyncClient(transport=transport() if transport else None,
