@@ -35,9 +35,10 @@ def upstream_hash(tool: Any) -> str:
                                              "outputSchema", "annotations")})
 
 
-def local_name(server: str, tool: str) -> str:
-    """``{server}_{tool}``, made a valid tool/MCP name (unsafe characters → ``_``)."""
-    return _UNSAFE.sub("_", f"{server}_{tool}")[:64]
+def local_name(prefix: str, tool: str) -> str:
+    """``{prefix}_{tool}`` (``tool`` alone for an empty prefix), made a valid tool/MCP name
+    (unsafe characters → ``_``)."""
+    return _UNSAFE.sub("_", f"{prefix}_{tool}" if prefix else tool)[:64]
 
 
 def definition(cfg: ServerConfig, tool: Any) -> ToolDefinition:
@@ -52,7 +53,7 @@ def definition(cfg: ServerConfig, tool: Any) -> ToolDefinition:
     config = digest({"side_effect": side, "risk": risk, "requires_confirmation": confirm,
                      "scopes_required": list(scopes), "timeout_s": cfg.timeout_s})
     return ToolDefinition(
-        name=local_name(cfg.name, tool.name), description=(tool.description or "")[:4000],
+        name=cfg.local(tool.name), description=(tool.description or "")[:4000],
         tenant_id=cfg.tenant, implementation_type="mcp",
         implementation={"server": cfg.name, "tool": tool.name,
                         "upstream_hash": upstream_hash(tool), "config_hash": config},

@@ -84,7 +84,12 @@ class ServerConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(pattern=SERVER_NAME, description=(
-        "Prefix of the imported tools' names (``{server}_{tool}``)."))
+        "The server's name; also the prefix of what it offers (``{server}_{tool}``)."))
+    prefix: str | None = Field(default=None, pattern=r"^([A-Za-z0-9][A-Za-z0-9_-]{0,31})?$",
+                               description=(
+        "What the imported tools' and prompts' names start with (``{prefix}_{tool}``); "
+        "``null`` (default): the server's ``name``; ``\"\"``: no prefix, the upstream's own "
+        "names (a gateway in front of one server; a clash with another tool is not listed)."))
     command: tuple[str, ...] | None = Field(default=None, description=(
         "stdio: the program and its arguments."))
     env: dict[str, str] = Field(default_factory=dict, description=(
@@ -117,3 +122,9 @@ class ServerConfig(BaseModel):
         if self.oauth is not None and self.url is None:
             raise ValueError(f"server {self.name!r}: `oauth` applies to `url` servers only")
         return self
+
+    def local(self, upstream_name: str) -> str:
+        """The gateway's name for what this server calls ``upstream_name``."""
+        from toolkeeper.upstream.imports import local_name
+
+        return local_name(self.name if self.prefix is None else self.prefix, upstream_name)
