@@ -154,7 +154,7 @@ class Tasks:
         if result.status is CallStatus.APPROVAL_REQUIRED:
             return ("approval", "working",
                     f"waiting for approval {aid}: an approver must approve or deny it "
-                    f"(POST /v1/approvals/{aid}/approve or /deny, or the console); once "
+                    f"(POST /approvals/{aid}/approve or /deny, or the console); once "
                     "approved the call runs once and this task completes with its result",
                     None)
         ask = types.ElicitRequest(params=types.ElicitRequestFormParams(
