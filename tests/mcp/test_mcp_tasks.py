@@ -8,6 +8,7 @@ extension keep the synchronous answers."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -16,6 +17,7 @@ from typing import Any, ClassVar
 import httpx
 import mcp_types as types
 import pytest
+from cryptography.exceptions import InvalidTag
 from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPError
 from mcp_fixtures import McpServer, connect, serving
@@ -157,6 +159,9 @@ async def test_an_approval_is_a_task_that_runs_exactly_once_after_the_approver_d
         waiting = await rpc(c, "tasks/get", taskId=created["taskId"])
         assert waiting["status"] == "working" and "result" not in waiting
         assert runs_of("once") == 0
+        row = srv.gw.store.mcp_tasks.get(created["taskId"], "default", "intern", time.time())
+        assert row is not None and "arguments" not in row.request  # sealed at rest
+        assert '"once"' not in json.dumps(row.request)
         assert rest(srv, f"/approvals/{approval}/approve").status_code == 200
         # two clients poll at once, several times: one of them takes the call, once
         polls = [rpc(x, "tasks/get", taskId=created["taskId"]) for x in (c, other, c, other)]
@@ -342,3 +347,26 @@ def test_a_claim_is_taken_once_and_an_expired_task_is_gone(srv: McpServer) -> No
     assert srv.gw.retention.run().mcp_tasks >= 1  # the housekeeping sweep deletes it
     assert repo.get("tsk_old", "default", "intern", now - 60) is None
     assert repo.get("tsk_claim", "default", "intern", now) is not None
+
+
+def test_sealed_arguments_open_only_on_their_own_row(srv: McpServer) -> None:
+    seal = task_wire.ArgumentSeal(b"k" * 32)
+    sealed = seal.seal({"card": "4111"}, "tsk_a", "default", "intern")
+    assert "4111" not in sealed
+    assert seal.open(sealed, "tsk_a", "default", "intern") == {"card": "4111"}
+    for moved in (("tsk_b", "default", "intern"), ("tsk_a", "acme", "intern"),
+                  ("tsk_a", "default", "reader")):
+        with pytest.raises(InvalidTag):
+            seal.open(sealed, *moved)
+
+
+async def test_a_call_whose_runner_died_is_taken_over_and_runs_once(srv: McpServer) -> None:
+    async with tasks_client(srv, "intern") as c:
+        created, approval = await parked(c, "orphan")
+        assert rest(srv, f"/approvals/{approval}/approve").status_code == 200
+        # another worker claimed the call and died before running it: its lease ran out
+        assert srv.gw.store.mcp_tasks.claim(created["taskId"], ("approval",),
+                                            time.time() - 100, 1.0)
+        done = await settle(c, created["taskId"])
+    assert done["result"]["structuredContent"] == {"moved": "orphan"}  # sealed args opened
+    assert runs_of("orphan") == 1

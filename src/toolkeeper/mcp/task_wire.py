@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import os
 import re
 from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types as types
+import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -97,3 +99,34 @@ def header_name(ctx: Ctx) -> str | None:
         except (binascii.Error, UnicodeDecodeError):
             return "\0"  # never equal to a task id
     return value
+
+
+class ArgumentSeal:
+    """A task's call arguments sealed at rest (AES-256-GCM under a key derived from the
+    store's MCP state key, bound to the task, its tenant and agent): the tasks table alone
+    shows no argument (the approval keeps the redacted copy), and a sealed value moved onto
+    another row does not open."""
+
+    def __init__(self, state_key: bytes) -> None:
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+        from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+        key = HKDF(algorithm=hashes.SHA256(), length=32, salt=None,
+                   info=b"toolkeeper mcp task arguments").derive(state_key)
+        self._aead = AESGCM(key)
+
+    @staticmethod
+    def _aad(row_id: str, tenant_id: str, agent: str) -> bytes:
+        return orjson.dumps(["mcp-task", row_id, tenant_id, agent])
+
+    def seal(self, arguments: Any, row_id: str, tenant_id: str, agent: str) -> str:
+        nonce = os.urandom(12)
+        sealed = self._aead.encrypt(nonce, orjson.dumps(arguments),
+                                    self._aad(row_id, tenant_id, agent))
+        return base64.b64encode(nonce + sealed).decode()
+
+    def open(self, sealed: str, row_id: str, tenant_id: str, agent: str) -> Any:
+        raw = base64.b64decode(sealed)
+        return orjson.loads(self._aead.decrypt(raw[:12], raw[12:],
+                                               self._aad(row_id, tenant_id, agent)))

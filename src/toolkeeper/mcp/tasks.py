@@ -32,7 +32,9 @@ from pydantic import ValidationError
 
 from toolkeeper.errors import OperationRefused
 from toolkeeper.mcp import results
+from toolkeeper.mcp.state import state_key
 from toolkeeper.mcp.task_wire import (
+    ArgumentSeal,
     TaskParams,
     UpdateParams,
     declared,
@@ -65,6 +67,9 @@ LEASE_MARGIN_S = 60.0
 taken over by the next poll (the call's idempotency key replays, never runs it twice)."""
 REQUEST_FIELDS = ("tool", "action", "arguments", "idempotency_key", "turn_group_id",
                   "task_id", "step_id", "trace_id")
+MAX_BACKGROUND = 256
+"""Background calls at once in this process; past it an ``optional`` tool's call runs
+synchronously (the extension lets the server choose), a ``required`` one still as a task."""
 GATEWAY_FAILURES = frozenset({Reason.INTERNAL_ERROR.value, Reason.STORE_UNAVAILABLE.value})
 
 
@@ -100,6 +105,7 @@ class Tasks:
         self.repo = face.gw.store.mcp_tasks
         self._runs: set[asyncio.Task[None]] = set()
         self._next_purge = 0.0
+        self._sealer: ArgumentSeal | None = None
 
     def register(self, server: Any, guard: Callable[[Any], Any]) -> None:
         server.add_request_handler("tasks/get", TaskParams, guard(self._get))
@@ -126,6 +132,8 @@ class Tasks:
         if not declared(ctx):
             if wanted == "required":
                 raise missing_capability()
+            return None
+        if wanted == "optional" and len(self._runs) >= MAX_BACKGROUND:
             return None
         lease = self._lease(who, entry.tool)
         row, request = await self._create(who, entry.name, request, phase="running",
@@ -184,7 +192,7 @@ class Tasks:
         row = TaskRow(id=task_id, tenant_id=who.tenant_id, agent=who.agent or "", tool=name,
                       status=status, phase=phase, status_message=message,
                       approval_id=approval_id,
-                      request={f: getattr(request, f) for f in REQUEST_FIELDS},
+                      request=self._stored(request, task_id, who),
                       input_requests=input_requests, result=None, error=None,
                       poll_ms=500, created_at=now, updated_at=now,
                       expires_at=now + wait_s + KEEP_S,
@@ -194,6 +202,24 @@ class Tasks:
             self._next_purge = now + 60.0
             await self._db(self.repo.purge_expired, now)
         return row, request
+
+    def _stored(self, request: CallRequest, task_id: str, who: Principal) -> dict[str, Any]:
+        kept = {f: getattr(request, f) for f in REQUEST_FIELDS if f != "arguments"}
+        kept["sealed_arguments"] = self._seal().seal(request.arguments, task_id,
+                                                     who.tenant_id, who.agent or "")
+        return kept
+
+    def _rerun(self, row: TaskRow) -> CallRequest:
+        """The stored call, again, with the approval it waited for."""
+        kept = dict(row.request)
+        arguments = self._seal().open(kept.pop("sealed_arguments"), row.id, row.tenant_id,
+                                      row.agent)
+        return CallRequest(**kept, arguments=arguments, approval_id=row.approval_id)
+
+    def _seal(self) -> ArgumentSeal:
+        if self._sealer is None:
+            self._sealer = ArgumentSeal(state_key(self.gw))
+        return self._sealer
 
     # -- running the call -----------------------------------------------------------------
 
@@ -282,7 +308,7 @@ class Tasks:
         lease = self._lease(who, str(row.request["tool"]))
         if not await self._db(self.repo.claim, row.id, phases, time.time(), lease):
             return False
-        self._spawn(who, row.id, CallRequest(**row.request, approval_id=row.approval_id))
+        self._spawn(who, row.id, self._rerun(row))
         return True
 
     async def _update(self, ctx: Ctx, params: UpdateParams) -> dict[str, Any]:
