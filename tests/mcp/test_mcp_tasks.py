@@ -397,3 +397,14 @@ async def test_a_confirmation_answered_over_rest_runs_the_call_once(srv: McpServ
         done = await settle(c, created["taskId"])
     assert done["result"]["structuredContent"] == {"moved": "rest-confirm"}
     assert runs_of("rest-confirm") == 1
+
+
+async def test_arguments_the_approver_edited_are_the_ones_that_run(srv: McpServer) -> None:
+    async with tasks_client(srv, "intern") as c:
+        created, approval = await parked(c, "as-asked")
+        edited = rest(srv, f"/approvals/{approval}/approve",
+                      {"arguments": {"n": "as-edited"}})
+        assert edited.status_code == 200, edited.text
+        done = await settle(c, created["taskId"])
+    assert done["result"]["structuredContent"] == {"moved": "as-edited"}
+    assert (runs_of("as-asked"), runs_of("as-edited")) == (0, 1)
