@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -29,6 +29,8 @@ from toolkeeper.identity.upstream_subject import carry
 from toolkeeper.mcp import results
 from toolkeeper.mcp.notify import ChangeNotifier
 from toolkeeper.mcp.state import state_key
+from toolkeeper.mcp.task_wire import advertise
+from toolkeeper.mcp.tasks import Tasks
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus
@@ -63,6 +65,11 @@ class GatewayServer(Server[Any]):
                                                         resources_changed=True),
             experimental_capabilities, extensions)
 
+    def get_capabilities(self, *args: Any, protocol_version: str | None = None,
+                         **kwargs: Any) -> types.ServerCapabilities:
+        caps = super().get_capabilities(*args, protocol_version=protocol_version, **kwargs)
+        return advertise(caps, protocol_version)  # the tasks extension: 2026-07-28
+
 
 class McpFace:
     """The MCP server of one gateway. ``principal`` fixes the caller (stdio); otherwise each
@@ -93,6 +100,8 @@ class McpFace:
                                      if type(m).__name__ != "OpenTelemetryMiddleware"]
         self.server.middleware.append(RequestStateBoundary(
             RequestStateSecurity(keys=[state_key(gw)]), default_audience="toolkeeper"))
+        self.tasks = Tasks(self, CONFIRM_SCHEMA)  # tasks/get|update|cancel, mcp/tasks.py
+        self.tasks.register(self.server, self._guard)
 
     # -- who is calling -------------------------------------------------------------------
 
@@ -168,11 +177,15 @@ class McpFace:
         who = await self.principal(ctx)
         self.notifier.track(ctx, key_of(who), None)
         entry, request = self.request_for(who, params.name, params.arguments, ctx.meta)
+        if (task := await self.tasks.begin(ctx, who, entry, request)) is not None:
+            return cast(types.CallToolResult, task)  # CreateTaskResult: run in the background
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         if modern and params.input_responses and params.request_state:
             return results.wire(await self._after_confirm(
                 who, request, params.request_state, params.input_responses.get("confirm")))
         result = await self.gw.call_served(request, who)
+        if (task := await self.tasks.park(ctx, who, entry, request, result)) is not None:
+            return cast(types.CallToolResult, task)  # CreateTaskResult: waits for a human
         if result.status is CallStatus.CONFIRMATION_REQUIRED and result.approval_id:
             if modern and self._can_elicit(ctx):
                 return types.InputRequiredResult(
