@@ -11,27 +11,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import mcp_types as types
-import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.identity.upstream_subject import carry
-from toolkeeper.mcp import results
+from toolkeeper.mcp.input_required import Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
-from toolkeeper.mcp.state import state_key
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
-from toolkeeper.model.call import CallRequest, CallResult, Principal
-from toolkeeper.model.enums import CallStatus
+from toolkeeper.model.call import CallRequest, Principal
 from toolkeeper.version import __version__
 
 if TYPE_CHECKING:
@@ -45,8 +39,6 @@ META_PREFIX = "toolkeeper/"
 """``_meta`` keys a client may set on ``tools/call``: ``toolkeeper/idempotency_key``, …"""
 CALL_META = ("idempotency_key", "turn_group_id", "task_id", "step_id", "trace_id",
              "approval_id", "preview_token")
-CONFIRM_SCHEMA = {"type": "object", "required": ["confirm"], "properties": {
-    "confirm": {"type": "boolean", "title": "Run this exact call?"}}}
 ELICIT_CAPABILITY = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 
 
@@ -91,8 +83,9 @@ class McpFace:
         # per-message span would double the tracing cost of every request
         self.server.middleware[:] = [m for m in self.server.middleware
                                      if type(m).__name__ != "OpenTelemetryMiddleware"]
-        self.server.middleware.append(RequestStateBoundary(
-            RequestStateSecurity(keys=[state_key(gw)]), default_audience="toolkeeper"))
+        # requestState is toolkeeper's own sealed, bound, single-use envelope
+        # (toolkeeper.mcp.request_state): no SDK RequestStateBoundary sealing it again
+        self.rounds = Rounds(gw, timeout_s=confirm_timeout_s)
 
     # -- who is calling -------------------------------------------------------------------
 
@@ -168,69 +161,8 @@ class McpFace:
         who = await self.principal(ctx)
         self.notifier.track(ctx, key_of(who), None)
         entry, request = self.request_for(who, params.name, params.arguments, ctx.meta)
-        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if modern and params.input_responses and params.request_state:
-            return results.wire(await self._after_confirm(
-                who, request, params.request_state, params.input_responses.get("confirm")))
-        result = await self.gw.call_served(request, who)
-        if result.status is CallStatus.CONFIRMATION_REQUIRED and result.approval_id:
-            if modern and self._can_elicit(ctx):
-                return types.InputRequiredResult(
-                    input_requests={"confirm": types.ElicitRequest(
-                        params=types.ElicitRequestFormParams(
-                            message=self._question(entry.name, result, request.arguments),
-                            requested_schema=CONFIRM_SCHEMA))},
-                    request_state=result.approval_id)
-            if not modern and self._can_elicit(ctx) and ctx.session.can_send_request:
-                question = self._question(entry.name, result, request.arguments)
-                answer = await self._elicit(ctx, question)
-                result = await self._after_confirm(who, request, result.approval_id, answer)
-        return results.wire(result)
-
-    def _can_elicit(self, ctx: Ctx) -> bool:
-        try:
-            return bool(ctx.session.check_client_capability(ELICIT_CAPABILITY))
-        except Exception:  # no client capabilities known (e.g. a pinned 2026 client)
-            return False
-
-    def _question(self, name: str, result: CallResult, arguments: Any) -> str:
-        """What the user is asked: the exact call under the name the client lists
-        (arguments redacted, cut at 1,000 chars)."""
-        shown = orjson.dumps(self.gw.runtime.redactor.redact(arguments)).decode()
-        if len(shown) > 1000:
-            shown = shown[:1000] + "…"
-        return f"Run {name} {shown}? (approval {result.approval_id})"
-
-    async def _elicit(self, ctx: Ctx, question: str) -> types.ElicitResult | None:
-        """2025-11-25: ask the user in the middle of ``tools/call`` (bounded wait)."""
-        try:
-            with anyio.fail_after(self.confirm_timeout_s):
-                return await ctx.session.elicit_form(question, CONFIRM_SCHEMA,
-                                                     related_request_id=ctx.request_id)
-        except (TimeoutError, MCPError) as exc:
-            log.info("in-band confirmation got no answer: %s", exc)
-            return None
-
-    async def _after_confirm(self, who: Principal, request: CallRequest,
-                             approval_id: str, answer: Any) -> CallResult:
-        """Resolve the confirmation as the user answered, then run the call again with it:
-        the pipeline checks the approval's binding to this exact call."""
-        confirmed = (isinstance(answer, types.ElicitResult) and answer.action == "accept"
-                     and (answer.content or {}).get("confirm") is True)
-        declined = isinstance(answer, types.ElicitResult) and not confirmed
-
-        def decide() -> None:
-            if confirmed:
-                self.gw.approvals.confirm(approval_id, who)
-            elif declined:
-                self.gw.approvals.deny(approval_id, who, note="declined in-band (MCP)")
-
-        if confirmed or declined:
-            try:
-                await anyio.to_thread.run_sync(decide)
-            except Exception as exc:  # e.g. expired, or another tenant's id: the call says
-                log.info("in-band decision on %s refused: %s", approval_id, exc)
-        return await self.gw.call_served(replace(request, approval_id=approval_id), who)
+        # confirmations and an upstream's questions (toolkeeper.mcp.input_required)
+        return await self.rounds.call(ctx, who, entry.name, request, params)
 
     # -- resources ------------------------------------------------------------------------
 

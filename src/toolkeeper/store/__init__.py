@@ -15,6 +15,7 @@ from toolkeeper.store.outcomes import OutcomeRepo
 from toolkeeper.store.rates import RateRepo
 from toolkeeper.store.recent_calls import RecentCallRepo
 from toolkeeper.store.registry import RegistryRepo
+from toolkeeper.store.request_states import RequestStateRepo
 from toolkeeper.store.retrieval import RetrievalRepo
 from toolkeeper.store.sessions import SessionRepo
 from toolkeeper.store.tokens import TokenRepo
@@ -41,6 +42,7 @@ class Store:
         self.recent_calls = RecentCallRepo(db)
         self.agent_calls = AgentCallRepo(db)
         self.sessions = SessionRepo(db)
+        self.request_states = RequestStateRepo(db)
 
     @classmethod
     def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,

@@ -158,9 +158,12 @@ class LeanHttpClient:
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *,
                         read_timeout_seconds: float | None = None,
-                        bearer: Bearer | None = None) -> dict[str, Any]:
-        """The ``CallToolResult`` as the wire dict (unchecked: the provider validates it)."""
-        return await self.request("tools/call", {"name": name, "arguments": arguments},
+                        bearer: Bearer | None = None,
+                        extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The ``CallToolResult`` (or ``InputRequiredResult``) as the wire dict (unchecked:
+        the provider validates it); ``extra``: a retry's ``inputResponses``/``requestState``."""
+        return await self.request("tools/call", {"name": name, "arguments": arguments,
+                                                 **(extra or {})},
                                   timeout_s=read_timeout_seconds, bearer=bearer)
 
     async def request(self, method: str, params: dict[str, Any], *,
