@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import anyio
 import httpx2
 import mcp_types as types
 import uvicorn
@@ -24,6 +25,7 @@ from toolkeeper import (
     Activation,
     Agent,
     BaseTool,
+    ExecutionMeta,
     Gateway,
     Profile,
     Risk,
@@ -238,3 +240,57 @@ class JsonSchema2020(BaseTool):
 
 
 CONFORMANCE_TOOLS = (test_simple_text, test_error_handling, JsonSchema2020)
+
+
+# -- the tasks extension's fixtures (tasks-* scenarios, SEP-2663) --------------------------
+
+def _task_tool(name: str, doc: str, support: str, schema: dict[str, Any],
+               run: Callable[[dict[str, Any]], Any]) -> type[BaseTool]:
+    async def execute(self: Any, action: str, request: dict[str, Any],
+                      context: ToolContext) -> Any:
+        return await run(request)
+    return type(name, (BaseTool,), {
+        "__doc__": doc, "tool_name": name, "description": doc,
+        "actions": {"run": ActionSpec(input_schema={"type": "object", **schema})},
+        "risk_default": Risk.LOW, "side_effect": SideEffect.PURE,
+        "execution": ExecutionMeta(is_pure=True, timeout_s=120.0, task_support=support),
+        "execute": execute})
+
+
+async def _slow(request: dict[str, Any]) -> str:
+    await anyio.sleep(min(float(request.get("seconds", 0)), 90.0))
+    return f"computed {request.get('label', '')}".strip()
+
+
+async def _failing(request: dict[str, Any]) -> str:
+    await anyio.sleep(0.2)
+    raise ToolError("tool_error", "failing_job always fails")
+
+
+async def _broken(request: dict[str, Any]) -> str:
+    raise ToolError("internal_error", "protocol_error_job: the gateway's own failure")
+
+
+@tool(side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)
+def greet(name: str) -> str:
+    """Conformance fixture (sync only): greets."""
+    return f"Hello, {name}!"
+
+
+@tool(side_effect=SideEffect.IRREVERSIBLE, inline=True, risk=Risk.LOW,
+      requires_confirmation=True)
+def confirm_delete(filename: str) -> str:
+    """Conformance fixture: deletes after the user confirms (a confirm gate)."""
+    return f"deleted {filename}"
+
+
+SlowCompute = _task_tool(
+    "slow_compute", "Conformance fixture: sleeps `seconds`, then answers (task-supporting).",
+    "optional", {"properties": {"seconds": {"type": "number", "minimum": 0},
+                                "label": {"type": "string"}}}, _slow)
+FailingJob = _task_tool("failing_job", "Conformance fixture: fails (task required).",
+                        "required", {}, _failing)
+ProtocolErrorJob = _task_tool(
+    "protocol_error_job", "Conformance fixture: fails as the gateway itself (task).",
+    "optional", {}, _broken)
+CONFORMANCE_TOOLS += (greet, confirm_delete, SlowCompute, FailingJob, ProtocolErrorJob)

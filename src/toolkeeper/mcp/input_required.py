@@ -18,8 +18,9 @@ key); this module then relays the captured questions to the agent.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import mcp_types as types
@@ -47,6 +48,7 @@ CONFIRM_SCHEMA = {"type": "object", "required": ["confirm"], "properties": {
     "confirm": {"type": "boolean", "title": "Run this exact call?"}}}
 MAX_RESPONSES_CHARS = 256 * 1024
 """The agent's ``inputResponses`` relayed upstream, at most (JSON bytes)."""
+Park = Callable[[CallResult], Awaitable[Any]]
 _REQUEST = TypeAdapter[Any](types.InputRequest)
 _RESULT_TYPE: dict[str, Any] = {"elicitation/create": types.ElicitResult,
                                 "sampling/createMessage": types.CreateMessageResult,
@@ -81,8 +83,10 @@ class Rounds:
         self.states = RequestStates(gw)
 
     async def call(self, ctx: Ctx, who: Principal, name: str, request: CallRequest,
-                   params: types.CallToolRequestParams
+                   params: types.CallToolRequestParams, *, park: Park | None = None
                    ) -> types.CallToolResult | types.InputRequiredResult:
+        """``park``: what a first round that stopped for a human becomes instead (a task,
+        ``toolkeeper.mcp.tasks``), if anything."""
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         call = call_digest(request.tool, request.action or "", request.arguments)
         resume: dict[str, Any] | None = None
@@ -100,8 +104,10 @@ class Rounds:
                       **({"requestState": opened.carried} if opened.carried else {})}
         elif modern and params.input_responses is not None:  # a stateless upstream question
             resume = {"inputResponses": _responses(params.input_responses)}
-        return await self._reply(ctx, who, name, request, call,
-                                 *await self.run(ctx, who, request, resume, modern=modern))
+        result, asked = await self.run(ctx, who, request, resume, modern=modern)
+        if park is not None and (task := await park(result)) is not None:
+            return cast(types.CallToolResult, task)
+        return await self._reply(ctx, who, name, request, call, result, asked)
 
     async def run(self, ctx: Ctx | None, who: Principal, request: CallRequest,
                   resume: dict[str, Any] | None = None, *, modern: bool
@@ -134,7 +140,7 @@ class Rounds:
         if result.status is CallStatus.CONFIRMATION_REQUIRED and result.approval_id:
             can = "elicitation" in capabilities(ctx)
             if modern and can:
-                question = self._question(name, result, request.arguments)
+                question = self.question(name, result, request.arguments)
                 state = self.states.seal(who, call, "confirm", result.approval_id,
                                          expires_at=await self._expiry(who, result))
                 return types.InputRequiredResult(
@@ -143,7 +149,7 @@ class Rounds:
                             message=question, requested_schema=CONFIRM_SCHEMA))},
                     request_state=state)
             if not modern and can and ctx.session.can_send_request:
-                question = self._question(name, result, request.arguments)
+                question = self.question(name, result, request.arguments)
                 answer = await self._elicit(ctx, question)
                 result, _ = await self._after_confirm(ctx, who, request, result.approval_id,
                                                       answer)
@@ -175,7 +181,7 @@ class Rounds:
             return None
         return float(rec.expires_at.timestamp())
 
-    def _question(self, name: str, result: CallResult, arguments: Any) -> str:
+    def question(self, name: str, result: CallResult, arguments: Any) -> str:
         """What the user is asked: the exact call under the name the client lists
         (arguments redacted, cut at 1,000 chars)."""
         shown = orjson.dumps(self.gw.runtime.redactor.redact(arguments)).decode()

@@ -55,6 +55,7 @@ from pydantic import ValidationError
 from starlette.types import Scope, Send
 
 from toolkeeper.mcp import results
+from toolkeeper.mcp.tasks import refuse_required
 from toolkeeper.mcp.views import key_of
 
 if TYPE_CHECKING:
@@ -228,6 +229,7 @@ async def answer(face: McpFace, who: Principal, job: Plan) -> tuple[int, dict[st
             if job.session is not None:  # as the SDK's handler tracks its session
                 face.notifier.shown(key_of(who), None)
             _, request = face.request_for(who, params["name"], params.get("arguments"), None)
+            refuse_required(face.gw, who, request.tool)  # no tasks extension declared here
             done, asked = await face.rounds.run(None, who, request,
                                                 modern=job.session is None)
             if asked is not None:  # a question this client declared it cannot answer

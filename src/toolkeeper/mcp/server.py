@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
@@ -22,10 +22,12 @@ from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
 
 from toolkeeper.identity.upstream_subject import carry
-from toolkeeper.mcp.input_required import Rounds
+from toolkeeper.mcp.input_required import CONFIRM_SCHEMA, Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
+from toolkeeper.mcp.task_wire import advertise
+from toolkeeper.mcp.tasks import Tasks
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
-from toolkeeper.model.call import CallRequest, Principal
+from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.version import __version__
 
 if TYPE_CHECKING:
@@ -54,6 +56,11 @@ class GatewayServer(Server[Any]):
             notification_options or NotificationOptions(tools_changed=True,
                                                         resources_changed=True),
             experimental_capabilities, extensions)
+
+    def get_capabilities(self, *args: Any, protocol_version: str | None = None,
+                         **kwargs: Any) -> types.ServerCapabilities:
+        caps = super().get_capabilities(*args, protocol_version=protocol_version, **kwargs)
+        return advertise(caps, protocol_version)  # the tasks extension: 2026-07-28
 
 
 class McpFace:
@@ -86,6 +93,8 @@ class McpFace:
         # requestState is toolkeeper's own sealed, bound, single-use envelope
         # (toolkeeper.mcp.request_state): no SDK RequestStateBoundary sealing it again
         self.rounds = Rounds(gw, timeout_s=confirm_timeout_s)
+        self.tasks = Tasks(self, CONFIRM_SCHEMA)  # tasks/get|update|cancel, mcp/tasks.py
+        self.tasks.register(self.server, self._guard)
 
     # -- who is calling -------------------------------------------------------------------
 
@@ -161,8 +170,17 @@ class McpFace:
         who = await self.principal(ctx)
         self.notifier.track(ctx, key_of(who), None)
         entry, request = self.request_for(who, params.name, params.arguments, ctx.meta)
+        if (task := await self.tasks.begin(ctx, who, entry, request)) is not None:
+            return cast(types.CallToolResult, task)  # CreateTaskResult: run in the background
+
+        async def park(result: CallResult) -> Any:  # CreateTaskResult: waits for a human
+            return await self.tasks.park(ctx, who, entry, request, result)
         # confirmations and an upstream's questions (toolkeeper.mcp.input_required)
-        return await self.rounds.call(ctx, who, entry.name, request, params)
+        return await self.rounds.call(ctx, who, entry.name, request, params, park=park)
+
+    def _question(self, name: str, result: CallResult, arguments: Any) -> str:
+        """The confirmation's question (also a task's, ``toolkeeper.mcp.tasks``)."""
+        return self.rounds.question(name, result, arguments)
 
     # -- resources ------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from toolkeeper.store.blobs import BlobRepo
 from toolkeeper.store.caps import CapRepo
 from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
+from toolkeeper.store.mcp_tasks import McpTaskRepo
 from toolkeeper.store.outcomes import OutcomeRepo
 from toolkeeper.store.rates import RateRepo
 from toolkeeper.store.recent_calls import RecentCallRepo
@@ -43,6 +44,7 @@ class Store:
         self.agent_calls = AgentCallRepo(db)
         self.sessions = SessionRepo(db)
         self.request_states = RequestStateRepo(db)
+        self.mcp_tasks = McpTaskRepo(db)
 
     @classmethod
     def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,

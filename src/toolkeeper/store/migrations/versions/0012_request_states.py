@@ -1,7 +1,7 @@
 """MCP requestState nonces already used (single use across workers and replicas)
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-11-28
 
 ``request_states`` holds the nonce of each sealed ``requestState`` (multi-round-trip requests
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = '0011'
-down_revision = '0010'
+revision = '0012'
+down_revision = '0011'
 branch_labels = None
 depends_on = None
 
