@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 from toolkeeper.identity.upstream_subject import carry
 from toolkeeper.mcp.input_required import CONFIRM_SCHEMA, Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
+from toolkeeper.mcp.relay import Relay
 from toolkeeper.mcp.task_wire import advertise
 from toolkeeper.mcp.tasks import Tasks
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
@@ -53,8 +54,8 @@ class GatewayServer(Server[Any]):
             experimental_capabilities: dict[str, dict[str, Any]] | None = None,
             extensions: Any = None) -> InitializationOptions:
         return super().create_initialization_options(
-            notification_options or NotificationOptions(tools_changed=True,
-                                                        resources_changed=True),
+            notification_options or NotificationOptions(
+                tools_changed=True, resources_changed=True, prompts_changed=True),
             experimental_capabilities, extensions)
 
     def get_capabilities(self, *args: Any, protocol_version: str | None = None,
@@ -74,6 +75,7 @@ class McpFace:
         self.confirm_timeout_s = confirm_timeout_s
         self.listings = Listings(gw)
         self.notifier = ChangeNotifier(self.listings)
+        self.relay = Relay(gw)
         self.server = GatewayServer(
             "toolkeeper", version=__version__,
             instructions="Governed tools: every call is checked, gated, audited and run "
@@ -84,6 +86,11 @@ class McpFace:
             on_list_resource_templates=self._guard(self._list_templates),
             on_read_resource=self._guard(self._read_resource),
             on_subscriptions_listen=self._listen,
+            on_list_prompts=self._guard(self._relayed("list_prompts")),
+            on_get_prompt=self._guard(self._relayed("get_prompt")),
+            on_completion=self._guard(self._relayed("complete")),
+            on_subscribe_resource=self._guard(self._relayed("subscribe")),
+            on_unsubscribe_resource=self._guard(self._relayed("unsubscribe")),
             get_tool_input_schema=self._input_schema)
         self._listen_handler = ListenHandler(self.notifier.bus)
         # the pipeline opens its own ``execute_tool`` span per call (SPEC §9); the SDK's
@@ -182,22 +189,36 @@ class McpFace:
         """The confirmation's question (also a task's, ``toolkeeper.mcp.tasks``)."""
         return self.rounds.question(name, result, arguments)
 
-    # -- resources ------------------------------------------------------------------------
+    # -- resources, prompts, completions (upstream ones: mcp/relay.py) --------------------
+
+    def _relayed(self, name: str) -> Callable[[Ctx, Any], Awaitable[Any]]:
+        async def handler(ctx: Ctx, params: Any) -> Any:
+            who = await self.principal(ctx)
+            self.notifier.track(ctx, key_of(who), None)
+            if name == "list_prompts":
+                return self.relay.list_prompts(who)
+            if name in ("subscribe", "unsubscribe"):
+                return await getattr(self.relay, name)(ctx, who, str(params.uri))
+            return await getattr(self.relay, name)(who, params)
+        return handler
 
     async def _list_resources(self, ctx: Ctx, params: Any) -> types.ListResourcesResult:
         who = await self.principal(ctx)
         self.notifier.track(ctx, key_of(who), None)
-        return types.ListResourcesResult.model_validate({"resources": resources(who)})
+        return types.ListResourcesResult.model_validate(
+            {"resources": resources(who) + self.relay.list_resources(who)})
 
     async def _list_templates(self, ctx: Ctx, params: Any
                               ) -> types.ListResourceTemplatesResult:
-        await self.principal(ctx)
+        who = await self.principal(ctx)
         return types.ListResourceTemplatesResult.model_validate(
-            {"resourceTemplates": templates()})
+            {"resourceTemplates": templates() + self.relay.list_templates(who)})
 
     async def _read_resource(self, ctx: Ctx, params: types.ReadResourceRequestParams
                              ) -> types.ReadResourceResult:
         who = await self.principal(ctx)
+        if not str(params.uri).startswith("toolkeeper://"):
+            return await self.relay.read(who, str(params.uri))
         text = await anyio.to_thread.run_sync(read, self.gw, who, str(params.uri))
         if text is None:
             raise MCPError(code=types.INVALID_PARAMS, message="Resource not found",

@@ -31,6 +31,7 @@ from toolkeeper.services.discovery import (
     as_seen_by_agent,
 )
 from toolkeeper.services.tool_views import enabled_body, listing_body, unavailable_body
+from toolkeeper.upstream.extras import RELAYED
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
@@ -85,6 +86,8 @@ def build_listing(gw: Gateway, catalog: Catalog, key: Key) -> Listing:
     entries: dict[str, Listed] = {}
     recheck = math.inf
     for item in view[1] if view else ():
+        if item.definition.implementation_type in RELAYED:  # prompts/resources: mcp/relay.py
+            continue
         wait = board.blocked(f"{tenant}:{item.definition.name}")
         if wait is not None:
             recheck = min(recheck, board.clock() + wait)

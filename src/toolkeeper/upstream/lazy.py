@@ -31,11 +31,18 @@ class LazyPool:
         return await self.get().call(server, tool, arguments, timeout_s=timeout_s,
                                      bearer=bearer)
 
+    async def request(self, server: str, method: str, params: dict[str, Any], *,
+                      timeout_s: float) -> dict[str, Any]:
+        return await self.get().request(server, method, params, timeout_s=timeout_s)
+
     def config(self, server: str) -> Any:
         return self.get().config(server)
 
     def list_tools(self, server: str, timeout_s: float = 30.0) -> list[Any]:
         return self.get().list_tools(server, timeout_s)
+
+    def list_extras(self, server: str, timeout_s: float = 30.0) -> Any:
+        return self.get().list_extras(server, timeout_s)
 
     def close(self) -> None:
         with self._lock:

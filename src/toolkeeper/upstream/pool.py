@@ -56,6 +56,9 @@ class UpstreamPool:
         self.bearer_for = bearer_for or (lambda cfg: None)
         """An OAuth server's connection token source (``None``: no ``oauth`` block)."""
         self.on_listing = on_listing
+        self.on_message: Callable[[ServerConfig, Any], bool] | None = None
+        """Sees an upstream's notifications first (``True``: handled, e.g. a resource
+        update relayed to subscribers)."""
         self._conns: dict[str, _Conn] = {}
         self._lean: dict[tuple[str, int], Any] = {}
         self._lean_locks: dict[tuple[str, int], asyncio.Lock] = {}
@@ -97,6 +100,36 @@ class UpstreamPool:
             raise TokenRejected(f"{server}: a per-call token (token exchange) needs a server "
                                 "the gateway's own client speaks to (2025-era handshake)")
         return await self.submit(self._call(server, tool, arguments, timeout_s, extra))
+
+    async def request(self, server: str, method: str, params: dict[str, Any], *,
+                      timeout_s: float) -> dict[str, Any]:
+        """Any other request on ``server`` (prompts, resources, completions): the answer as
+        its wire dict (:mod:`toolkeeper.upstream.relayed`)."""
+        from toolkeeper.upstream.relayed import relay_request
+
+        if self._closed:
+            raise UpstreamUnavailable("the gateway is closing")
+        cfg = self._config(server)
+        if cfg.url is not None and server not in self._sdk_only:
+            lean = await self._local(cfg)
+            if lean is not None:
+                return await relay_request(lean, method, params, timeout_s)
+        return await self.submit(self._request(server, method, params, timeout_s))
+
+    async def _request(self, server: str, method: str, params: dict[str, Any],
+                       timeout_s: float) -> dict[str, Any]:
+        from toolkeeper.upstream.relayed import relay_request
+
+        return await relay_request(await self._client(server), method, params, timeout_s)
+
+    def list_extras(self, server: str, timeout_s: float = 30.0) -> Any:
+        """Blocking: the server's prompts, resources and templates now
+        (:func:`toolkeeper.upstream.relayed.list_extras`)."""
+        from toolkeeper.upstream.relayed import list_extras
+
+        async def run() -> Any:
+            return await list_extras(await self._client(server, relist=False), timeout_s)
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=timeout_s)
 
     def config(self, server: str) -> ServerConfig:
         """The configuration of ``server`` (``UpstreamUnavailable`` when there is none)."""
@@ -286,7 +319,10 @@ class UpstreamPool:
         async def handle(message: Any) -> None:
             import mcp_types as types
 
-            if isinstance(message, types.ToolListChangedNotification):
+            if self.on_message is not None and self.on_message(cfg, message):
+                return
+            if isinstance(message, types.ToolListChangedNotification | types.
+                          PromptListChangedNotification | types.ResourceListChangedNotification):
                 conn = self._conns.get(cfg.name)
                 if conn is not None and conn.client is not None:
                     self._loop.create_task(self._relist(cfg, conn.client))
@@ -314,15 +350,15 @@ class UpstreamPool:
         if self.on_listing is None:
             return
         try:
-            tools = (await client.list_tools()).tools
-            await self._loop.run_in_executor(None, self.on_listing, cfg, list(tools))
+            tools = await _tools(client)
+            await self._loop.run_in_executor(None, self.on_listing, cfg, tools)
         except Exception:
             log.exception("re-listing upstream %s failed", cfg.name)
 
     async def _list(self, server: str) -> list[Any]:
         client = await self._client(server, relist=False)  # the caller syncs what it gets
         try:
-            return list((await client.list_tools()).tools)
+            return await _tools(client)
         except Exception:
             await self._drop(server)
             raise
@@ -361,6 +397,18 @@ class UpstreamPool:
         tasks = [c.task for c in conns if c.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=3)
+
+
+async def _tools(client: Any) -> list[Any]:
+    """The server's tools; none when it serves only prompts or resources."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        return list((await client.list_tools()).tools)
+    except MCPError as exc:
+        if exc.code == -32601:  # method not found
+            return []
+        raise
 
 
 def _bearer_auth(httpx2: Any, source: Bearer) -> Any:
