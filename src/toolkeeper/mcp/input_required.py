@@ -32,6 +32,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from toolkeeper.mcp import results
+from toolkeeper.mcp.protocol import refuse_missing
 from toolkeeper.mcp.request_state import RequestStates, StateRefused, call_digest
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus
@@ -129,6 +130,7 @@ class Rounds:
             result = await self.gw.call_served(request, who)
         finally:
             DOWNSTREAM.reset(token)
+        refuse_missing(ds)  # the upstream's -32021 is the agent's (toolkeeper.mcp.protocol)
         return result, (asked if result.reason == Reason.INPUT_REQUIRED and asked else None)
 
     async def _reply(self, ctx: Ctx, who: Principal, name: str, request: CallRequest,

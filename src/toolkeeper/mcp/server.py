@@ -24,11 +24,13 @@ from mcp.shared.exceptions import MCPError
 from toolkeeper.identity.upstream_subject import carry
 from toolkeeper.mcp.input_required import CONFIRM_SCHEMA, Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
+from toolkeeper.mcp.protocol import LogLevels, continued, downstream_for
 from toolkeeper.mcp.relay import Relay
 from toolkeeper.mcp.task_wire import advertise
 from toolkeeper.mcp.tasks import Tasks
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
 from toolkeeper.model.call import CallRequest, CallResult, Principal
+from toolkeeper.upstream.downstream import DOWNSTREAM
 from toolkeeper.version import __version__
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ class McpFace:
         self.listings = Listings(gw)
         self.notifier = ChangeNotifier(self.listings)
         self.relay = Relay(gw)
+        self.levels = LogLevels()  # logging/setLevel per 2025-11-25 session (mcp/protocol.py)
         self.server = GatewayServer(
             "toolkeeper", version=__version__,
             instructions="Governed tools: every call is checked, gated, audited and run "
@@ -91,6 +94,7 @@ class McpFace:
             on_completion=self._guard(self._relayed("complete")),
             on_subscribe_resource=self._guard(self._relayed("subscribe")),
             on_unsubscribe_resource=self._guard(self._relayed("unsubscribe")),
+            on_set_logging_level=self.levels.set_level,
             get_tool_input_schema=self._input_schema)
         self._listen_handler = ListenHandler(self.notifier.bus)
         # the pipeline opens its own ``execute_tool`` span per call (SPEC §9); the SDK's
@@ -182,8 +186,15 @@ class McpFace:
 
         async def park(result: CallResult) -> Any:  # CreateTaskResult: waits for a human
             return await self.tasks.park(ctx, who, entry, request, result)
-        # confirmations and an upstream's questions (toolkeeper.mcp.input_required)
-        return await self.rounds.call(ctx, who, entry.name, request, params, park=park)
+        # confirmations and an upstream's questions (toolkeeper.mcp.input_required); the
+        # agent's progress, log level, capabilities, trace context (toolkeeper.mcp.protocol)
+        token = DOWNSTREAM.set(ds := downstream_for(ctx, self.levels))
+        try:
+            with continued(ds):
+                return await self.rounds.call(ctx, who, entry.name, request, params,
+                                              park=park)
+        finally:
+            DOWNSTREAM.reset(token)
 
     def _question(self, name: str, result: CallResult, arguments: Any) -> str:
         """The confirmation's question (also a task's, ``toolkeeper.mcp.tasks``)."""

@@ -43,7 +43,9 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
+    from toolkeeper.upstream.downstream import current
     from toolkeeper.upstream.errors import TokenRejected, UpstreamUnavailable
+    from toolkeeper.upstream.notes import refused
 
     pool = ctx.upstreams
     if pool is None:
@@ -60,6 +62,7 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     except UpstreamUnavailable as exc:
         raise UpstreamError(str(exc), retryable=True) from None
     except MCPError as exc:
+        refused(current(), exc.code, exc.data)  # -32021: the MCP face answers it as such
         # -32001 timed out, -32000 connection lost: the call may have run upstream
         lost = exc.code in (-32000, -32001)
         raise UpstreamError(f"{server}: {exc.message}", retryable=lost,

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.upstream.servers import ServerConfig
 
@@ -369,11 +370,14 @@ class UpstreamPool:
         from mcp.shared.exceptions import MCPError
 
         extra = extra or {}
+        ds = current()  # the agent's progress goes back to it (its log messages do not:
+        # the SDK's client hands them to one connection-wide callback)
         try:
             result = await client.call_tool(
                 tool, arguments, read_timeout_seconds=timeout_s, allow_input_required=True,
                 input_responses=extra.get("inputResponses"),
-                request_state=extra.get("requestState"))
+                request_state=extra.get("requestState"),
+                progress_callback=ds.progress if ds is not None else None)
             if getattr(result, "result_type", None) == "input_required":  # as on the wire
                 return result.model_dump(mode="json", by_alias=True, exclude_none=True)
             return result
