@@ -94,9 +94,10 @@ class McpFace:
             on_completion=self._guard(self._relayed("complete")),
             on_subscribe_resource=self._guard(self._relayed("subscribe")),
             on_unsubscribe_resource=self._guard(self._relayed("unsubscribe")),
-            on_set_logging_level=self.levels.set_level,
             get_tool_input_schema=self._input_schema)
         self._listen_handler = ListenHandler(self.notifier.bus)
+        self.server.add_request_handler(  # as on_set_logging_level, without its warning
+            "logging/setLevel", types.SetLevelRequestParams, self.levels.set_level)
         # the pipeline opens its own ``execute_tool`` span per call (SPEC §9); the SDK's
         # per-message span would double the tracing cost of every request
         self.server.middleware[:] = [m for m in self.server.middleware
