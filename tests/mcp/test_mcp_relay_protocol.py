@@ -258,3 +258,48 @@ def test_a_malformed_traceparent_is_neither_continued_nor_forwarded(
     assert "traceparent" not in json.loads(replies[-1]["result"]["content"][0]["text"])
     [span] = [s for s in traced.get_finished_spans() if s.name == "execute_tool tk_seen_meta"]
     assert span.parent is None
+
+
+# -- list results: cache hints, order ---------------------------------------------------------
+
+@pytest.mark.parametrize(("method", "params", "meta"), [
+    ("tools/list", {}, {}),  # the lean path
+    ("tools/list", {}, {"traceparent": PARENT}),  # the SDK's
+    ("prompts/list", {}, {}), ("resources/list", {}, {}),
+    ("resources/templates/list", {}, {}),
+    ("resources/read", {"uri": "test://static-text"}, {})])
+def test_lists_depend_on_the_caller_so_they_are_private_and_stale_at_once(
+        srv: McpServer, method: str, params: dict[str, Any], meta: dict[str, Any]) -> None:
+    headers = {"Mcp-Name": params["uri"]} if "uri" in params else {}
+    status, [reply] = _post(srv, method, params, meta=meta, headers=headers)
+    assert status == 200, reply
+    assert (reply["result"]["ttlMs"], reply["result"]["cacheScope"]) == (0, "private")
+
+
+def test_tools_are_listed_in_a_deterministic_order(srv: McpServer) -> None:
+    names = [[t["name"] for t in _post(srv, "tools/list", {})[1][0]["result"]["tools"]]
+             for _ in range(2)]
+    assert names[0] == names[1] == sorted(names[0])
+    assert "test_simple_text" in names[0]
+
+
+# -- names ------------------------------------------------------------------------------------
+
+def test_upstream_names_the_gateway_rule_changes_never_share_a_name(srv: McpServer) -> None:
+    """Gateway names are ``^[A-Za-z0-9_-]{1,64}$`` (a subset of MCP's 1-128 characters of
+    ``[A-Za-z0-9_.-]``, and REST paths'): a dot becomes ``_``, a longer name is cut. Two
+    upstream names landing on one gateway name: the one already named so keeps it, else
+    neither is imported — never one drifting into the other."""
+    from toolkeeper.upstream.servers import ServerConfig
+
+    long = "x" * 70
+    tools = [types.Tool(name=n, input_schema={"type": "object"}) for n in (
+        "tk.dotted", "tk_dotted", "only.dotted", long + "a", long + "b")]
+    cfg = ServerConfig(name="conf", url="http://127.0.0.1:9/mcp", prefix="")  # as fronted
+    report = srv.gw._upstream.listing(cfg, tools)
+    again = srv.gw._upstream.listing(cfg, list(reversed(tools)))
+    imported = {t.name: t.implementation["tool"] for t in srv.gw.catalog.all_tools()
+                if "dotted" in t.name or t.name[:2] == "xx"}
+    assert sorted(report.imported) == ["only_dotted", "tk_dotted"]
+    assert imported == {"only_dotted": "only.dotted", "tk_dotted": "tk_dotted"}
+    assert again.quarantined == [] and sorted(again.unchanged) == ["only_dotted", "tk_dotted"]
