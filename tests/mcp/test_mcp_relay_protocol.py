@@ -303,3 +303,23 @@ def test_upstream_names_the_gateway_rule_changes_never_share_a_name(srv: McpServ
     assert sorted(report.imported) == ["only_dotted", "tk_dotted"]
     assert imported == {"only_dotted": "only.dotted", "tk_dotted": "tk_dotted"}
     assert again.quarantined == [] and sorted(again.unchanged) == ["only_dotted", "tk_dotted"]
+
+
+# -- x-mcp-header parameters (SEP-2243 Mcp-Param-*) -------------------------------------------
+
+@pytest.mark.parametrize(("headers", "status"), [
+    ({"Mcp-Param-Region": "eu-west"}, 200),
+    ({"Mcp-Param-Region": "=?base64?" + base64.b64encode(b"eu-west").decode() + "?="}, 200),
+    ({}, 400),  # omitted though the body has it (a request the lean path would take)
+    ({"Mcp-Param-Region": "us-east"}, 400)],
+    ids=["matching", "base64", "omitted", "mismatched"])
+def test_mcp_param_headers_are_checked_against_the_callers_schema(
+        srv: McpServer, headers: dict[str, str], status: int) -> None:
+    got, replies = _post(srv, "tools/call", {"name": "test_x_mcp_header",
+                                             "arguments": {"region": "eu-west"}},
+                         headers=headers)
+    assert got == status, replies
+    if status == 400:
+        assert replies[0]["error"]["code"] == -32020, replies
+    else:
+        assert replies[-1]["result"]["content"][0]["text"] == "region=eu-west"

@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from toolkeeper.identity.upstream_subject import carry
 from toolkeeper.mcp.input_required import CONFIRM_SCHEMA, Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
-from toolkeeper.mcp.protocol import LogLevels, continued, downstream_for
+from toolkeeper.mcp.protocol import LogLevels, caller, continued, downstream_for
 from toolkeeper.mcp.relay import Relay
 from toolkeeper.mcp.task_wire import advertise
 from toolkeeper.mcp.tasks import Tasks
@@ -173,9 +173,13 @@ class McpFace:
                                   **fields)
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
-        # the SDK checks 2026-07-28 Mcp-Param-* headers with this, before any handler, with
-        # no caller in hand: a permissive answer, the real check is the pipeline's
-        return {"type": "object"}
+        # the SDK checks 2026-07-28 Mcp-Param-* headers with this, before any handler: the
+        # schema this caller was listed (mcp/protocol.py caller); None: not listed
+        who = self.fixed or caller(self.gw)
+        if who is None:  # no caller known: permissive, the pipeline checks the arguments
+            return {"type": "object"}
+        entry = self.listings.get(key_of(who)).callable_names.get(name)
+        return entry.input_schema if entry is not None else None
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
                          ) -> types.CallToolResult | types.InputRequiredResult:
