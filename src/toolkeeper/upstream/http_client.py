@@ -205,10 +205,10 @@ class LeanHttpClient:
         rid = next(self._ids)
         headers = self._session
         ds = current() if method not in HANDSHAKE else None
-        notes = Notes(ds, rid) if ds is not None else None
+        notes = Notes(ds, rid) if ds is not None and (ds.progress or ds.log) else None
         if self.protocol_version == MODERN:
-            params = {**params, "_meta": ENVELOPE if ds is None else {
-                **ENVELOPE, **meta_for(ds, rid, modern=True)}}
+            carried = meta_for(ds, rid, modern=True)
+            params = {**params, "_meta": {**ENVELOPE, **carried} if carried else ENVELOPE}
             headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
             if method in NAMED:
                 headers["Mcp-Name"] = str(params.get("name") or params.get("uri") or "")

@@ -45,7 +45,8 @@ def meta_for(ds: Downstream | None, token: str | int, *, modern: bool) -> dict[s
         return {}
     meta: dict[str, Any] = {}
     if modern:
-        meta[CAPABILITIES_KEY] = ds.client_capabilities
+        if ds.client_capabilities:  # none declared: the envelope's {} already says so
+            meta[CAPABILITIES_KEY] = ds.client_capabilities
         if ds.log_level in LEVELS:
             meta[LOG_LEVEL_KEY] = ds.log_level
     if ds.progress is not None:
