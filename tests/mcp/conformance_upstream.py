@@ -386,6 +386,20 @@ def _prompts(mcp: MCPServer) -> None:
                 UserMessage(content=types.TextContent(text="Please analyze the image above."))]
 
 
+    @mcp.prompt()
+    async def test_input_required_result_prompt(
+            ctx: Context) -> list[UserMessage] | types.InputRequiredResult:
+        """prompts/get asking for input first (SEP-2322 on a request other than tools/call)."""
+        got = ctx.input_responses or {}
+        if "user_context" in got:
+            return [UserMessage(content=types.TextContent(
+                text=f"Use the following context: {_elicited(got['user_context'], 'context')}"))]
+        return types.InputRequiredResult(input_requests={"user_context": _ask(
+            "What context should the prompt use?",
+            {"type": "object", "properties": {"context": {"type": "string"}},
+             "required": ["context"]})})
+
+
 def _resources(mcp: MCPServer) -> None:
     @mcp.resource("test://static-text")
     def static_text() -> str:
