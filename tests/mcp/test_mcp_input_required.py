@@ -7,9 +7,11 @@ agent in its era, or refused with -32021 when it cannot answer them."""
 from __future__ import annotations
 
 import base64
+import os
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import yaml
 from mcp.shared.exceptions import MCPError
 from mcp_fixtures import McpServer, _free_port, confirm_with, connect, serving
 
+from peers import entry, node
 from tests.support.waiting import wait_until
 from toolkeeper import Agent, Gateway
 from toolkeeper.api import ApiSettings, create_app
@@ -232,42 +235,57 @@ async def test_without_the_call_binding_a_state_for_other_arguments_would_pass(
 
 # -- an upstream's questions ------------------------------------------------------------
 
-class Fronted:
-    def __init__(self, gw: Gateway, url: str, tokens: dict[str, str]) -> None:
-        self.gw, self.url, self.tokens = gw, url, tokens
+@contextmanager
+def _front(tmp: Path, server: dict[str, Any], tools: list[str]) -> Iterator[McpServer]:
+    """toolkeeper's ``/mcp`` in front of ``server`` (agent ``bot`` may call ``tools``)."""
+    doc = {"version": 1, "database": f"sqlite:///{tmp}/tk.db", "servers": [server],
+           "profiles": [{"name": "all", "autonomy": 3,
+                         "activations": [{"tool": t} for t in tools]}],
+           "agents": [{"name": "bot", "profile": "all"}]}
+    cfg = tmp / "toolkeeper.yaml"
+    cfg.write_text(yaml.safe_dump(doc))
+    gw = Gateway.open(config=cfg)
+    tokens = {"bot": gw.store.tokens.create(tenant_id="default", role="agent", agent="bot")[1]}
+    port = _free_port()
+    app: Any = create_app(gw, ApiSettings(mcp_allowed_hosts=mcp_hosts("127.0.0.1")))
+    server_ = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, lifespan="on",
+                                            log_level="warning"))
+    thread = threading.Thread(target=server_.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: bool(server_.started), timeout=20, what="uvicorn started")
+        url = f"http://127.0.0.1:{port}"
+        yield McpServer(gw=gw, url=f"{url}/mcp", base=url, tokens=tokens)
+    finally:
+        server_.should_exit = True
+        thread.join(timeout=15)
+        gw.close()
 
 
 @pytest.fixture(scope="module")
 def fronted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
-    """toolkeeper's ``/mcp`` in front of the asking fixture (its tools ``up_…``)."""
+    """In front of the asking fixture (2026-07-28 InputRequiredResult; tools ``up_…``)."""
     tmp = tmp_path_factory.mktemp("asking")
     with listening([sys.executable, str(ASKING), "{port}"]) as base:
         tools = ["up_ask_name", "up_ask_sample", "up_ask_roots", "up_ask_twice", "up_count"]
-        doc = {"version": 1, "database": f"sqlite:///{tmp}/tk.db",
-               "servers": [{"name": "up", "url": f"{base}/mcp", "side_effect": "idempotent",
-                            "risk": "low"}],
-               "profiles": [{"name": "all", "autonomy": 3,
-                             "activations": [{"tool": t} for t in tools]}],
-               "agents": [{"name": "bot", "profile": "all"}]}
-        cfg = tmp / "toolkeeper.yaml"
-        cfg.write_text(yaml.safe_dump(doc))
-        gw = Gateway.open(config=cfg)
-        tokens = {"bot": gw.store.tokens.create(tenant_id="default", role="agent",
-                                                agent="bot")[1]}
-        port = _free_port()
-        app: Any = create_app(gw, ApiSettings(mcp_allowed_hosts=mcp_hosts("127.0.0.1")))
-        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                               lifespan="on", log_level="warning"))
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        try:
-            wait_until(lambda: bool(server.started), timeout=20, what="uvicorn started")
-            url = f"http://127.0.0.1:{port}"
-            yield McpServer(gw=gw, url=f"{url}/mcp", base=url, tokens=tokens)
-        finally:
-            server.should_exit = True
-            thread.join(timeout=15)
-            gw.close()
+        with _front(tmp, {"name": "up", "url": f"{base}/mcp", "side_effect": "idempotent",
+                          "risk": "low"}, tools) as s:
+            yield s
+
+
+@pytest.fixture(scope="module")
+def everything(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+    """In front of server-everything, which speaks only 2025-11-25: it asks in the middle
+    of ``tools/call``, on the call's SSE stream."""
+    tmp = tmp_path_factory.mktemp("everything")
+    port = _free_port()
+    env = {**os.environ, "PORT": str(port)}
+    with listening([node(), entry("server-everything"), "streamableHttp"], env,
+                   port=port) as base:
+        tools = ["ev_trigger-elicitation-request", "ev_trigger-sampling-request"]
+        with _front(tmp, {"name": "ev", "url": f"{base}/mcp", "side_effect": "idempotent",
+                          "risk": "low"}, tools) as s:
+            yield s
 
 
 def _name(answer: str) -> Any:
@@ -357,3 +375,35 @@ async def test_if_a_round_held_its_key_the_retry_would_not_run(
     async with connect(fronted, "bot", MODERN, elicitation_callback=_name("Key")) as c:
         r = await c.call_tool("up_ask_name", {}, meta=meta)
     assert r.is_error  # the retry answered from the first round's outcome
+
+
+@pytest.mark.slow
+async def test_a_2025_upstreams_elicitation_mid_call_is_asked_of_a_2025_agent(
+        everything: McpServer) -> None:
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        assert params.message.startswith("Please provide inputs")
+        return types.ElicitResult(action="accept", content={"name": "Ada Lovelace"})
+    async with connect(everything, "bot", "legacy", elicitation_callback=answer) as c:
+        r = await c.call_tool("ev_trigger-elicitation-request", {})
+    assert not r.is_error and "- Name: Ada Lovelace" in r.content[1].text, r
+
+
+@pytest.mark.slow
+async def test_a_2025_upstreams_sampling_mid_call_is_asked_of_a_2025_agent(
+        everything: McpServer) -> None:
+    async with connect(everything, "bot", "legacy", sampling_callback=_sample) as c:
+        r = await c.call_tool("ev_trigger-sampling-request", {"prompt": "greet"})
+    assert not r.is_error and "hi there" in r.content[0].text, r
+
+
+@pytest.mark.slow
+async def test_a_2026_agent_cannot_be_asked_mid_call_and_the_upstream_is_told(
+        everything: McpServer) -> None:
+    asked: list[Any] = []
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"name": "nobody"})
+    async with connect(everything, "bot", MODERN, elicitation_callback=answer) as c:
+        r = await c.call_tool("ev_trigger-elicitation-request", {})
+    assert r.is_error and asked == [], r  # the upstream got an error answer, not a hang

@@ -117,11 +117,13 @@ class Rounds:
         stopped on (``input_required``) for a 2026-07-28 agent to answer in a retry."""
         asked: dict[str, Any] = {}
 
-        async def ask(requests: dict[str, Any], state: str | None) -> dict[str, Any] | None:
+        async def ask(requests: dict[str, Any], state: str | None,
+                      now: bool) -> dict[str, Any] | None:
             if not modern:
                 return await self._ask_in_band(ctx, requests) if ctx is not None else None
-            asked.update(requests=requests, state=state)
-            return None  # the agent answers in its retry
+            if not now:
+                asked.update(requests=requests, state=state)
+            return None  # the agent answers in its retry (or cannot be asked now)
 
         ds = replace(DOWNSTREAM.get() or Downstream(), ask=ask, resume=resume)
         token = DOWNSTREAM.set(ds)

@@ -88,7 +88,7 @@ async def _rounds(pool: Any, server: str, tool: str, arguments: dict[str, Any],
             requests, state = asking.questions(result)
         except ValueError as exc:
             raise ToolError(Reason.INVALID_OUTPUT, f"{server}: {exc}") from None
-        answers = await ds.ask(requests, state) if ds is not None and ds.ask else None
+        answers = await ds.ask(requests, state, False) if ds is not None and ds.ask else None
         if answers is None:
             raise ToolError(Reason.INPUT_REQUIRED, f"{server}: the tool asks the agent for "
                             "input", retryable=False)

@@ -64,4 +64,25 @@ def needed(requests: dict[str, Any]) -> set[str]:
     return {CAPABILITY[r["method"]] for r in requests.values()}
 
 
-__all__ = ["MAX_ROUNDS", "input_required", "needed", "questions"]
+async def reply_to(request: dict[str, Any], nth: int) -> dict[str, Any]:
+    """The JSON-RPC response to a 2025-era server's request in the middle of a call: the
+    agent's answer when it can be asked now (its side of the call has an ``ask``), an
+    empty result to a ``ping``, else an error (at most :data:`MAX_ROUNDS` per call)."""
+    rid, method, params = request.get("id"), request.get("method"), request.get("params")
+    if method == "ping":
+        return {"jsonrpc": "2.0", "id": rid, "result": {}}
+    answer = None
+    ds = current()
+    if (ds is not None and ds.ask is not None and method in CAPABILITY and nth <= MAX_ROUNDS
+            and isinstance(params if params is not None else {}, dict)):
+        question = {"method": method, "params": params or {}}
+        if len(orjson.dumps(question)) <= MAX_QUESTIONS_CHARS:
+            answers = await ds.ask({"r": question}, None, True)
+            answer = (answers or {}).get("r")
+    if isinstance(answer, dict):
+        return {"jsonrpc": "2.0", "id": rid, "result": answer}
+    return {"jsonrpc": "2.0", "id": rid, "error": {
+        "code": -32601, "message": f"the agent cannot answer {str(method)[:100]} now"}}
+
+
+__all__ = ["MAX_ROUNDS", "input_required", "needed", "questions", "reply_to"]

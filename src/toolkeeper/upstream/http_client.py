@@ -12,7 +12,9 @@ request carries the ``_meta`` envelope and routing headers, and answers as plain
 the cheapest path through an SDK server); otherwise ``initialize`` once (keeping
 ``Mcp-Session-Id``). Each answer is read as JSON or from the SSE stream until its response
 arrives (the rest of that stream is then read in the background, bounded, so the connection
-can serve again). Server-to-client requests and notifications on that stream are ignored.
+can serve again). The server's requests on that stream (a 2025-era server's elicitation,
+sampling or roots request) are answered through the agent's side of the call
+(:mod:`toolkeeper.upstream.asking`); its notifications are ignored.
 A server it cannot handshake with (e.g. one speaking only 2026-07-28) makes the pool fall
 back to the SDK's client; stdio servers always use the SDK's.
 
@@ -42,6 +44,9 @@ VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MODERN = "2026-07-28"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": {}}
+ASKABLE: dict[str, dict[str, Any]] = {"elicitation": {}, "sampling": {}}
+"""What a 2025-era server may ask in the middle of a call: relayed to the agent when it can
+answer (an error otherwise). Not ``roots``: servers ask for it outside any call."""
 NAMED = {"tools/call", "resources/read", "prompts/get"}
 """2026-07-28 methods whose ``Mcp-Name`` header repeats ``params.name`` (or ``uri``)."""
 ACCEPT = "application/json, text/event-stream"
@@ -111,7 +116,7 @@ class LeanHttpClient:
             return
         try:
             result = await self.request("initialize", {
-                "protocolVersion": VERSIONS[0], "capabilities": {},
+                "protocolVersion": VERSIONS[0], "capabilities": ASKABLE,
                 "clientInfo": {"name": "toolkeeper", "version": __version__}})
         except MCPError as exc:
             raise HandshakeRefused(f"initialize refused: {exc.message}") from exc
@@ -242,7 +247,9 @@ class LeanHttpClient:
                 if self._is_sse(resp.headers) and rid is not None:
                     sse = _Sse(rid)
                     while (piece := await resp.next_piece()) is not None:
-                        if (event := sse.feed(piece)) is not None:
+                        event = sse.feed(piece)
+                        await self._reply(sse, headers)
+                        if event is not None:
                             raw.drain_later(resp)  # the connection is reused once read
                             return _answer(event, resp.status)
                     return _answer(sse.end(), resp.status)
@@ -280,7 +287,7 @@ class LeanHttpClient:
             async with self._httpx().stream("POST", self.url, content=body,
                                             headers=headers, timeout=timeout) as resp:
                 if self._is_sse(resp.headers) and rid is not None:
-                    return _answer(await _from_sse(resp.aiter_bytes(), rid),
+                    return _answer(await self._from_sse(resp.aiter_bytes(), rid, headers),
                                    resp.status_code)
                 if rid is None:
                     return None
@@ -291,6 +298,28 @@ class LeanHttpClient:
             raise MCPError(code=-32001, message=f"timed out: {type(exc).__name__}") from exc
         except httpx.TransportError as exc:
             raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
+
+    async def _from_sse(self, pieces: AsyncIterator[bytes], rid: int,
+                        headers: dict[str, str]) -> Any:
+        """The JSON-RPC response to ``rid`` on an SSE stream (requests answered)."""
+        sse = _Sse(rid)
+        async for piece in pieces:
+            event = sse.feed(piece)
+            await self._reply(sse, headers)
+            if event is not None:
+                return event
+        return sse.end()
+
+    async def _reply(self, sse: _Sse, headers: dict[str, str]) -> None:
+        """Answer the server's requests on this stream (2025-11-25: an elicitation,
+        sampling or roots request in the middle of ``tools/call``) through the agent's
+        side of the call (:mod:`toolkeeper.upstream.asking`)."""
+        from toolkeeper.upstream.asking import reply_to
+
+        while sse.requests:
+            request = sse.requests.pop(0)
+            sse.answered += 1
+            await self._post(await reply_to(request, sse.answered), None, None, headers)
 
     async def aclose(self) -> None:
         sid = self._session.get("Mcp-Session-Id")
@@ -328,23 +357,19 @@ def _loads(body: bytes) -> Any:
         return None
 
 
-async def _from_sse(pieces: AsyncIterator[bytes], rid: int) -> Any:
-    """The JSON-RPC response to ``rid`` on an SSE stream (other events are skipped)."""
-    sse = _Sse(rid)
-    async for piece in pieces:
-        if (event := sse.feed(piece)) is not None:
-            return event
-    return sse.end()
 
 
 class _Sse:
     """An SSE stream read piece by piece until the JSON-RPC response to ``rid``: lines end
     with CRLF, LF or CR; ``data:`` lines gather until a blank line ends the event."""
 
-    __slots__ = ("_data", "_rest", "_rid")
+    __slots__ = ("_data", "_rest", "_rid", "answered", "requests")
 
     def __init__(self, rid: int) -> None:
         self._rid = rid
+        self.requests: list[dict[str, Any]] = []
+        """The server's requests seen on the stream, not yet answered."""
+        self.answered = 0
         self._rest = bytearray()
         self._data: list[bytes] = []
 
@@ -372,6 +397,9 @@ class _Sse:
             if isinstance(event, dict) and event.get("id") == self._rid and (
                     "result" in event or "error" in event):
                 return event
+            if isinstance(event, dict) and isinstance(event.get("method"), str) \
+                    and "id" in event:
+                self.requests.append(event)
         return None
 
     def end(self) -> Any:

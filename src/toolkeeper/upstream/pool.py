@@ -370,7 +370,9 @@ class UpstreamPool:
 
         extra = extra or {}
         try:
-            result = await client.call_tool(
+            # the session's call: an InputRequiredResult comes back (the client's own loop
+            # has no one to ask); the provider relays it to the agent
+            result = await client.session.call_tool(
                 tool, arguments, read_timeout_seconds=timeout_s, allow_input_required=True,
                 input_responses=extra.get("inputResponses"),
                 request_state=extra.get("requestState"))
