@@ -125,7 +125,10 @@ class Rounds:
                 asked.update(requests=requests, state=state)
             return None  # the agent answers in its retry (or cannot be asked now)
 
-        ds = replace(DOWNSTREAM.get() or Downstream(), ask=ask, resume=resume)
+        base = DOWNSTREAM.get() or Downstream()
+        caps = base.client_capabilities or (
+            {c: {} for c in sorted(capabilities(ctx))} if ctx is not None else {})
+        ds = replace(base, ask=ask, resume=resume, client_capabilities=caps)
         token = DOWNSTREAM.set(ds)
         try:
             result = await self.gw.call_served(request, who)

@@ -64,6 +64,16 @@ def needed(requests: dict[str, Any]) -> set[str]:
     return {CAPABILITY[r["method"]] for r in requests.values()}
 
 
+def envelope(plain: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 request's ``_meta`` (``plain``: none declared) with the agent's
+    capabilities to answer questions when the request is part of its call, so an upstream
+    asks only what the agent can answer."""
+    ds = current()
+    if ds is None or not ds.client_capabilities:
+        return plain
+    return {**plain, "io.modelcontextprotocol/clientCapabilities": ds.client_capabilities}
+
+
 async def reply_to(request: dict[str, Any], nth: int) -> dict[str, Any]:
     """The JSON-RPC response to a 2025-era server's request in the middle of a call: the
     agent's answer when it can be asked now (its side of the call has an ``ask``), an
@@ -85,4 +95,4 @@ async def reply_to(request: dict[str, Any], nth: int) -> dict[str, Any]:
         "code": -32601, "message": f"the agent cannot answer {str(method)[:100]} now"}}
 
 
-__all__ = ["MAX_ROUNDS", "input_required", "needed", "questions", "reply_to"]
+__all__ = ["MAX_ROUNDS", "envelope", "input_required", "needed", "questions", "reply_to"]

@@ -36,6 +36,7 @@ import httpx
 import orjson
 
 from toolkeeper.upstream import rawhttp
+from toolkeeper.upstream.asking import envelope
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.version import __version__
 
@@ -200,7 +201,7 @@ class LeanHttpClient:
         rid = next(self._ids)
         headers = self._session
         if self.protocol_version == MODERN:
-            params = {**params, "_meta": ENVELOPE}
+            params = {**params, "_meta": envelope(ENVELOPE)}
             headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
             if method in NAMED:
                 headers["Mcp-Name"] = str(params.get("name") or params.get("uri") or "")
