@@ -395,6 +395,19 @@ def _prompts(mcp: MCPServer) -> None:
                     text="Please process the embedded resource above."))]
 
     @mcp.prompt()
+    async def test_input_required_result_prompt(
+            ctx: Context) -> list[UserMessage] | types.InputRequiredResult:
+        """A prompt that asks for context first (SEP-2322 on prompts/get; mrtr)."""
+        got = (ctx.input_responses or {}).get("user_context")
+        if not isinstance(got, types.ElicitResult):
+            return types.InputRequiredResult(input_requests={"user_context": _ask(
+                "What context should the prompt use?", {
+                    "type": "object", "properties": {"context": {"type": "string"}},
+                    "required": ["context"]})})
+        return [UserMessage(content=types.TextContent(
+            text=f"Use this context: {_elicited(got, 'context')}"))]
+
+    @mcp.prompt()
     def test_prompt_with_image() -> list[UserMessage]:
         """A prompt with an image."""
         return [UserMessage(content=types.ImageContent(data=PNG, mime_type="image/png")),
