@@ -407,3 +407,22 @@ async def test_a_2026_agent_cannot_be_asked_mid_call_and_the_upstream_is_told(
     async with connect(everything, "bot", MODERN, elicitation_callback=answer) as c:
         r = await c.call_tool("ev_trigger-elicitation-request", {})
     assert r.is_error and asked == [], r  # the upstream got an error answer, not a hang
+
+
+async def test_the_missing_capability_is_http_400_in_the_stateless_era(
+        fronted: McpServer) -> None:
+    import httpx
+
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "up_ask_name", "arguments": {}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {}}}}
+    headers = {"Authorization": f"Bearer {fronted.tokens['bot']}",
+               "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call",
+               "Mcp-Name": "up_ask_name", "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(timeout=20) as http:
+        resp = await http.post(fronted.url, json=body, headers=headers)
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["error"]
+    assert (error["code"], error["data"]) == (
+        -32021, {"requiredCapabilities": {"elicitation": {}}})
