@@ -5,7 +5,8 @@ In 2026-07-28 a tool answers ``InputRequiredResult`` (``inputRequests`` and its 
 ``requestState`` ``"up-<tool>-<rounds answered>"``, checked on the retry); in 2025-11-25
 it asks in the middle of ``tools/call``. Tools: ``ask_name`` (elicitation: "hello
 <name>"), ``ask_sample`` (sampling: "sampled <text>"), ``ask_roots`` (roots: "roots <n>"),
-``ask_twice`` (two elicitation rounds). Every finished call is counted: ``count`` answers
+``ask_twice`` (two elicitation rounds), ``ask_later`` (2026-07-28: a round with only a
+``requestState``). Every finished call is counted: ``count`` answers
 how many ran.
 """
 
@@ -36,7 +37,7 @@ QUESTION: dict[str, Any] = {
 async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
     return types.ListToolsResult(tools=[
         types.Tool(name=n, description=f"Asks the client ({n}).", input_schema=_OBJ)
-        for n in ("ask_name", "ask_sample", "ask_roots", "ask_twice", "count")])
+        for n in ("ask_name", "ask_sample", "ask_roots", "ask_twice", "ask_later", "count")])
 
 
 def _text(text: str) -> types.CallToolResult:
@@ -73,6 +74,11 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams
     if tool == "count":
         return types.CallToolResult(content=[types.TextContent(type="text", text="count")],
                                     structured_content=dict(RAN))
+    if tool == "ask_later" and ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        if params.request_state != "up-ask_later-0":  # only a state: "come back later"
+            return types.InputRequiredResult(request_state="up-ask_later-0")
+        RAN[tool] = RAN.get(tool, 0) + 1
+        return _text("later state-ok")
     if tool not in (*QUESTION, "ask_twice"):
         raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {tool}")
     asked = "ask_name" if tool == "ask_twice" else tool

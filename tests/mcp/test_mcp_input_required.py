@@ -267,7 +267,8 @@ def fronted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
     """In front of the asking fixture (2026-07-28 InputRequiredResult; tools ``up_…``)."""
     tmp = tmp_path_factory.mktemp("asking")
     with listening([sys.executable, str(ASKING), "{port}"]) as base:
-        tools = ["up_ask_name", "up_ask_sample", "up_ask_roots", "up_ask_twice", "up_count"]
+        tools = ["up_ask_name", "up_ask_sample", "up_ask_roots", "up_ask_twice",
+                 "up_ask_later", "up_count"]
         with _front(tmp, {"name": "up", "url": f"{base}/mcp", "side_effect": "idempotent",
                           "risk": "low"}, tools) as s:
             yield s
@@ -426,3 +427,13 @@ async def test_the_missing_capability_is_http_400_in_the_stateless_era(
     error = resp.json()["error"]
     assert (error["code"], error["data"]) == (
         -32021, {"requiredCapabilities": {"elicitation": {}}})
+
+
+async def test_a_round_with_only_a_state_is_relayed_to_a_client_without_capabilities(
+        fronted: McpServer) -> None:
+    async with connect(fronted, "bot", MODERN) as c:  # no capability: the lean path
+        first = await c.session.call_tool("up_ask_later", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult) and not first.input_requests
+        assert str(first.request_state).startswith("tk1.")
+        r = await c.call_tool("up_ask_later", {})  # the SDK's loop sends the state back
+    assert not r.is_error and r.content[0].text == "later state-ok", r
