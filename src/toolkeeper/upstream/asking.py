@@ -9,9 +9,11 @@ of at most :data:`MAX_STATE_CHARS`, :data:`MAX_ROUNDS` rounds in one call.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import orjson
+from pydantic import TypeAdapter, ValidationError
 
 from toolkeeper.upstream.downstream import Downstream, current
 
@@ -55,7 +57,20 @@ def questions(result: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
                              "roots request")
     if len(orjson.dumps(requests)) > MAX_QUESTIONS_CHARS:
         raise ValueError(f"inputRequests exceed {MAX_QUESTIONS_CHARS} bytes")
+    for key, req in requests.items():  # as the SDK's own types read them
+        try:
+            _input_request().validate_python(req)
+        except ValidationError as exc:
+            raise ValueError(f"inputRequests[{key[:50]!r}] is not a valid request "
+                             f"({exc.error_count()} errors)") from None
     return requests, state
+
+
+@cache
+def _input_request() -> TypeAdapter[Any]:
+    import mcp_types as types
+
+    return TypeAdapter(types.InputRequest)
 
 
 def needed(requests: dict[str, Any]) -> set[str]:
