@@ -103,7 +103,19 @@ class _Enums(BaseModel):
         "enumNames": ["Small Size", "Medium Size", "Large Size"]})
 
 
-async def _elicit_text(ctx: Context, message: str, schema: type[BaseModel], lead: str) -> str:
+async def _elicit_text(ctx: Context, message: str, schema: type[BaseModel],
+                       lead: str) -> str | types.InputRequiredResult:
+    if ctx.protocol_version == MODERN:  # no request of its own mid-call: one round (mrtr)
+        from mcp.server.elicitation import render_elicitation_schema
+
+        got = (ctx.input_responses or {}).get("answer")
+        if not isinstance(got, types.ElicitResult):
+            return types.InputRequiredResult(input_requests={"answer": types.ElicitRequest(
+                params=types.ElicitRequestFormParams(
+                    message=message, requested_schema=render_elicitation_schema(schema)))})
+        content = schema.model_validate(got.content or {}).model_dump_json() \
+            if got.action == "accept" else "{}"
+        return f"{lead}: action={got.action}, content={content}"
     try:
         got = await ctx.elicit(message=message, schema=schema)
     except Exception as exc:  # the suite reads the text either way
@@ -177,8 +189,14 @@ def _tools(mcp: MCPServer) -> None:
         return str(meta.get("progress_token", 0))
 
     @mcp.tool()
-    async def test_sampling(prompt: str, ctx: Context) -> str:
+    async def test_sampling(prompt: str, ctx: Context) -> str | types.InputRequiredResult:
         """Asks the client's model (sampling) and answers what it said."""
+        if ctx.protocol_version == MODERN:  # one round (mrtr)
+            got = (ctx.input_responses or {}).get("answer")
+            if not isinstance(got, types.CreateMessageResult):
+                return types.InputRequiredResult(input_requests={"answer": _sample(prompt)})
+            return "LLM response: " + (got.content.text if got.content.type == "text"
+                                       else "No response")
         try:
             got = await ctx.session.create_message(
                 messages=[types.SamplingMessage(role="user",
@@ -190,18 +208,21 @@ def _tools(mcp: MCPServer) -> None:
         return f"LLM response: {text}"
 
     @mcp.tool()
-    async def test_elicitation(message: str, ctx: Context) -> str:
+    async def test_elicitation(message: str,
+                               ctx: Context) -> str | types.InputRequiredResult:
         """Asks the user (elicitation) and answers what they said."""
         return await _elicit_text(ctx, message, _Reply, "User response")
 
     @mcp.tool()
-    async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    async def test_elicitation_sep1034_defaults(
+            ctx: Context) -> str | types.InputRequiredResult:
         """Asks with a default for every primitive type (SEP-1034)."""
         return await _elicit_text(ctx, "Please provide user information", _Defaults,
                                   "Elicitation result")
 
     @mcp.tool()
-    async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    async def test_elicitation_sep1330_enums(
+            ctx: Context) -> str | types.InputRequiredResult:
         """Asks with every enum form (SEP-1330)."""
         return await _elicit_text(ctx, "Please select values using different enum schema "
                                   "types", _Enums, "Elicitation completed")
@@ -380,24 +401,23 @@ def _prompts(mcp: MCPServer) -> None:
                     text="Please process the embedded resource above."))]
 
     @mcp.prompt()
+    async def test_input_required_result_prompt(
+            ctx: Context) -> list[UserMessage] | types.InputRequiredResult:
+        """A prompt that asks for context first (SEP-2322 on prompts/get; mrtr)."""
+        got = (ctx.input_responses or {}).get("user_context")
+        if not isinstance(got, types.ElicitResult):
+            return types.InputRequiredResult(input_requests={"user_context": _ask(
+                "What context should the prompt use?", {
+                    "type": "object", "properties": {"context": {"type": "string"}},
+                    "required": ["context"]})})
+        return [UserMessage(content=types.TextContent(
+            text=f"Use this context: {_elicited(got, 'context')}"))]
+
+    @mcp.prompt()
     def test_prompt_with_image() -> list[UserMessage]:
         """A prompt with an image."""
         return [UserMessage(content=types.ImageContent(data=PNG, mime_type="image/png")),
                 UserMessage(content=types.TextContent(text="Please analyze the image above."))]
-
-
-    @mcp.prompt()
-    async def test_input_required_result_prompt(
-            ctx: Context) -> list[UserMessage] | types.InputRequiredResult:
-        """prompts/get asking for input first (SEP-2322 on a request other than tools/call)."""
-        got = ctx.input_responses or {}
-        if "user_context" in got:
-            return [UserMessage(content=types.TextContent(
-                text=f"Use the following context: {_elicited(got['user_context'], 'context')}"))]
-        return types.InputRequiredResult(input_requests={"user_context": _ask(
-            "What context should the prompt use?",
-            {"type": "object", "properties": {"context": {"type": "string"}},
-             "required": ["context"]})})
 
 
 def _resources(mcp: MCPServer) -> None:

@@ -18,7 +18,8 @@ key); this module then relays the captured questions to the agent.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -33,7 +34,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from toolkeeper.mcp import results
 from toolkeeper.mcp.protocol import refuse_missing
-from toolkeeper.mcp.request_state import RequestStates, StateRefused, call_digest
+from toolkeeper.mcp.request_state import Opened, RequestStates, StateRefused, call_digest
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.reasons import Reason
@@ -90,47 +91,86 @@ class Rounds:
         ``toolkeeper.mcp.tasks``), if anything."""
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         call = call_digest(request.tool, request.action or "", request.arguments)
-        resume: dict[str, Any] | None = None
-        if modern and params.request_state is not None:
-            try:
-                opened = await self.states.take(params.request_state, who, call)
-            except StateRefused as exc:
-                log.info("requestState refused (%s): %s", exc.detail, exc)
-                raise exc.wire() from None
-            if opened.kind == "confirm":
-                answer = (params.input_responses or {}).get("confirm")
-                done = await self._after_confirm(ctx, who, request, opened.carried, answer)
-                return await self._reply(ctx, who, name, request, call, *done)
-            resume = {"inputResponses": _responses(params.input_responses),
-                      **({"requestState": opened.carried} if opened.carried else {})}
-        elif modern and params.input_responses is not None:  # a stateless upstream question
-            resume = {"inputResponses": _responses(params.input_responses)}
+        opened, resume = await self._resume(ctx, who, call, params, modern)
+        if opened is not None and opened.kind == "confirm":
+            answer = (params.input_responses or {}).get("confirm")
+            done = await self._after_confirm(ctx, who, request, opened.carried, answer)
+            return await self._reply(ctx, who, name, request, call, *done)
         result, asked = await self.run(ctx, who, request, resume, modern=modern)
         if park is not None and (task := await park(result)) is not None:
             return cast(types.CallToolResult, task)
         return await self._reply(ctx, who, name, request, call, result, asked)
 
+    async def prompt(self, ctx: Ctx, who: Principal, params: types.GetPromptRequestParams,
+                     get: Callable[[Principal, Any], Awaitable[Any]]) -> Any:
+        """``prompts/get`` of an upstream prompt (``get``), its questions relayed as for a
+        tool: a prompt asks in a round of its own too (SEP-2322)."""
+        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+        call = call_digest(params.name, "get", dict(params.arguments or {}))
+        opened, resume = await self._resume(ctx, who, call, params, modern)
+        if opened is not None and opened.kind != "upstream":
+            raise StateRefused("call", "issued for a tool call, not this prompt").wire()
+        with self._asking(ctx, resume, modern) as asked:
+            try:
+                return await get(who, params)
+            except MCPError as exc:
+                if not asked or (exc.error.data or {}).get("reason") != Reason.INPUT_REQUIRED:
+                    raise
+        return self.relay(capabilities(ctx), who, call, asked)
+
+    async def _resume(self, ctx: Ctx, who: Principal, call: str, params: Any, modern: bool
+                      ) -> tuple[Opened | None, dict[str, Any] | None]:
+        """A 2026-07-28 retry: its state taken (verified, used once) and what goes back
+        upstream (an upstream's state unwrapped, with the agent's answers)."""
+        if not modern:
+            return None, None
+        if params.request_state is None:  # answers to a stateless upstream question
+            responses = params.input_responses
+            return None, None if responses is None else {"inputResponses": _responses(responses)}
+        try:
+            opened = await self.states.take(params.request_state, who, call)
+        except StateRefused as exc:
+            log.info("requestState refused (%s): %s", exc.detail, exc)
+            raise exc.wire() from None
+        return opened, {"inputResponses": _responses(params.input_responses),
+                        **({"requestState": opened.carried} if opened.carried else {})}
+
+    @contextmanager
+    def _asking(self, ctx: Ctx | None, resume: dict[str, Any] | None,
+                modern: bool) -> Iterator[dict[str, Any]]:
+        """An upstream's questions in this block go to this agent (``ctx``; ``None``: the
+        lean path's agent, who declared no capability); those a 2026-07-28 agent answers
+        in a retry are gathered in the dict yielded."""
+        asked: dict[str, Any] = {}
+
+        async def ask(requests: dict[str, Any], state: str | None,
+                      now: bool) -> dict[str, Any] | None:
+            if not modern:
+                return await self._ask_in_band(ctx, requests) if ctx is not None else None
+            if not now:
+                asked.update(requests=requests, state=state)
+            return None  # the agent answers in its retry (or cannot be asked now)
+
+        base = DOWNSTREAM.get() or Downstream()
+        caps = base.client_capabilities or (
+            {c: {} for c in sorted(capabilities(ctx))} if ctx is not None else {})
+        token = DOWNSTREAM.set(replace(base, ask=ask, resume=resume, client_capabilities=caps))
+        try:
+            yield asked
+        finally:
+            DOWNSTREAM.reset(token)
+
     async def run(self, ctx: Ctx | None, who: Principal, request: CallRequest,
                   resume: dict[str, Any] | None = None, *, modern: bool
                   ) -> tuple[CallResult, dict[str, Any] | None]:
-        """The governed call, with an upstream's questions going to this agent (``ctx``;
-        ``None``: the lean path's agent, who declared no capability); the questions it
-        stopped on (``input_required``) for a 2026-07-28 agent to answer in a retry."""
-        asked: dict[str, Any] = {}
-
-        async def ask(requests: dict[str, Any], state: str | None) -> dict[str, Any] | None:
-            if not modern:
-                return await self._ask_in_band(ctx, requests) if ctx is not None else None
-            asked.update(requests=requests, state=state)
-            return None  # the agent answers in its retry
-
-        ds = replace(DOWNSTREAM.get() or Downstream(), ask=ask, resume=resume)
-        token = DOWNSTREAM.set(ds)
-        try:
+        """The governed call, with an upstream's questions going to this agent; the
+        questions it stopped on (``input_required``) for a 2026-07-28 agent to answer in a
+        retry."""
+        with self._asking(ctx, resume, modern) as asked:
+            ds = DOWNSTREAM.get()
             result = await self.gw.call_served(request, who)
-        finally:
-            DOWNSTREAM.reset(token)
-        refuse_missing(ds)  # the upstream's -32021 is the agent's (toolkeeper.mcp.protocol)
+        if ds is not None:  # the upstream's -32021 is the agent's (toolkeeper.mcp.protocol)
+            refuse_missing(ds)
         return result, (asked if result.reason == Reason.INPUT_REQUIRED and asked else None)
 
     async def _reply(self, ctx: Ctx, who: Principal, name: str, request: CallRequest,

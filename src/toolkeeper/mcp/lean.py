@@ -55,6 +55,7 @@ from pydantic import ValidationError
 from starlette.types import Scope, Send
 
 from toolkeeper.mcp import results
+from toolkeeper.mcp.request_state import call_digest
 from toolkeeper.mcp.tasks import refuse_required
 from toolkeeper.mcp.views import key_of
 
@@ -232,11 +233,13 @@ async def answer(face: McpFace, who: Principal, job: Plan) -> tuple[int, dict[st
             refuse_required(face.gw, who, request.tool)  # no tasks extension declared here
             done, asked = await face.rounds.run(None, who, request,
                                                 modern=job.session is None)
-            if asked is not None:  # a question this client declared it cannot answer
-                face.rounds.relay(set(), who, "", asked)
-            plain = None if "tools/call" in face.server.cache_hints else \
-                results.plain_wire(done, job.version)
-            result = results.wire(done) if plain is None else plain
+            if asked is not None:  # -32021 (it declared no capability), or only a state
+                result = face.rounds.relay(set(), who, call_digest(
+                    request.tool, request.action or "", request.arguments), asked)
+            else:
+                plain = None if "tools/call" in face.server.cache_hints else \
+                    results.plain_wire(done, job.version)
+                result = results.wire(done) if plain is None else plain
         shaped = _shape(face.server, job, result)
     except MCPError as exc:
         error = modern_error_data(exc).model_dump(mode="json", by_alias=True,

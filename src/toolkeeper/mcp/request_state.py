@@ -111,6 +111,13 @@ class RequestStates:
             self._key = hmac.new(state_key(self.gw), _LABEL, hashlib.sha256).digest()
         return hmac.new(self._key, PREFIX.encode() + payload, hashlib.sha256).digest()
 
+    def _authentic(self, payload: bytes, mac: bytes) -> bool:
+        return hmac.compare_digest(mac, self._mac(payload))
+
+    @staticmethod
+    def _live(expires_at: float, now: float) -> bool:
+        return now < expires_at
+
     def seal(self, who: Principal, call: str, kind: str, carried: str, *,
              expires_at: float | None = None) -> str:
         """A state for ``who`` and the call digest ``call``, good until ``expires_at``
@@ -134,7 +141,7 @@ class RequestStates:
             payload, mac = _unb64(body), _unb64(tag)
         except (ValueError, TypeError):
             raise StateRefused("malformed", "not a requestState this gateway issued") from None
-        if not hmac.compare_digest(mac, self._mac(payload)):
+        if not self._authentic(payload, mac):
             raise StateRefused("tampered", "integrity check failed")
         claims = orjson.loads(payload)
         if claims.get("v") != VERSION or claims.get("k") not in KINDS:
@@ -144,7 +151,7 @@ class RequestStates:
         if not hmac.compare_digest(str(claims.get("d")), call):
             raise StateRefused("call", "issued for another tool call or other arguments")
         expires_at = float(claims["e"])
-        if (time.time() if now is None else now) >= expires_at:
+        if not self._live(expires_at, time.time() if now is None else now):
             raise StateRefused("expired", "expired; call the tool again without it")
         return Opened(kind=str(claims["k"]), carried=str(claims.get("x", "")),
                       expires_at=expires_at, nonce=str(claims["n"]))

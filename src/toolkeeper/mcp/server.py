@@ -215,6 +215,8 @@ class McpFace:
                 return self.relay.list_prompts(who)
             if name in ("subscribe", "unsubscribe"):
                 return await getattr(self.relay, name)(ctx, who, str(params.uri))
+            if name == "get_prompt":  # an upstream prompt may ask (mcp/input_required.py)
+                return await self.rounds.prompt(ctx, who, params, self.relay.get_prompt)
             return await getattr(self.relay, name)(who, params)
         return handler
 

@@ -17,6 +17,7 @@ server (``oauth:``) that refuses the renewed token, or whose authorization serve
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from toolkeeper.errors import ToolError, UpstreamError
@@ -61,8 +62,13 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str, arguments: dic
         bearer = await _bearer(ctx, pool, server)
         try:
             auth = {"bearer": bearer} if bearer is not None else {}
-            result = await _rounds(pool, server, tool, arguments, ctx.timeout_s, {
-                **auth, **({"param_headers": param_headers} if param_headers else {})})
+            if param_headers:  # the tool's x-mcp-header arguments, as Mcp-Param-*
+                auth = {**auth, "param_headers": param_headers}
+
+            async def send(extra: dict[str, Any] | None) -> Any:
+                return await pool.call(server, tool, arguments, timeout_s=ctx.timeout_s,
+                                       **auth, **({"extra": extra} if extra else {}))
+            result = await rounds(server, send)
         finally:
             _mark_held(ctx, pool, server)
     except TokenRejected as exc:
@@ -81,28 +87,29 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str, arguments: dic
     return output_of(server, result)
 
 
-async def _rounds(pool: Any, server: str, tool: str, arguments: dict[str, Any],
-                  timeout_s: float, auth: dict[str, Any]) -> Any:
-    """The upstream's answer, its questions answered in-band on the way when the agent can
-    be asked (:mod:`toolkeeper.upstream.asking`); an ``InputRequiredResult`` the agent must
-    answer itself stops the call with ``input_required`` (the MCP face relays it)."""
+async def rounds(server: str, send: Callable[[dict[str, Any] | None], Awaitable[Any]]
+                 ) -> Any:
+    """The upstream's answer to ``send`` (a request, with ``extra``: a retry's
+    ``inputResponses``/``requestState``), its questions answered in-band on the way when
+    the agent can be asked (:mod:`toolkeeper.upstream.asking`); an ``InputRequiredResult``
+    the agent must answer itself stops the call with ``input_required`` (the MCP face
+    relays it)."""
     from toolkeeper.upstream import asking
 
     ds = asking.downstream()
     extra = ds.resume if ds is not None else None
     for _ in range(asking.MAX_ROUNDS):
-        result = await pool.call(server, tool, arguments, timeout_s=timeout_s, **auth,
-                                 **({"extra": extra} if extra else {}))
+        result = await send(extra)
         if not asking.input_required(result):
             return result
         try:
             requests, state = asking.questions(result)
         except ValueError as exc:
             raise ToolError(Reason.INVALID_OUTPUT, f"{server}: {exc}") from None
-        answers = await ds.ask(requests, state) if ds is not None and ds.ask else None
+        answers = await ds.ask(requests, state, False) if ds is not None and ds.ask else None
         if answers is None:
-            raise ToolError(Reason.INPUT_REQUIRED, f"{server}: the tool asks the agent for "
-                            "input", retryable=False)
+            raise ToolError(Reason.INPUT_REQUIRED, f"{server}: the upstream asks the agent "
+                            "for input", retryable=False)
         extra = {"inputResponses": answers, **({"requestState": state} if state else {})}
     raise ToolError(Reason.UPSTREAM_ERROR, f"{server}: still asking for input after "
                     f"{asking.MAX_ROUNDS} rounds", retryable=False)

@@ -39,9 +39,11 @@ class McpPromptProvider(NoPreview):
         import mcp_types as types
         from pydantic import ValidationError
 
-        answer = await relay(ctx, self.server, "prompts/get",
-                             {"name": self.prompt,
-                              "arguments": {k: str(v) for k, v in arguments.items()}})
+        from toolkeeper.providers.mcp import rounds
+
+        params = {"name": self.prompt, "arguments": {k: str(v) for k, v in arguments.items()}}
+        answer = await rounds(self.server, lambda extra: relay(  # it may ask (SEP-2322)
+            ctx, self.server, "prompts/get", {**params, **(extra or {})}))
         try:
             result = types.GetPromptResult.model_validate(answer)
         except ValidationError as exc:

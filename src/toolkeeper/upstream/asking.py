@@ -9,9 +9,11 @@ of at most :data:`MAX_STATE_CHARS`, :data:`MAX_ROUNDS` rounds in one call.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import orjson
+from pydantic import TypeAdapter, ValidationError
 
 from toolkeeper.upstream.downstream import Downstream, current
 
@@ -55,7 +57,20 @@ def questions(result: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
                              "roots request")
     if len(orjson.dumps(requests)) > MAX_QUESTIONS_CHARS:
         raise ValueError(f"inputRequests exceed {MAX_QUESTIONS_CHARS} bytes")
+    for key, req in requests.items():  # as the SDK's own types read them
+        try:
+            _input_request().validate_python(req)
+        except ValidationError as exc:
+            raise ValueError(f"inputRequests[{key[:50]!r}] is not a valid request "
+                             f"({exc.error_count()} errors)") from None
     return requests, state
+
+
+@cache
+def _input_request() -> TypeAdapter[Any]:
+    import mcp_types as types
+
+    return TypeAdapter(types.InputRequest)
 
 
 def needed(requests: dict[str, Any]) -> set[str]:
@@ -64,4 +79,35 @@ def needed(requests: dict[str, Any]) -> set[str]:
     return {CAPABILITY[r["method"]] for r in requests.values()}
 
 
-__all__ = ["MAX_ROUNDS", "input_required", "needed", "questions"]
+def envelope(plain: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 request's ``_meta`` (``plain``: none declared) with the agent's
+    capabilities to answer questions when the request is part of its call, so an upstream
+    asks only what the agent can answer."""
+    ds = current()
+    if ds is None or not ds.client_capabilities:
+        return plain
+    return {**plain, "io.modelcontextprotocol/clientCapabilities": ds.client_capabilities}
+
+
+async def reply_to(request: dict[str, Any], nth: int) -> dict[str, Any]:
+    """The JSON-RPC response to a 2025-era server's request in the middle of a call: the
+    agent's answer when it can be asked now (its side of the call has an ``ask``), an
+    empty result to a ``ping``, else an error (at most :data:`MAX_ROUNDS` per call)."""
+    rid, method, params = request.get("id"), request.get("method"), request.get("params")
+    if method == "ping":
+        return {"jsonrpc": "2.0", "id": rid, "result": {}}
+    answer = None
+    ds = current()
+    if (ds is not None and ds.ask is not None and method in CAPABILITY and nth <= MAX_ROUNDS
+            and isinstance(params if params is not None else {}, dict)):
+        question = {"method": method, "params": params or {}}
+        if len(orjson.dumps(question)) <= MAX_QUESTIONS_CHARS:
+            answers = await ds.ask({"r": question}, None, True)
+            answer = (answers or {}).get("r")
+    if isinstance(answer, dict):
+        return {"jsonrpc": "2.0", "id": rid, "result": answer}
+    return {"jsonrpc": "2.0", "id": rid, "error": {
+        "code": -32601, "message": f"the agent cannot answer {str(method)[:100]} now"}}
+
+
+__all__ = ["MAX_ROUNDS", "envelope", "input_required", "needed", "questions", "reply_to"]

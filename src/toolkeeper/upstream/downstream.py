@@ -18,10 +18,11 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 """``(progress, total, message)`` → sent to the agent as ``notifications/progress``."""
 LogSink = Callable[[str, Any, str | None], Awaitable[None]]
 """``(level, data, logger)`` → sent to the agent as ``notifications/message``."""
-Ask = Callable[[dict[str, Any], str | None], Awaitable[dict[str, Any] | None]]
-"""``(inputRequests, upstream requestState)`` of an upstream that asks for input → the
+Ask = Callable[[dict[str, Any], str | None, bool], Awaitable[dict[str, Any] | None]]
+"""``(inputRequests, upstream requestState, now)`` of an upstream that asks for input → the
 agent's ``inputResponses`` (asked in-band), or ``None``: the agent answers in a retry of its
-own (2026-07-28) or cannot be asked — the call then stops with ``input_required``."""
+own (2026-07-28; the call then stops with ``input_required``) or cannot be asked. ``now``:
+a 2025-era upstream waits for the answer in the middle of its call (no retry possible)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ the cheapest path through an SDK server); otherwise ``initialize`` once (keeping
 ``Mcp-Session-Id``). Each answer is read as JSON or from the SSE stream until its response
 arrives (the rest of that stream is then read in the background, bounded, so the connection
 can serve again). Progress and log notifications on that stream go to the agent's request
-(:mod:`toolkeeper.upstream.notes`); server-to-client requests on it are ignored.
+(:mod:`toolkeeper.upstream.notes`); the server's requests on it (a 2025-era server's
+elicitation, sampling or roots request) are answered through the agent's side of the call
+(:mod:`toolkeeper.upstream.asking`).
 A server it cannot handshake with (e.g. one speaking only 2026-07-28) makes the pool fall
 back to the SDK's client; stdio servers always use the SDK's.
 
@@ -35,6 +37,7 @@ import httpx
 import orjson
 
 from toolkeeper.upstream import rawhttp
+from toolkeeper.upstream.asking import envelope
 from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.upstream.notes import Notes, meta_for
@@ -45,6 +48,9 @@ VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MODERN = "2026-07-28"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": {}}
+ASKABLE: dict[str, dict[str, Any]] = {"elicitation": {}, "sampling": {}}
+"""What a 2025-era server may ask in the middle of a call: relayed to the agent when it can
+answer (an error otherwise). Not ``roots``: servers ask for it outside any call."""
 NAMED = {"tools/call", "resources/read", "prompts/get"}
 """2026-07-28 methods whose ``Mcp-Name`` header repeats ``params.name`` (or ``uri``)."""
 ACCEPT = "application/json, text/event-stream"
@@ -115,7 +121,7 @@ class LeanHttpClient:
             return
         try:
             result = await self.request("initialize", {
-                "protocolVersion": VERSIONS[0], "capabilities": {},
+                "protocolVersion": VERSIONS[0], "capabilities": ASKABLE,
                 "clientInfo": {"name": "toolkeeper", "version": __version__}})
         except MCPError as exc:
             raise HandshakeRefused(f"initialize refused: {exc.message}") from exc
@@ -208,7 +214,8 @@ class LeanHttpClient:
         notes = Notes(ds, rid) if ds is not None and (ds.progress or ds.log) else None
         if self.protocol_version == MODERN:
             carried = meta_for(ds, rid, modern=True)
-            params = {**params, "_meta": {**ENVELOPE, **carried} if carried else ENVELOPE}
+            params = {**params, "_meta": {**envelope(ENVELOPE), **carried} if carried
+                      else envelope(ENVELOPE)}
             headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
             if method in NAMED:
                 headers["Mcp-Name"] = str(params.get("name") or params.get("uri") or "")
@@ -261,6 +268,7 @@ class LeanHttpClient:
                     sse = _Sse(rid, keep=notes is not None)
                     while (piece := await resp.next_piece()) is not None:
                         event = sse.feed(piece)
+                        await self._reply(sse, headers)
                         if sse.others and notes is not None:
                             await _hand(sse, notes)
                         if event is not None:
@@ -302,7 +310,8 @@ class LeanHttpClient:
             async with self._httpx().stream("POST", self.url, content=body,
                                             headers=headers, timeout=timeout) as resp:
                 if self._is_sse(resp.headers) and rid is not None:
-                    return _answer(await _from_sse(resp.aiter_bytes(), rid, notes),
+                    return _answer(await self._from_sse(resp.aiter_bytes(), rid, headers,
+                                                        notes),
                                    resp.status_code)
                 if rid is None:
                     return None
@@ -313,6 +322,31 @@ class LeanHttpClient:
             raise MCPError(code=-32001, message=f"timed out: {type(exc).__name__}") from exc
         except httpx.TransportError as exc:
             raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
+
+    async def _from_sse(self, pieces: AsyncIterator[bytes], rid: int,
+                        headers: dict[str, str], notes: Notes | None = None) -> Any:
+        """The JSON-RPC response to ``rid`` on an SSE stream (requests answered,
+        notifications handed to ``notes``)."""
+        sse = _Sse(rid, keep=notes is not None)
+        async for piece in pieces:
+            event = sse.feed(piece)
+            await self._reply(sse, headers)
+            if sse.others and notes is not None:
+                await _hand(sse, notes)
+            if event is not None:
+                return event
+        return sse.end()
+
+    async def _reply(self, sse: _Sse, headers: dict[str, str]) -> None:
+        """Answer the server's requests on this stream (2025-11-25: an elicitation,
+        sampling or roots request in the middle of ``tools/call``) through the agent's
+        side of the call (:mod:`toolkeeper.upstream.asking`)."""
+        from toolkeeper.upstream.asking import reply_to
+
+        while sse.requests:
+            request = sse.requests.pop(0)
+            sse.answered += 1
+            await self._post(await reply_to(request, sse.answered), None, None, headers)
 
     async def aclose(self) -> None:
         sid = self._session.get("Mcp-Session-Id")
@@ -350,17 +384,6 @@ def _loads(body: bytes) -> Any:
         return None
 
 
-async def _from_sse(pieces: AsyncIterator[bytes], rid: int, notes: Notes | None = None
-                    ) -> Any:
-    """The JSON-RPC response to ``rid`` on an SSE stream (other events go to ``notes``)."""
-    sse = _Sse(rid, keep=notes is not None)
-    async for piece in pieces:
-        event = sse.feed(piece)
-        if sse.others and notes is not None:
-            await _hand(sse, notes)
-        if event is not None:
-            return event
-    return sse.end()
 
 
 async def _hand(sse: _Sse, notes: Notes) -> None:
@@ -373,11 +396,14 @@ class _Sse:
     """An SSE stream read piece by piece until the JSON-RPC response to ``rid``: lines end
     with CRLF, LF or CR; ``data:`` lines gather until a blank line ends the event."""
 
-    __slots__ = ("_data", "_keep", "_rest", "_rid", "others")
+    __slots__ = ("_data", "_keep", "_rest", "_rid", "answered", "others", "requests")
 
     def __init__(self, rid: int, *, keep: bool = False) -> None:
         self._rid = rid
         self._keep = keep
+        self.requests: list[dict[str, Any]] = []
+        """The server's requests seen on the stream, not yet answered."""
+        self.answered = 0
         self._rest = bytearray()
         self._data: list[bytes] = []
         self.others: list[Any] = []
@@ -407,7 +433,10 @@ class _Sse:
             if isinstance(event, dict) and event.get("id") == self._rid and (
                     "result" in event or "error" in event):
                 return event
-            if self._keep and len(self.others) < 64:
+            if isinstance(event, dict) and isinstance(event.get("method"), str) \
+                    and "id" in event:
+                self.requests.append(event)
+            elif self._keep and len(self.others) < 64:
                 self.others.append(event)
         return None
 

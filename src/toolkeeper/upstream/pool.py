@@ -377,7 +377,9 @@ class UpstreamPool:
         ds = current()  # the agent's progress goes back to it (its log messages do not:
         # the SDK's client hands them to one connection-wide callback)
         try:
-            result = await client.call_tool(
+            # the session's call: an InputRequiredResult comes back (the client's own loop
+            # has no one to ask); the provider relays it to the agent
+            result = await client.session.call_tool(
                 tool, arguments, read_timeout_seconds=timeout_s, allow_input_required=True,
                 input_responses=extra.get("inputResponses"),
                 request_state=extra.get("requestState"),
