@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from mcp_fixtures import CONFORMANCE_TOOLS, McpServer, serving
+from conformance_upstream import fronted
+from mcp_fixtures import McpServer, serving
 
 from peers import entry, node
 
@@ -58,9 +59,9 @@ def test_the_inspector_is_refused_without_a_token(srv: McpServer, tmp_path: Path
 
 @pytest.fixture(scope="module")
 def conformance_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
-    # the suite cannot send a bearer token: every request carries bot's
-    with serving(f"sqlite:///{tmp_path_factory.mktemp('conf')}/tk.db",
-                 extra=CONFORMANCE_TOOLS, acting_as="bot") as s:
+    """toolkeeper fronting the conformance fixture upstream (conformance_upstream.py); the
+    suite cannot send a bearer token, so every request carries bot's."""
+    with fronted(tmp_path_factory.mktemp("conf"), acting_as="bot") as s:
         yield s
 
 

@@ -267,8 +267,13 @@ def test_the_sweep_runs_from_the_gateway_and_counts(db_url: str) -> None:
         for i, expires in enumerate((timedelta(minutes=1), timedelta(hours=3))):
             gw.store.approvals.create(_approval(f"ap{i}", _now() + expires))
         written = len(attack.events(db_url))
+        later = (_now() + timedelta(hours=2)).timestamp()  # requestState nonces (MCP)
+        gw.store.request_states.consume("gone", later - 1, later - 10)
+        gw.store.request_states.consume("kept", later + 1, later - 10)
         rep = gw.retention.run(now=_now() + timedelta(hours=2))
         assert (rep.outcomes, rep.approvals, rep.side_effects) == (3, 1, 3)
+        assert rep.request_states == 1 and not gw.store.request_states.consume(
+            "kept", later + 1, later)
         assert gw.store.approvals.get("ap0") is None and gw.store.approvals.get("ap1")
         default = _default(rep.audit)
         assert (default.deleted, default.through_seq) == (written, written)

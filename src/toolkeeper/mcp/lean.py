@@ -55,6 +55,7 @@ from pydantic import ValidationError
 from starlette.types import Scope, Send
 
 from toolkeeper.mcp import results
+from toolkeeper.mcp.request_state import call_digest
 from toolkeeper.mcp.tasks import refuse_required
 from toolkeeper.mcp.views import key_of
 
@@ -107,8 +108,8 @@ def _plain_params(method: str, params: Any) -> bool:
     if not isinstance(meta, dict) or not meta.keys() <= META_KEYS:
         return False
     caps, info = meta.get(CLIENT_CAPABILITIES_META_KEY), meta.get(CLIENT_INFO_META_KEY)
-    if not isinstance(caps, dict) or caps.keys() - {"roots", "sampling"}:
-        return False  # elicitation may turn a call into an input request: the SDK's job
+    if not isinstance(caps, dict) or caps:
+        return False  # an upstream may ask a client that can answer: the SDK's job
     if info is not None and not (isinstance(info, dict) and info.keys() <= {"name", "version"}
                                  and all(isinstance(v, str) for v in info.values())
                                  and len(info) == 2):
@@ -230,10 +231,15 @@ async def answer(face: McpFace, who: Principal, job: Plan) -> tuple[int, dict[st
                 face.notifier.shown(key_of(who), None)
             _, request = face.request_for(who, params["name"], params.get("arguments"), None)
             refuse_required(face.gw, who, request.tool)  # no tasks extension declared here
-            done = await face.gw.call_served(request, who)
-            plain = None if "tools/call" in face.server.cache_hints else \
-                results.plain_wire(done, job.version)
-            result = results.wire(done) if plain is None else plain
+            done, asked = await face.rounds.run(None, who, request,
+                                                modern=job.session is None)
+            if asked is not None:  # -32021 (it declared no capability), or only a state
+                result = face.rounds.relay(set(), who, call_digest(
+                    request.tool, request.action or "", request.arguments), asked)
+            else:
+                plain = None if "tools/call" in face.server.cache_hints else \
+                    results.plain_wire(done, job.version)
+                result = results.wire(done) if plain is None else plain
         shaped = _shape(face.server, job, result)
     except MCPError as exc:
         error = modern_error_data(exc).model_dump(mode="json", by_alias=True,

@@ -14,7 +14,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 DEFAULT_INPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False}
 ImplementationType = Literal[
     "native", "function", "http", "mcp", "agent_call", "builtin", "rag_retrieval", "artifact",
-    "internal", "custom",
+    "internal", "custom", "mcp_prompt", "mcp_resources",
 ]
 
 
@@ -141,7 +141,8 @@ class ToolDefinition(_Strict):
         """Derived bucket (SPEC §6): built_in, mcp, artifact or custom."""
         if self.is_system or self.builtin_key:
             return "built_in"
-        if self.implementation_type == "mcp" or self.implementation.get("type") == "mcp":
+        if self.implementation_type in ("mcp", "mcp_prompt", "mcp_resources") or \
+                self.implementation.get("type") == "mcp":
             return "mcp"
         if self.artifact_id or self.implementation_type == "artifact":
             return "artifact"

@@ -68,7 +68,7 @@ class ProviderUnavailable(UserError):
 
 def server_problem(tool: ToolDefinition, servers: Container[str]) -> str | None:
     """Why an ``mcp`` tool cannot reach its upstream server (not among ``servers``)."""
-    if tool.implementation_type != "mcp":
+    if tool.implementation_type not in ("mcp", "mcp_prompt", "mcp_resources"):
         return None
     server = str(tool.implementation.get("server", ""))[:200]
     if server in servers:
@@ -238,6 +238,13 @@ class ProviderFactory:
             from toolkeeper.providers.mcp import McpProvider
 
             return McpProvider(impl)
+        if kind in ("mcp_prompt", "mcp_resources"):  # upstream prompts and resources
+            if tool.origin == "api":
+                raise UserError(f"{tool.name}: tools defined through the API cannot reach "
+                                "upstream MCP servers; configure them under `servers:`")
+            from toolkeeper.providers.mcp_relay import relayed_provider
+
+            return relayed_provider(kind, impl)
         if kind == "artifact":
             from toolkeeper.providers.artifact import ArtifactProvider
 

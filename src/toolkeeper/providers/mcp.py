@@ -17,6 +17,7 @@ server (``oauth:``) that refuses the renewed token, or whose authorization serve
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from toolkeeper.errors import ToolError, UpstreamError
@@ -31,19 +32,28 @@ class McpProvider(NoPreview):
     def __init__(self, implementation: dict[str, Any]) -> None:
         self.server = str(implementation.get("server", ""))
         self.tool = str(implementation.get("tool", ""))
+        self.param_headers = {tuple(p): str(t) for p, t in implementation.get(
+            "param_headers", ()) if isinstance(p, list)}
         if not self.server or not self.tool:
             raise ToolError("config_invalid", "an mcp tool names its `server` and `tool`")
 
     async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        return await call_upstream(ctx, self.server, self.tool, arguments)
+        if not self.param_headers:
+            return await call_upstream(ctx, self.server, self.tool, arguments)
+        from mcp.shared.inbound import mcp_param_headers
+
+        return await call_upstream(ctx, self.server, self.tool, arguments,
+                                   mcp_param_headers(self.param_headers, arguments))
 
 
-async def call_upstream(ctx: ToolContext, server: str, tool: str,
-                        arguments: dict[str, Any]) -> McpContent:
+async def call_upstream(ctx: ToolContext, server: str, tool: str, arguments: dict[str, Any],
+                        param_headers: dict[str, str] | None = None) -> McpContent:
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
+    from toolkeeper.upstream.downstream import current
     from toolkeeper.upstream.errors import TokenRejected, UpstreamUnavailable
+    from toolkeeper.upstream.notes import refused
 
     pool = ctx.upstreams
     if pool is None:
@@ -51,8 +61,14 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     try:
         bearer = await _bearer(ctx, pool, server)
         try:
-            result = await pool.call(server, tool, arguments, timeout_s=ctx.timeout_s,
-                                     **({"bearer": bearer} if bearer is not None else {}))
+            auth = {"bearer": bearer} if bearer is not None else {}
+            if param_headers:  # the tool's x-mcp-header arguments, as Mcp-Param-*
+                auth = {**auth, "param_headers": param_headers}
+
+            async def send(extra: dict[str, Any] | None) -> Any:
+                return await pool.call(server, tool, arguments, timeout_s=ctx.timeout_s,
+                                       **auth, **({"extra": extra} if extra else {}))
+            result = await rounds(server, send)
         finally:
             _mark_held(ctx, pool, server)
     except TokenRejected as exc:
@@ -60,6 +76,7 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     except UpstreamUnavailable as exc:
         raise UpstreamError(str(exc), retryable=True) from None
     except MCPError as exc:
+        refused(current(), exc.code, exc.data)  # -32021: the MCP face answers it as such
         # -32001 timed out, -32000 connection lost: the call may have run upstream
         lost = exc.code in (-32000, -32001)
         raise UpstreamError(f"{server}: {exc.message}", retryable=lost,
@@ -68,6 +85,34 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
         raise UpstreamError(f"{server}: connection lost: {exc}", retryable=True,
                             may_have_executed=True) from None
     return output_of(server, result)
+
+
+async def rounds(server: str, send: Callable[[dict[str, Any] | None], Awaitable[Any]]
+                 ) -> Any:
+    """The upstream's answer to ``send`` (a request, with ``extra``: a retry's
+    ``inputResponses``/``requestState``), its questions answered in-band on the way when
+    the agent can be asked (:mod:`toolkeeper.upstream.asking`); an ``InputRequiredResult``
+    the agent must answer itself stops the call with ``input_required`` (the MCP face
+    relays it)."""
+    from toolkeeper.upstream import asking
+
+    ds = asking.downstream()
+    extra = ds.resume if ds is not None else None
+    for _ in range(asking.MAX_ROUNDS):
+        result = await send(extra)
+        if not asking.input_required(result):
+            return result
+        try:
+            requests, state = asking.questions(result)
+        except ValueError as exc:
+            raise ToolError(Reason.INVALID_OUTPUT, f"{server}: {exc}") from None
+        answers = await ds.ask(requests, state, False) if ds is not None and ds.ask else None
+        if answers is None:
+            raise ToolError(Reason.INPUT_REQUIRED, f"{server}: the upstream asks the agent "
+                            "for input", retryable=False)
+        extra = {"inputResponses": answers, **({"requestState": state} if state else {})}
+    raise ToolError(Reason.UPSTREAM_ERROR, f"{server}: still asking for input after "
+                    f"{asking.MAX_ROUNDS} rounds", retryable=False)
 
 
 async def _bearer(ctx: ToolContext, pool: Any, server: str) -> Any:

@@ -44,6 +44,7 @@ class SweepReport:
     approvals: int = 0
     side_effects: int = 0
     mcp_tasks: int = 0
+    request_states: int = 0
     audit: list[PruneReport] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -98,6 +99,7 @@ class Retention:
             rep.outcomes = store.outcomes.purge_expired(before, stop=stop)
             rep.approvals = store.approvals.purge_expired(before, stop=stop)
         rep.mcp_tasks = store.mcp_tasks.purge_expired(now.timestamp(), stop=stop)
+        rep.request_states = store.request_states.purge(now.timestamp())
         if self.audit_retention is not None:
             before = now - self.audit_retention
             rep.audit = store.audit.prune(before, stop=stop)
@@ -108,7 +110,7 @@ class Retention:
         self._metrics.retention_sweep(rep.seconds)
         counts = {"outcomes": rep.outcomes, "approvals": rep.approvals,
                   "audit_events": rep.audit_events, "side_effects": rep.side_effects,
-                  "mcp_tasks": rep.mcp_tasks}
+                  "mcp_tasks": rep.mcp_tasks, "request_states": rep.request_states}
         for table, n in counts.items():
             if n:
                 self._metrics.retention_deleted(table, n)

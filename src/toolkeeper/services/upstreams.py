@@ -64,6 +64,7 @@ class UpstreamSync:
         def on_listing(cfg: ServerConfig, tools: list[Any]) -> None:
             if not self._closed():
                 self.listing(cfg, tools)
+                self.extras(cfg)
 
         async def resolve(values: Mapping[str, str]) -> Mapping[str, str]:
             return await resolve_refs(self._secrets, values)
@@ -80,13 +81,28 @@ class UpstreamSync:
             if names is not None and name not in names:
                 continue
             try:
-                tools = self.pool.list_tools(name, cfg.connect_timeout_s + 15)
+                tools = _tools_of(self.pool, name, cfg.connect_timeout_s + 15)
             except Exception as exc:
                 log.warning("upstream MCP server %s not listed: %s", name, exc)
                 out[name] = exc
                 continue
             out[name] = self.listing(cfg, tools)
+            self.extras(cfg)
         return out
+
+    def extras(self, cfg: ServerConfig) -> SyncReport | None:
+        """Sync the server's prompts and resources (``None``: they could not be listed)."""
+        from toolkeeper.services.upstream_extras import sync_extras
+
+        try:
+            found = self.pool.list_extras(cfg.name, cfg.connect_timeout_s + 15)
+        except Exception as exc:
+            log.warning("upstream MCP server %s: prompts and resources not listed: %s",
+                        cfg.name, str(exc)[:300])
+            return None
+        report = SyncReport()
+        sync_extras(self, cfg, found, report)
+        return report
 
     def tick(self) -> None:
         """List the servers again every ``mcp_resync_s``, on a thread of its own (the
@@ -97,7 +113,8 @@ class UpstreamSync:
     def listing(self, cfg: ServerConfig, tools: list[Any]) -> SyncReport:
         """Import new tools (published: their hash is pinned now), quarantine drifted ones."""
         report = SyncReport()
-        wanted = [t for t in tools if cfg.include is None or t.name in cfg.include]
+        wanted = unambiguous(cfg, [t for t in tools if cfg.include is None
+                                   or t.name in cfg.include])
         with self._batch():
             for tool in wanted:
                 self._sync_one(cfg, tool, report)
@@ -107,9 +124,19 @@ class UpstreamSync:
         return report
 
     def _sync_one(self, cfg: ServerConfig, tool: Any, report: SyncReport) -> None:
-        new = definition(cfg, tool)
+        self.sync_definition(cfg, definition(cfg, tool), report, upstream_tool=tool.name)
+
+    def sync_definition(self, cfg: ServerConfig, new: ToolDefinition, report: SyncReport, *,
+                        drifted: Callable[[dict[str, Any], dict[str, Any]], bool] | None = None,
+                        **about: Any) -> None:
+        """Import ``new``, keep it, update it or quarantine it; ``drifted(pinned, fresh)``
+        (implementations) decides what a changed ``upstream_hash`` means (default: drift)."""
         found = self._store.registry.tool(new.name, cfg.tenant)
         current = found[1] if found and found[1].tenant_id == cfg.tenant else None
+        if current is not None and current.implementation_type != new.implementation_type:
+            log.warning("upstream %s: %s is taken by another tool; not imported", cfg.name,
+                        new.name)
+            return
         if current is None:
             self._registry.save(new)
             self._registry.publish(new.name, cfg.tenant)
@@ -122,8 +149,9 @@ class UpstreamSync:
                 self._registry.save(_as(new, current))  # keep the newest for the admin to review
             report.quarantined.append(new.name)
             return
-        if pinned == fresh:
-            if _operator_unchanged(new, current):
+        if pinned == fresh or (drifted is not None and not drifted(current.implementation,
+                                                                    new.implementation)):
+            if pinned == fresh and _operator_unchanged(new, current):
                 report.unchanged.append(new.name)
                 return
             # the operator changed side effect, risk…: a new version, published as configured
@@ -136,8 +164,40 @@ class UpstreamSync:
                              status=ToolStatus.QUARANTINED))
         self._store.audit.append([system_event(
             EventType.TOOL_QUARANTINED, cfg.tenant, tool=new.name, version=current.version,
-            server=cfg.name, upstream_tool=tool.name, pinned_hash=pinned, upstream_hash=fresh)])
+            server=cfg.name, pinned_hash=pinned, upstream_hash=fresh, **about)])
         report.quarantined.append(new.name)
+
+
+def unambiguous(cfg: ServerConfig, tools: list[Any]) -> list[Any]:
+    """The tools whose gateway name is theirs alone: an upstream name the gateway's name
+    rule changes (a dot, past 64 characters) may land on another's; the tool already named
+    so keeps the name, the others are not imported (else each listing would read as drift
+    of the one imported first)."""
+    prefix = cfg.name if cfg.prefix is None else cfg.prefix
+    by_name: dict[str, list[Any]] = {}
+    for tool in tools:
+        by_name.setdefault(cfg.local(tool.name), []).append(tool)
+    kept = []
+    for local, claims in by_name.items():
+        exact = [t for t in claims if local == (f"{prefix}_{t.name}" if prefix else t.name)]
+        if len(claims) > 1:
+            log.warning("upstream %s: tools %s all map to %s; %s", cfg.name,
+                        ", ".join(sorted(t.name for t in claims)), local,
+                        f"kept {exact[0].name}" if len(exact) == 1 else "none imported")
+        kept += claims if len(claims) == 1 else exact[:1] if len(exact) == 1 else []
+    return kept
+
+
+def _tools_of(pool: LazyPool, name: str, timeout_s: float) -> list[Any]:
+    """The server's tools (none when it offers only prompts or resources)."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        return pool.list_tools(name, timeout_s)
+    except MCPError as exc:
+        if exc.code == -32601:  # method not found
+            return []
+        raise
 
 
 def _operator_unchanged(new: ToolDefinition, current: ToolDefinition) -> bool:

@@ -16,6 +16,7 @@ from toolkeeper.store.outcomes import OutcomeRepo
 from toolkeeper.store.rates import RateRepo
 from toolkeeper.store.recent_calls import RecentCallRepo
 from toolkeeper.store.registry import RegistryRepo
+from toolkeeper.store.request_states import RequestStateRepo
 from toolkeeper.store.retrieval import RetrievalRepo
 from toolkeeper.store.sessions import SessionRepo
 from toolkeeper.store.tokens import TokenRepo
@@ -42,6 +43,7 @@ class Store:
         self.recent_calls = RecentCallRepo(db)
         self.agent_calls = AgentCallRepo(db)
         self.sessions = SessionRepo(db)
+        self.request_states = RequestStateRepo(db)
         self.mcp_tasks = McpTaskRepo(db)
 
     @classmethod

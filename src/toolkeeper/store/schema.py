@@ -328,6 +328,16 @@ sso_logins = Table(
 """A sign-in started at the provider and not finished: bound to the browser's pre-login
 cookie (its id's hash), taken once by the callback."""
 
+request_states = Table(
+    "request_states", metadata,
+    Column("nonce", String(64), primary_key=True),
+    Column("expires_at", Float, nullable=False),
+    Index("ix_request_states_expires", "expires_at"),
+)
+"""An MCP ``requestState`` (``toolkeeper.mcp.request_state``) already answered: its nonce,
+kept until the state's own expiry (epoch seconds) so it is accepted once, by any worker or
+replica; deleted after it expired."""
+
 credentials = Table(
     "credentials", metadata,
     Column("tenant_id", String(ID), primary_key=True),

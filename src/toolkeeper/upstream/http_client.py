@@ -12,7 +12,10 @@ request carries the ``_meta`` envelope and routing headers, and answers as plain
 the cheapest path through an SDK server); otherwise ``initialize`` once (keeping
 ``Mcp-Session-Id``). Each answer is read as JSON or from the SSE stream until its response
 arrives (the rest of that stream is then read in the background, bounded, so the connection
-can serve again). Server-to-client requests and notifications on that stream are ignored.
+can serve again). Progress and log notifications on that stream go to the agent's request
+(:mod:`toolkeeper.upstream.notes`); the server's requests on it (a 2025-era server's
+elicitation, sampling or roots request) are answered through the agent's side of the call
+(:mod:`toolkeeper.upstream.asking`).
 A server it cannot handshake with (e.g. one speaking only 2026-07-28) makes the pool fall
 back to the SDK's client; stdio servers always use the SDK's.
 
@@ -34,7 +37,10 @@ import httpx
 import orjson
 
 from toolkeeper.upstream import rawhttp
+from toolkeeper.upstream.asking import envelope
+from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
+from toolkeeper.upstream.notes import Notes, meta_for
 from toolkeeper.version import __version__
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -42,9 +48,13 @@ VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MODERN = "2026-07-28"
 ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
             "io.modelcontextprotocol/clientCapabilities": {}}
+ASKABLE: dict[str, dict[str, Any]] = {"elicitation": {}, "sampling": {}}
+"""What a 2025-era server may ask in the middle of a call: relayed to the agent when it can
+answer (an error otherwise). Not ``roots``: servers ask for it outside any call."""
 NAMED = {"tools/call", "resources/read", "prompts/get"}
 """2026-07-28 methods whose ``Mcp-Name`` header repeats ``params.name`` (or ``uri``)."""
 ACCEPT = "application/json, text/event-stream"
+HANDSHAKE = frozenset({"initialize", "server/discover"})
 log = logging.getLogger(__name__)
 
 
@@ -111,7 +121,7 @@ class LeanHttpClient:
             return
         try:
             result = await self.request("initialize", {
-                "protocolVersion": VERSIONS[0], "capabilities": {},
+                "protocolVersion": VERSIONS[0], "capabilities": ASKABLE,
                 "clientInfo": {"name": "toolkeeper", "version": __version__}})
         except MCPError as exc:
             raise HandshakeRefused(f"initialize refused: {exc.message}") from exc
@@ -158,65 +168,83 @@ class LeanHttpClient:
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *,
                         read_timeout_seconds: float | None = None,
-                        bearer: Bearer | None = None) -> dict[str, Any]:
-        """The ``CallToolResult`` as the wire dict (unchecked: the provider validates it)."""
-        return await self.request("tools/call", {"name": name, "arguments": arguments},
-                                  timeout_s=read_timeout_seconds, bearer=bearer)
+                        bearer: Bearer | None = None,
+                        extra: dict[str, Any] | None = None,
+                        param_headers: dict[str, str] | None = None) -> dict[str, Any]:
+        """The ``CallToolResult`` (or ``InputRequiredResult``) as the wire dict (unchecked:
+        the provider validates it); ``extra``: a retry's ``inputResponses``/``requestState``;
+        ``param_headers``: the tool's ``x-mcp-header`` arguments as ``Mcp-Param-*`` (sent to
+        a 2026-07-28 server)."""
+        return await self.request("tools/call", {"name": name, "arguments": arguments,
+                                                 **(extra or {})},
+                                  timeout_s=read_timeout_seconds, bearer=bearer,
+                                  headers=param_headers)
 
     async def request(self, method: str, params: dict[str, Any], *,
                       timeout_s: float | None = None,
-                      bearer: Bearer | None = None) -> dict[str, Any]:
+                      bearer: Bearer | None = None,
+                      headers: dict[str, str] | None = None) -> dict[str, Any]:
         """One request; with a bearer (``bearer``, else the connection's), a 401 renews the
         token once and sends the request once more — safe because a 401 means the upstream
         refused it before doing anything — then raises :class:`TokenRejected`."""
         source = bearer or self._auth
         if source is None:
             try:
-                return await self._request(method, params, timeout_s, None)
+                return await self._request(method, params, timeout_s, None, headers)
             except _Unauthorized:
                 raise TokenRejected(f"{self.url}: the upstream asks for authorization (401);"
                                     " give the server an `oauth` block") from None
         token = await source.current()
         try:
-            return await self._request(method, params, timeout_s, token)
+            return await self._request(method, params, timeout_s, token, headers)
         except _Unauthorized:
             token = await source.renew(token)
         try:
-            return await self._request(method, params, timeout_s, token)
+            return await self._request(method, params, timeout_s, token, headers)
         except _Unauthorized:
             raise TokenRejected(f"{self.url}: the upstream refused the gateway's renewed "
                                 "OAuth token (401)") from None
 
     async def _request(self, method: str, params: dict[str, Any], timeout_s: float | None,
-                       token: str | None) -> dict[str, Any]:
+                       token: str | None, more: dict[str, str] | None = None
+                       ) -> dict[str, Any]:
         rid = next(self._ids)
         headers = self._session
+        ds = current() if method not in HANDSHAKE else None
+        notes = Notes(ds, rid) if ds is not None and (ds.progress or ds.log) else None
         if self.protocol_version == MODERN:
-            params = {**params, "_meta": ENVELOPE}
+            carried = meta_for(ds, rid, modern=True)
+            params = {**params, "_meta": {**envelope(ENVELOPE), **carried} if carried
+                      else envelope(ENVELOPE)}
             headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
             if method in NAMED:
                 headers["Mcp-Name"] = str(params.get("name") or params.get("uri") or "")
+            if more:
+                headers.update(more)
+        elif ds is not None and (extra := meta_for(ds, rid, modern=False)):
+            params = {**params, "_meta": extra}
         if token is not None:
             headers = {**headers, "Authorization": f"Bearer {token}"}
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-        answer = await self._post(message, rid, timeout_s, headers)
+        answer = await self._post(message, rid, timeout_s, headers, notes)
         assert answer is not None
         return answer
 
     async def _post(self, message: dict[str, Any], rid: int | None,
-                    timeout_s: float | None, headers: dict[str, str]) -> dict[str, Any] | None:
+                    timeout_s: float | None, headers: dict[str, str],
+                    notes: Notes | None = None) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
         body = orjson.dumps(message)
         raw = self._raw
         if raw is not None:
             try:
-                return await self._raw_post(raw, body, rid, timeout_s, headers)
+                return await self._raw_post(raw, body, rid, timeout_s, headers, notes)
             except rawhttp.Unsupported as exc:
                 self._fall_back(raw, exc)
                 if exc.sent and self._started:  # it may have run: not sent twice
                     raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
-        return await self._httpx_post(body, rid, timeout_s, headers)
+        return await self._httpx_post(body, rid, timeout_s, headers, notes)
 
     def _fall_back(self, raw: rawhttp.Pool, exc: rawhttp.Unsupported) -> None:
         if self._raw is raw:
@@ -227,7 +255,7 @@ class LeanHttpClient:
 
     async def _raw_post(self, raw: rawhttp.Pool, body: bytes, rid: int | None,
                         timeout_s: float | None, headers: dict[str, str],
-                        ) -> dict[str, Any] | None:
+                        notes: Notes | None = None) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
         read_s = self._timeout_s if timeout_s is None else timeout_s
@@ -237,9 +265,13 @@ class LeanHttpClient:
                                      connect_s)
             try:
                 if self._is_sse(resp.headers) and rid is not None:
-                    sse = _Sse(rid)
+                    sse = _Sse(rid, keep=notes is not None)
                     while (piece := await resp.next_piece()) is not None:
-                        if (event := sse.feed(piece)) is not None:
+                        event = sse.feed(piece)
+                        await self._reply(sse, headers)
+                        if sse.others and notes is not None:
+                            await _hand(sse, notes)
+                        if event is not None:
                             raw.drain_later(resp)  # the connection is reused once read
                             return _answer(event, resp.status)
                     return _answer(sse.end(), resp.status)
@@ -268,7 +300,8 @@ class LeanHttpClient:
         return kind == "text/event-stream"
 
     async def _httpx_post(self, body: bytes, rid: int | None, timeout_s: float | None,
-                          headers: dict[str, str]) -> dict[str, Any] | None:
+                          headers: dict[str, str], notes: Notes | None = None
+                          ) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
         timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(
@@ -277,7 +310,8 @@ class LeanHttpClient:
             async with self._httpx().stream("POST", self.url, content=body,
                                             headers=headers, timeout=timeout) as resp:
                 if self._is_sse(resp.headers) and rid is not None:
-                    return _answer(await _from_sse(resp.aiter_bytes(), rid),
+                    return _answer(await self._from_sse(resp.aiter_bytes(), rid, headers,
+                                                        notes),
                                    resp.status_code)
                 if rid is None:
                     return None
@@ -288,6 +322,31 @@ class LeanHttpClient:
             raise MCPError(code=-32001, message=f"timed out: {type(exc).__name__}") from exc
         except httpx.TransportError as exc:
             raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
+
+    async def _from_sse(self, pieces: AsyncIterator[bytes], rid: int,
+                        headers: dict[str, str], notes: Notes | None = None) -> Any:
+        """The JSON-RPC response to ``rid`` on an SSE stream (requests answered,
+        notifications handed to ``notes``)."""
+        sse = _Sse(rid, keep=notes is not None)
+        async for piece in pieces:
+            event = sse.feed(piece)
+            await self._reply(sse, headers)
+            if sse.others and notes is not None:
+                await _hand(sse, notes)
+            if event is not None:
+                return event
+        return sse.end()
+
+    async def _reply(self, sse: _Sse, headers: dict[str, str]) -> None:
+        """Answer the server's requests on this stream (2025-11-25: an elicitation,
+        sampling or roots request in the middle of ``tools/call``) through the agent's
+        side of the call (:mod:`toolkeeper.upstream.asking`)."""
+        from toolkeeper.upstream.asking import reply_to
+
+        while sse.requests:
+            request = sse.requests.pop(0)
+            sse.answered += 1
+            await self._post(await reply_to(request, sse.answered), None, None, headers)
 
     async def aclose(self) -> None:
         sid = self._session.get("Mcp-Session-Id")
@@ -325,25 +384,30 @@ def _loads(body: bytes) -> Any:
         return None
 
 
-async def _from_sse(pieces: AsyncIterator[bytes], rid: int) -> Any:
-    """The JSON-RPC response to ``rid`` on an SSE stream (other events are skipped)."""
-    sse = _Sse(rid)
-    async for piece in pieces:
-        if (event := sse.feed(piece)) is not None:
-            return event
-    return sse.end()
+
+
+async def _hand(sse: _Sse, notes: Notes) -> None:
+    others, sse.others = sse.others, []
+    for event in others:
+        await notes.deliver(event)
 
 
 class _Sse:
     """An SSE stream read piece by piece until the JSON-RPC response to ``rid``: lines end
     with CRLF, LF or CR; ``data:`` lines gather until a blank line ends the event."""
 
-    __slots__ = ("_data", "_rest", "_rid")
+    __slots__ = ("_data", "_keep", "_rest", "_rid", "answered", "others", "requests")
 
-    def __init__(self, rid: int) -> None:
+    def __init__(self, rid: int, *, keep: bool = False) -> None:
         self._rid = rid
+        self._keep = keep
+        self.requests: list[dict[str, Any]] = []
+        """The server's requests seen on the stream, not yet answered."""
+        self.answered = 0
         self._rest = bytearray()
         self._data: list[bytes] = []
+        self.others: list[Any] = []
+        """With ``keep``: the other events read so far (notifications), bounded."""
 
     def feed(self, piece: bytes) -> Any:
         """Our response if this piece completes it, else ``None``."""
@@ -369,6 +433,11 @@ class _Sse:
             if isinstance(event, dict) and event.get("id") == self._rid and (
                     "result" in event or "error" in event):
                 return event
+            if isinstance(event, dict) and isinstance(event.get("method"), str) \
+                    and "id" in event:
+                self.requests.append(event)
+            elif self._keep and len(self.others) < 64:
+                self.others.append(event)
         return None
 
     def end(self) -> Any:

@@ -27,15 +27,23 @@ class LazyPool:
             return self._pool
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
-                   timeout_s: float, bearer: Any = None) -> Any:
+                   timeout_s: float, bearer: Any = None, **more: Any) -> Any:
+        """``more``: ``extra`` (a retry's input responses), ``param_headers``."""
         return await self.get().call(server, tool, arguments, timeout_s=timeout_s,
-                                     bearer=bearer)
+                                     bearer=bearer, **more)
+
+    async def request(self, server: str, method: str, params: dict[str, Any], *,
+                      timeout_s: float) -> dict[str, Any]:
+        return await self.get().request(server, method, params, timeout_s=timeout_s)
 
     def config(self, server: str) -> Any:
         return self.get().config(server)
 
     def list_tools(self, server: str, timeout_s: float = 30.0) -> list[Any]:
         return self.get().list_tools(server, timeout_s)
+
+    def list_extras(self, server: str, timeout_s: float = 30.0) -> Any:
+        return self.get().list_extras(server, timeout_s)
 
     def close(self) -> None:
         with self._lock:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.upstream.servers import ServerConfig
 
@@ -56,6 +57,9 @@ class UpstreamPool:
         self.bearer_for = bearer_for or (lambda cfg: None)
         """An OAuth server's connection token source (``None``: no ``oauth`` block)."""
         self.on_listing = on_listing
+        self.on_message: Callable[[ServerConfig, Any], bool] | None = None
+        """Sees an upstream's notifications first (``True``: handled, e.g. a resource
+        update relayed to subscribers)."""
         self._conns: dict[str, _Conn] = {}
         self._lean: dict[tuple[str, int], Any] = {}
         self._lean_locks: dict[tuple[str, int], asyncio.Lock] = {}
@@ -75,8 +79,12 @@ class UpstreamPool:
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
-                   timeout_s: float, bearer: Bearer | None = None) -> Any:
-        """``tools/call`` on ``server``: a ``CallToolResult`` (model or wire dict).
+                   timeout_s: float, bearer: Bearer | None = None,
+                   extra: dict[str, Any] | None = None,
+                   param_headers: dict[str, str] | None = None) -> Any:
+        """``tools/call`` on ``server``: a ``CallToolResult`` (model or wire dict), or an
+        ``InputRequiredResult`` as its wire dict. ``extra``: ``inputResponses`` and
+        ``requestState`` of a retry (multi-round-trip requests).
 
         An HTTP server is called from the caller's own loop over a lean client kept per
         (server, loop): no thread hop on the hot path. Others go through the pool's loop.
@@ -88,11 +96,42 @@ class UpstreamPool:
         if cfg.url is not None and server not in self._sdk_only:
             lean = await self._local(cfg)
             if lean is not None:
-                return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer)
+                return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer,
+                                             extra, param_headers)
         if bearer is not None:
             raise TokenRejected(f"{server}: a per-call token (token exchange) needs a server "
                                 "the gateway's own client speaks to (2025-era handshake)")
-        return await self.submit(self._call(server, tool, arguments, timeout_s))
+        return await self.submit(self._call(server, tool, arguments, timeout_s, extra))
+
+    async def request(self, server: str, method: str, params: dict[str, Any], *,
+                      timeout_s: float) -> dict[str, Any]:
+        """Any other request on ``server`` (prompts, resources, completions): the answer as
+        its wire dict (:mod:`toolkeeper.upstream.relayed`)."""
+        from toolkeeper.upstream.relayed import relay_request
+
+        if self._closed:
+            raise UpstreamUnavailable("the gateway is closing")
+        cfg = self._config(server)
+        if cfg.url is not None and server not in self._sdk_only:
+            lean = await self._local(cfg)
+            if lean is not None:
+                return await relay_request(lean, method, params, timeout_s)
+        return await self.submit(self._request(server, method, params, timeout_s))
+
+    async def _request(self, server: str, method: str, params: dict[str, Any],
+                       timeout_s: float) -> dict[str, Any]:
+        from toolkeeper.upstream.relayed import relay_request
+
+        return await relay_request(await self._client(server), method, params, timeout_s)
+
+    def list_extras(self, server: str, timeout_s: float = 30.0) -> Any:
+        """Blocking: the server's prompts, resources and templates now
+        (:func:`toolkeeper.upstream.relayed.list_extras`)."""
+        from toolkeeper.upstream.relayed import list_extras
+
+        async def run() -> Any:
+            return await list_extras(await self._client(server, relist=False), timeout_s)
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout=timeout_s)
 
     def config(self, server: str) -> ServerConfig:
         """The configuration of ``server`` (``UpstreamUnavailable`` when there is none)."""
@@ -148,12 +187,15 @@ class UpstreamPool:
 
     async def _lean_call(self, cfg: ServerConfig, lean: Any, tool: str,
                          arguments: dict[str, Any], timeout_s: float,
-                         bearer: Bearer | None) -> Any:
+                         bearer: Bearer | None, extra: dict[str, Any] | None = None,
+                         param_headers: dict[str, str] | None = None) -> Any:
         from mcp.shared.exceptions import MCPError
 
         try:
             return await lean.call_tool(tool, arguments, read_timeout_seconds=timeout_s,
-                                        bearer=bearer)
+                                        bearer=bearer, **({"extra": extra} if extra else {}),
+                                        **({"param_headers": param_headers}
+                                           if param_headers else {}))
         except (MCPError, UpstreamUnavailable) as exc:
             if not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
                 key = (cfg.name, id(asyncio.get_running_loop()))
@@ -282,7 +324,10 @@ class UpstreamPool:
         async def handle(message: Any) -> None:
             import mcp_types as types
 
-            if isinstance(message, types.ToolListChangedNotification):
+            if self.on_message is not None and self.on_message(cfg, message):
+                return
+            if isinstance(message, types.ToolListChangedNotification | types.
+                          PromptListChangedNotification | types.ResourceListChangedNotification):
                 conn = self._conns.get(cfg.name)
                 if conn is not None and conn.client is not None:
                     self._loop.create_task(self._relist(cfg, conn.client))
@@ -310,26 +355,38 @@ class UpstreamPool:
         if self.on_listing is None:
             return
         try:
-            tools = (await client.list_tools()).tools
-            await self._loop.run_in_executor(None, self.on_listing, cfg, list(tools))
+            tools = await _tools(client)
+            await self._loop.run_in_executor(None, self.on_listing, cfg, tools)
         except Exception:
             log.exception("re-listing upstream %s failed", cfg.name)
 
     async def _list(self, server: str) -> list[Any]:
         client = await self._client(server, relist=False)  # the caller syncs what it gets
         try:
-            return list((await client.list_tools()).tools)
+            return await _tools(client)
         except Exception:
             await self._drop(server)
             raise
 
     async def _call(self, server: str, tool: str, arguments: dict[str, Any],
-                    timeout_s: float) -> Any:
+                    timeout_s: float, extra: dict[str, Any] | None = None) -> Any:
         client = await self._client(server)
         from mcp.shared.exceptions import MCPError
 
+        extra = extra or {}
+        ds = current()  # the agent's progress goes back to it (its log messages do not:
+        # the SDK's client hands them to one connection-wide callback)
         try:
-            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
+            # the session's call: an InputRequiredResult comes back (the client's own loop
+            # has no one to ask); the provider relays it to the agent
+            result = await client.session.call_tool(
+                tool, arguments, read_timeout_seconds=timeout_s, allow_input_required=True,
+                input_responses=extra.get("inputResponses"),
+                request_state=extra.get("requestState"),
+                progress_callback=ds.progress if ds is not None else None)
+            if getattr(result, "result_type", None) == "input_required":  # as on the wire
+                return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            return result
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 await self._drop(server)  # the next call reconnects
@@ -350,6 +407,18 @@ class UpstreamPool:
         tasks = [c.task for c in conns if c.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=3)
+
+
+async def _tools(client: Any) -> list[Any]:
+    """The server's tools; none when it serves only prompts or resources."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        return list((await client.list_tools()).tools)
+    except MCPError as exc:
+        if exc.code == -32601:  # method not found
+            return []
+        raise
 
 
 def _bearer_auth(httpx2: Any, source: Bearer) -> Any:
