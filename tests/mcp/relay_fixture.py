@@ -6,7 +6,8 @@ by ``FIXTURE_PROMPT`` on every listing, so a test can change it under a running 
 ``leak`` (a message holding the value of ``FIXTURE_SECRET``). Resources: ``memo://readme``
 (text), ``memo://secret`` (text holding ``FIXTURE_SECRET``), ``memo://logo`` (a blob), the
 template ``memo://note/{id}``; ``FIXTURE_EXTRA`` set lists ``memo://extra`` too (a resource
-that appears). Completions for ``greet``'s ``name``; subscriptions accepted.
+that appears). Completions for ``greet``'s ``name``; reading ``memo://note/{id}`` tells
+the 2026-07-28 listen streams subscribed to it that it changed.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
+BUS = InMemorySubscriptionBus()
+HANDLER = ListenHandler(BUS)
 LOGO = base64.b64encode(b"\x89PNG\r\n\x1a\nnot-really-a-png").decode()
 
 
@@ -79,6 +83,7 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams
         text = "extra"
     elif uri.startswith("memo://note/"):
         text = f"Note {uri.rsplit('/', 1)[1]}"
+        await BUS.publish(ResourceUpdated(uri=uri))  # 2026-07-28 listen streams hear it
     elif uri == "memo://logo":
         return types.ReadResourceResult(contents=[types.BlobResourceContents(
             uri=uri, mime_type="image/png", blob=LOGO)])
@@ -105,7 +110,7 @@ def build() -> Server[Any]:
                   on_get_prompt=get_prompt, on_list_resources=list_resources,
                   on_list_resource_templates=list_templates, on_read_resource=read_resource,
                   on_completion=complete, on_subscribe_resource=subscribe,
-                  on_unsubscribe_resource=subscribe)
+                  on_unsubscribe_resource=subscribe, on_subscriptions_listen=HANDLER)
 
 
 async def _stdio() -> None:

@@ -44,6 +44,7 @@ log = logging.getLogger("toolkeeper.mcp")
 NOT_FOUND = "Resource not found"
 MAX_COMPLETIONS = 100
 MAX_SUBSCRIPTIONS = 10_000
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 _HIDDEN = frozenset({CallStatus.DENIED, CallStatus.FAILED})
 """Stopped reads answered as not found (a denied URI must not be told from a missing one)."""
 
@@ -56,6 +57,11 @@ class Relay:
         self._subs: dict[tuple[int, str], tuple[Any, Principal, asyncio.AbstractEventLoop]] = {}
         """(session id, uri) → (session, its agent, its loop)."""
         self._upstream_subs: set[tuple[str, str]] = set()
+        self._listening: dict[Any, set[str]] = {}
+        """2026-07-28: per agent, the URIs its listen streams asked to hear of."""
+        self._listeners: dict[Any, tuple[Principal, asyncio.AbstractEventLoop]] = {}
+        self.bus: Any = None
+        """The face's ``AgentBus`` (listen streams per agent)."""
 
     # -- what the agent may use -----------------------------------------------------------
 
@@ -179,40 +185,80 @@ class Relay:
             if conn is not None:  # forgotten when the session ends (see notify.track)
                 conn.exit_stack.callback(self._subs.pop, key, None)
         self._subs[key] = (ctx.session, who, asyncio.get_running_loop())
-        if (server, uri) not in self._upstream_subs:
-            self._watch()
-            try:
-                await self.gw.upstreams.request(server, "resources/subscribe", {"uri": uri},
-                                                timeout_s=min(entry.execution.timeout_s, 30))
-                self._upstream_subs.add((server, uri))
-            except MCPError as exc:  # e.g. an upstream without subscriptions: none come
-                log.info("upstream %s: resources/subscribe %s refused: %s", server,
-                         uri[:200], exc.message[:200])
+        await self.watch(server, uri, min(entry.execution.timeout_s, 30.0))
         return types.EmptyResult()
+
+    async def watch(self, server: str, uri: str, timeout_s: float) -> None:
+        """Have ``server`` tell the gateway when ``uri`` changes (once per server and URI):
+        a 2025-11-25 upstream by ``resources/subscribe``, a 2026-07-28 one on a
+        ``subscriptions/listen`` stream of its own."""
+        from toolkeeper.upstream.relayed import watch_resource
+
+        if (server, uri) in self._upstream_subs:
+            return
+        if len(self._upstream_subs) >= MAX_SUBSCRIPTIONS:
+            raise MCPError(code=types.INVALID_REQUEST, message="too many subscriptions")
+        pool = self.gw.upstreams.get()
+        if pool.on_message is None:
+            pool.on_message = self._upstream_message
+        cfg = pool.config(server)
+
+        def updated(changed: str) -> None:
+            self._upstream_message(cfg, types.ResourceUpdatedNotification(
+                params=types.ResourceUpdatedNotificationParams(uri=changed)))
+        try:
+            await pool.with_client(server, lambda c: watch_resource(c, uri, updated,
+                                                                    timeout_s))
+            self._upstream_subs.add((server, uri))
+        except MCPError as exc:  # e.g. an upstream without subscriptions: none come
+            log.info("upstream %s: no subscription to %s: %s", server, uri[:200],
+                     exc.message[:200])
 
     async def unsubscribe(self, ctx: Any, who: Principal, uri: str) -> types.EmptyResult:
         self._subs.pop((id(ctx.session), uri), None)
         return types.EmptyResult()
-
-    def _watch(self) -> None:
-        pool = self.gw.upstreams.get()
-        if pool.on_message is None:
-            pool.on_message = self._upstream_message
 
     def _upstream_message(self, cfg: Any, message: Any) -> bool:
         """On the pool's loop: an upstream's ``resources/updated`` goes to the subscribers
         whose agent may read that URI from that server."""
         if not isinstance(message, types.ResourceUpdatedNotification):
             return False
+        if (message.params.meta or {}).get(SUBSCRIPTION_ID):
+            return True  # a frame of our own listen stream: its iterator delivers it
         uri = str(message.params.uri)
         for (_sid, sub_uri), (session, who, loop) in list(self._subs.items()):
-            if sub_uri != uri:
-                continue
-            entry = self.owner(who, uri)
-            if entry is None or entry.implementation.get("server") != cfg.name:
-                continue
-            asyncio.run_coroutine_threadsafe(_send_updated(session, uri), loop)
+            if sub_uri == uri and self._serves(who, uri, cfg.name):
+                asyncio.run_coroutine_threadsafe(_send_updated(session, uri), loop)
+        for key, (who, loop) in list(self._listeners.items()):
+            if uri in self._listening.get(key, ()) and self._serves(who, uri, cfg.name):
+                asyncio.run_coroutine_threadsafe(self._publish(key, uri), loop)
         return True
+
+    def _serves(self, who: Principal, uri: str, server: str) -> bool:
+        entry = self.owner(who, uri)
+        return entry is not None and entry.implementation.get("server") == server
+
+    async def _publish(self, key: Any, uri: str) -> None:
+        from mcp.server.subscriptions import ResourceUpdated
+
+        if self.bus is not None:
+            await self.bus.publish_to(key, ResourceUpdated(uri=uri))
+
+    async def listen(self, who: Principal, key: Any, params: Any) -> None:
+        """2026-07-28: the resource subscriptions of ``who``'s ``subscriptions/listen``
+        stream — those it may read are watched upstream; updates go to its streams."""
+        wanted = list(getattr(params.notifications, "resource_subscriptions", None) or ())
+        uris = set(self._listening.get(key, ()))
+        for uri in wanted[:100]:
+            entry = self.owner(who, uri)
+            if entry is None:
+                continue
+            uris.add(uri)
+            await self.watch(str(entry.implementation.get("server")), uri,
+                             min(entry.execution.timeout_s, 30.0))
+        if uris and len(self._listeners) < MAX_SUBSCRIPTIONS:
+            self._listening[key] = uris
+            self._listeners[key] = (who, asyncio.get_running_loop())
 
 
 async def _send_updated(session: Any, uri: str) -> None:

@@ -77,6 +77,7 @@ class McpFace:
         self.listings = Listings(gw)
         self.notifier = ChangeNotifier(self.listings)
         self.relay = Relay(gw)
+        self.relay.bus = self.notifier.bus
         self.server = GatewayServer(
             "toolkeeper", version=__version__,
             instructions="Governed tools: every call is checked, gated, audited and run "
@@ -280,6 +281,7 @@ class McpFace:
                       ) -> types.SubscriptionsListenResult:
         """2026-07-28 ``subscriptions/listen``: the stream carries this agent's changes."""
         who = await self.principal(ctx)
+        await self.relay.listen(who, key_of(who), params)  # resource subscriptions
         with self.notifier.listening_as(key_of(who)):
             return await self._listen_handler(ctx, params)
 

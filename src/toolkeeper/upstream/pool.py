@@ -118,6 +118,13 @@ class UpstreamPool:
 
         return await relay_request(await self._client(server), method, params, timeout_s)
 
+    async def with_client(self, server: str,
+                          fn: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+        """``fn(client)`` on the pool's loop with ``server``'s connected client."""
+        async def run() -> T:
+            return await fn(await self._client(server))
+        return await self.submit(run())
+
     def list_extras(self, server: str, timeout_s: float = 30.0) -> Any:
         """Blocking: the server's prompts, resources and templates now
         (:func:`toolkeeper.upstream.relayed.list_extras`)."""
