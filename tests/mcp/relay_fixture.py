@@ -5,9 +5,10 @@ Prompts: ``greet`` (argument ``name``, required; its description is read from th
 by ``FIXTURE_PROMPT`` on every listing, so a test can change it under a running gateway),
 ``leak`` (a message holding the value of ``FIXTURE_SECRET``). Resources: ``memo://readme``
 (text), ``memo://secret`` (text holding ``FIXTURE_SECRET``), ``memo://logo`` (a blob), the
-template ``memo://note/{id}``; ``FIXTURE_EXTRA`` set lists ``memo://extra`` too (a resource
-that appears). Completions for ``greet``'s ``name``; reading ``memo://note/{id}`` tells
-the 2026-07-28 listen streams subscribed to it that it changed.
+template ``memo://note/{id}`` (ids are numbers, others are not found); ``FIXTURE_EXTRA``
+set lists ``memo://extra`` too (a resource that appears). Completions for ``greet``'s
+``name``; reading ``memo://note/{id}`` tells the 2026-07-28 listen streams subscribed to it
+that it changed.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams
         text = f"password={_secret()}"
     elif uri == "memo://extra":
         text = "extra"
-    elif uri.startswith("memo://note/"):
+    elif uri.startswith("memo://note/") and uri.rsplit("/", 1)[1].isdigit():
         text = f"Note {uri.rsplit('/', 1)[1]}"
         await BUS.publish(ResourceUpdated(uri=uri))  # 2026-07-28 listen streams hear it
     elif uri == "memo://logo":

@@ -271,6 +271,19 @@ async def test_an_agent_without_the_activation_sees_and_reads_nothing(
 
 
 @pytest.mark.parametrize("era", ERAS)
+async def test_a_uri_the_upstream_does_not_know_reads_as_not_found(
+        served: Served, era: str) -> None:
+    async with _toolkeeper(served, "bot", era) as client:
+        for uri in ("memo://note/missing/too/deep", "memo://nothing", "demo://resource/nope"):
+            with pytest.raises(MCPError, match="Resource not found") as err:
+                await client.read_resource(uri)  # no server claims it: nothing is sent
+            assert err.value.code == types.INVALID_PARAMS
+        with pytest.raises(MCPError, match="Resource not found") as err:
+            await client.read_resource("memo://note/abc")  # claimed, then refused upstream
+    assert err.value.code == types.INVALID_PARAMS
+
+
+@pytest.mark.parametrize("era", ERAS)
 async def test_another_tenants_server_is_never_listed_nor_readable(
         served: Served, era: str) -> None:
     async with _toolkeeper(served, "acme-bot", era) as client:

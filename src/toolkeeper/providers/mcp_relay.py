@@ -9,7 +9,8 @@ description and the roles), a resource's contents as embedded-resource blocks (a
 holding a secret or over the cap is replaced by a note). Errors as the ``mcp`` provider's:
 no connection → ``upstream_error`` (retryable), the upstream's error → ``upstream_error``,
 an answer of the wrong shape → ``invalid_output``; a URI this server does not list nor
-match with a template → ``invalid_arguments`` (nothing is sent).
+match with a template → ``invalid_arguments`` (nothing is sent), as is one the upstream
+answers as not found.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from toolkeeper.upstream.extras import PROMPT, claims
 
 MAX_MESSAGES = 1000
 MAX_CONTENTS = 1000
+NOT_FOUND_CODES = (-32002, -32602)
+"""An upstream's answers to a URI it does not know (2025-era ``-32002``, SEP-2164)."""
 
 
 class McpPromptProvider(NoPreview):
@@ -73,7 +76,13 @@ class McpResourcesProvider(NoPreview):
         if not claims(self.implementation, uri):
             raise ToolError(Reason.INVALID_ARGUMENTS, f"{self.server} lists no resource and "
                             "no template matching this URI")
-        answer = await relay(ctx, self.server, "resources/read", {"uri": uri})
+        try:
+            answer = await relay(ctx, self.server, "resources/read", {"uri": uri})
+        except UpstreamError as exc:
+            if exc.details.get("code") in NOT_FOUND_CODES:  # the upstream has no such URI
+                raise ToolError(Reason.INVALID_ARGUMENTS, f"{self.server}: no resource at "
+                                "this URI") from None
+            raise
         try:
             result = types.ReadResourceResult.model_validate(answer)
         except ValidationError as exc:
