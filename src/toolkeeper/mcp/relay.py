@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from toolkeeper.canonical import digest
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.reasons import Reason
@@ -81,6 +82,17 @@ class Relay:
             log.info("resource %s is claimed by %s; %s serves it", uri[:200],
                      ", ".join(e.name for e in found), found[0].name)
         return found[0] if found else None
+
+    def fingerprints(self, key: Any) -> tuple[str, str]:
+        """What ``key``'s agent is shown of prompts, and of resources and templates."""
+        tenant, agent, scopes = key
+        who = Principal(name=agent, tenant_id=tenant, roles=frozenset(), agent=agent,
+                        scopes=scopes)
+        prompts = [(e.name, e.implementation.get("upstream_hash")) for e in
+                   self.entries(who, PROMPT)]
+        resources = [(e.name, e.implementation.get("upstream_hash")) for e in
+                     self.entries(who, RESOURCES)]
+        return digest(prompts), digest(resources)
 
     # -- prompts --------------------------------------------------------------------------
 

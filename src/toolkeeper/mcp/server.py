@@ -78,6 +78,7 @@ class McpFace:
         self.notifier = ChangeNotifier(self.listings)
         self.relay = Relay(gw)
         self.relay.bus = self.notifier.bus
+        self.notifier.extras = self.relay.fingerprints
         self.server = GatewayServer(
             "toolkeeper", version=__version__,
             instructions="Governed tools: every call is checked, gated, audited and run "

@@ -335,12 +335,13 @@ class UpstreamPool:
         """2026-07-28 servers announce list changes on a ``subscriptions/listen`` stream
         (2025-11-25 ones as notifications: :meth:`_messages`)."""
         caps = getattr(client, "server_capabilities", None)
-        tools = getattr(caps, "tools", None)
-        if not getattr(tools, "list_changed", False) or \
+        if not any(getattr(getattr(caps, kind, None), "list_changed", False)
+                   for kind in ("tools", "prompts", "resources")) or \
                 getattr(client, "protocol_version", None) != "2026-07-28":
             return
         try:
-            async with client.listen(tools_list_changed=True) as sub:
+            async with client.listen(tools_list_changed=True, prompts_list_changed=True,
+                                     resources_list_changed=True) as sub:
                 async for _event in sub:
                     await self._relist(cfg, client)
         except asyncio.CancelledError:
