@@ -85,10 +85,13 @@ def _people(gw: Gateway) -> dict[str, str]:
         Activation(tool="am_greet"), Activation(tool="am_resources"))), replace=True)
     gw.registry.put_agent(Agent(name="bot", profile="all"), replace=True)
     gw.registry.put_agent(Agent(name="bare", profile="bare"), replace=True)
+    gw.registry.put_profile(Profile(name="notes", autonomy=3, activations=(Activation(
+        tool="rf_resources", policy={"uri_prefixes": ["memo://note/"]}),)), replace=True)
+    gw.registry.put_agent(Agent(name="notes", profile="notes"), replace=True)
     gw.registry.put_agent(Agent(name="acme-bot", profile="acme", tenant_id="acme"),
                           replace=True)
     tokens = {a: gw.store.tokens.create(tenant_id="default", role="agent", agent=a)[1]
-              for a in ("bot", "bare")}
+              for a in ("bot", "bare", "notes")}
     tokens["acme-bot"] = gw.store.tokens.create(tenant_id="acme", role="agent",
                                                 agent="acme-bot")[1]
     return tokens
@@ -268,6 +271,21 @@ async def test_an_agent_without_the_activation_sees_and_reads_nothing(
                                      {"name": "department", "value": "E"})
     assert prompts == [] and resources == [] and templates == []
     assert done.completion.values == []
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_policy_narrows_the_uris_listed_and_read(served: Served, era: str) -> None:
+    async with _toolkeeper(served, "notes", era) as client:
+        listed = _mine((await client.list_resources()).resources, "uri")
+        read = await client.read_resource("memo://note/1")
+        with pytest.raises(MCPError, match="Resource not found") as err:
+            await client.read_resource("memo://readme")  # the server's, not the policy's
+    assert listed == [] and read.contents[0].text == "Note 1"  # type: ignore[union-attr]
+    assert err.value.code == types.INVALID_PARAMS
+    res = httpx.post(f"{served.base}/tools/execute", json={
+        "tool": "rf_resources", "action": "read", "arguments": {"uri": "memo://readme"}},
+        headers={"Authorization": f"Bearer {served.tokens['notes']}"}).json()
+    assert (res["status"], res["reason"]) == ("denied", "path_not_allowed")
 
 
 @pytest.mark.parametrize("era", ERAS)

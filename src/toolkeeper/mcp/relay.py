@@ -46,8 +46,10 @@ NOT_FOUND = "Resource not found"
 MAX_COMPLETIONS = 100
 MAX_SUBSCRIPTIONS = 10_000
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-_HIDDEN = frozenset({CallStatus.DENIED, CallStatus.FAILED})
-"""Stopped reads answered as not found (a denied URI must not be told from a missing one)."""
+_PASSING = frozenset({Reason.RATE_LIMITED, Reason.CALL_LIMIT_EXCEEDED,
+                      Reason.CONCURRENCY_LIMITED, Reason.APPROVALS_PENDING_LIMIT,
+                      Reason.TOOL_UNAVAILABLE, Reason.STORE_UNAVAILABLE})
+"""Denials that say nothing about the URI (limits, availability): answered as they are."""
 
 
 class Relay:
@@ -75,9 +77,24 @@ class Relay:
         return [item.definition for item in (view[1] if view else ())
                 if item.definition.implementation_type == kind and action in item.actions]
 
+    def readable(self, who: Principal) -> list[tuple[ToolDefinition, tuple[str, ...] | None]]:
+        """The agent's resources entries, each with the URI prefixes its policy allows
+        (``None``: all)."""
+        assert who.agent is not None
+        catalog = self.gw.catalog
+        agent = catalog.agents.get((who.tenant_id, who.agent))
+        profile = catalog.profiles.get((who.tenant_id, agent.profile)) if agent else None
+        out = []
+        for entry in self.entries(who, RESOURCES):
+            act = profile.activations.get(entry.name) if profile is not None else None
+            prefixes = {**entry.policy, **(act.policy if act else {})}.get("uri_prefixes")
+            out.append((entry, tuple(prefixes) if prefixes is not None else None))
+        return out
+
     def owner(self, who: Principal, uri: str) -> ToolDefinition | None:
         """The resources entry of the server that serves ``uri`` to ``who``."""
-        found = [e for e in self.entries(who, RESOURCES) if claims(e.implementation, uri)]
+        found = [e for e, allowed in self.readable(who) if claims(e.implementation, uri)
+                 and (allowed is None or uri.startswith(allowed))]
         if len(found) > 1:
             log.info("resource %s is claimed by %s; %s serves it", uri[:200],
                      ", ".join(e.name for e in found), found[0].name)
@@ -123,8 +140,9 @@ class Relay:
     # -- resources ------------------------------------------------------------------------
 
     def list_resources(self, who: Principal) -> list[dict[str, Any]]:
-        return [r for e in self.entries(who, RESOURCES)
-                for r in e.implementation.get("resources", ())]
+        return [r for e, allowed in self.readable(who)
+                for r in e.implementation.get("resources", ())
+                if allowed is None or str(r.get("uri", "")).startswith(allowed)]
 
     def list_templates(self, who: Principal) -> list[dict[str, Any]]:
         return [t for e in self.entries(who, RESOURCES)
@@ -137,7 +155,7 @@ class Relay:
         result = await self.gw.call_served(CallRequest(
             tool=entry.name, action="read", arguments={"uri": uri}), who)
         if result.status is not CallStatus.SUCCEEDED or result.mcp is None:
-            if result.status in _HIDDEN and result.reason != Reason.UPSTREAM_ERROR:
+            if _hidden(result):
                 raise _not_found(uri)
             raise _stopped(result)
         contents = []
@@ -278,6 +296,14 @@ async def _send_updated(session: Any, uri: str) -> None:
         await session.send_resource_updated(uri)
     except Exception as exc:  # a closed session: it is gone
         log.info("resources/updated not delivered: %s", exc)
+
+
+def _hidden(result: CallResult) -> bool:
+    """Whether a stopped read answers as not found: a denial about this URI (policy, scope,
+    gate, quarantine) or a URI the upstream does not know — never told from a missing one."""
+    if result.status is CallStatus.DENIED:
+        return result.reason not in _PASSING
+    return result.status is CallStatus.FAILED and result.reason == Reason.INVALID_ARGUMENTS
 
 
 def _not_found(uri: str) -> MCPError:

@@ -15,8 +15,9 @@ answers as not found.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from toolkeeper.bounds import Subset
 from toolkeeper.errors import ToolError, UpstreamError
 from toolkeeper.model.call import McpContent
 from toolkeeper.model.reasons import Reason
@@ -59,8 +60,17 @@ class McpPromptProvider(NoPreview):
         return McpContent(content=blocks, structured=structured)
 
 
+class ResourcesPolicy(ToolPolicy):
+    """What a profile lets its agents read of a server's resources."""
+
+    uri_prefixes: Annotated[tuple[str, ...] | None, Subset(open="none")] = None
+    """Only URIs starting with one of these may be read (``None``: every URI the server
+    lists or matches with a template); others are denied ``path_not_allowed`` — which an
+    MCP client reads as ``Resource not found``."""
+
+
 class McpResourcesProvider(NoPreview):
-    policy_model: type[ToolPolicy] = ToolPolicy
+    policy_model: type[ToolPolicy] = ResourcesPolicy
 
     def __init__(self, implementation: dict[str, Any]) -> None:
         self.server = str(implementation.get("server", ""))
@@ -73,6 +83,9 @@ class McpResourcesProvider(NoPreview):
         from pydantic import ValidationError
 
         uri = str(arguments.get("uri", ""))
+        prefixes = getattr(ctx.policy, "uri_prefixes", None)
+        if prefixes is not None and not uri.startswith(tuple(prefixes)):
+            ctx.deny(Reason.PATH_NOT_ALLOWED, "the policy does not let this URI be read")
         if not claims(self.implementation, uri):
             raise ToolError(Reason.INVALID_ARGUMENTS, f"{self.server} lists no resource and "
                             "no template matching this URI")
