@@ -9,6 +9,7 @@ both eras and the MCP Inspector CLI."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -150,7 +151,11 @@ def _wire(model: Any) -> Any:
 
 
 def _untimed(value: Any) -> str:
-    """server-everything stamps dynamic resources with the time they were read."""
+    """server-everything stamps dynamic resources with the time they were read (in blobs
+    too: compared decoded)."""
+    if isinstance(value, list):
+        value = [{**c, "blob": base64.b64decode(c["blob"]).decode("utf-8", "replace")}
+                 if isinstance(c, dict) and "blob" in c else c for c in value]
     return re.sub(r"\d{1,2}:\d{2}:\d{2}(\.\d+)?\s?([AP]M)?|\d{4}-\d{2}-\d{2}T[\d:.]+Z?", "<t>",
                   json.dumps(value, sort_keys=True))
 
@@ -355,7 +360,7 @@ async def test_oversized_prompt_arguments_are_refused_before_the_upstream(
         with pytest.raises(MCPError, match="invalid_arguments") as err:
             await client.get_prompt("rf_greet", {"name": "x" * 20_000})
         with pytest.raises(MCPError, match="invalid_arguments"):
-            await client.get_prompt("rf_greet", {"nickname": "x"})  # not an argument of it
+            await client.get_prompt("rf_greet", {"name": "Ann", "nickname": "x"})  # not its
     assert err.value.code == types.INVALID_PARAMS
 
 
