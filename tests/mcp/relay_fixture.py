@@ -7,7 +7,7 @@ by ``FIXTURE_PROMPT`` on every listing, so a test can change it under a running 
 (text), ``memo://secret`` (text holding ``FIXTURE_SECRET``), ``memo://logo`` (a blob), the
 template ``memo://note/{id}`` (ids are numbers, others are not found); ``FIXTURE_EXTRA``
 set lists ``memo://extra`` too (a resource that appears). Completions for ``greet``'s
-``name``; reading ``memo://note/{id}`` tells the 2026-07-28 listen streams subscribed to it
+``name`` (one holds ``FIXTURE_SECRET``); reading ``memo://note/{id}`` tells the 2026-07-28 listen streams subscribed to it
 that it changed.
 """
 
@@ -96,7 +96,7 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams
 
 
 async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
-    names = ["alice", "albert", "bob"]
+    names = ["alice", "albert", "bob", f"key-{_secret()}"]
     value = params.argument.value
     return types.CompleteResult(completion=types.Completion(
         values=[n for n in names if n.startswith(value)]))

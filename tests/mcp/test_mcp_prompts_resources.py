@@ -343,10 +343,14 @@ def test_rest_shows_the_entries_with_their_category_and_audits_the_reads(
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_secret_in_a_prompt_or_a_resource_is_masked(served: Served, era: str) -> None:
+async def test_a_secret_in_a_prompt_a_resource_or_a_completion_is_masked(
+        served: Served, era: str) -> None:
     async with _toolkeeper(served, "bot", era) as client:
         prompt = await client.get_prompt("rf_leak")
         read = await client.read_resource("memo://secret")
+        done = await client.complete(types.PromptReference(name="rf_greet"),
+                                     {"name": "name", "value": "key"})
+    assert done.completion.values == [f"key-{MASK}"]
     assert _wire(prompt)["messages"] == [
         {"role": "user", "content": {"type": "text", "text": f"key={MASK}"}}]
     assert read.contents[0].text == f"password={MASK}"  # type: ignore[union-attr]
