@@ -7,8 +7,8 @@ by ``FIXTURE_PROMPT`` on every listing, so a test can change it under a running 
 (text), ``memo://secret`` (text holding ``FIXTURE_SECRET``), ``memo://logo`` (a blob), the
 template ``memo://note/{id}`` (ids are numbers, others are not found); ``FIXTURE_EXTRA``
 set lists ``memo://extra`` too (a resource that appears). Completions for ``greet``'s
-``name`` (one holds ``FIXTURE_SECRET``); reading ``memo://note/{id}`` tells the 2026-07-28 listen streams subscribed to it
-that it changed.
+``name`` (one holds ``FIXTURE_SECRET``); reading ``memo://note/{id}`` tells the 2026-07-28
+listen streams subscribed to it that it changed.
 """
 
 from __future__ import annotations
