@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import anyio
 import httpx2
 import mcp_types as types
 import uvicorn
@@ -24,6 +25,7 @@ from toolkeeper import (
     Activation,
     Agent,
     BaseTool,
+    ExecutionMeta,
     Gateway,
     Profile,
     Risk,
@@ -80,11 +82,11 @@ class McpServer:
     tokens: dict[str, str]
 
 
-def build_gateway(url: str) -> tuple[Gateway, dict[str, str]]:
+def build_gateway(url: str, config: Any = None) -> tuple[Gateway, dict[str, str]]:
     """Agents: ``bot`` (autonomy 3, every tool), ``sup`` (1: pay asks to confirm),
     ``intern`` (0: pay needs an approver), ``reader`` (add only), ``acme-bot`` (tenant acme);
     tokens for each and for an admin."""
-    gw = Gateway.open(url)
+    gw = Gateway.open(url, config=config)
     for t in (add, pay, Bank):
         gw.registry.register(t)
     everything = tuple(Activation(tool=n) for n in ("add", "pay", "bank"))
@@ -126,12 +128,13 @@ def _as(app: Any, token: str) -> Any:
 
 @contextmanager
 def serving(url: str, *, max_body_bytes: int = 200_000, extra: tuple[Any, ...] = (),
-            acting_as: str | None = None,
+            acting_as: str | None = None, config: Any = None,
             around: Callable[[Gateway, Any], Any] | None = None) -> Iterator[McpServer]:
     """The app over a fresh gateway, served on a free loopback port until the block ends.
     ``extra`` tools are registered and enabled for ``bot``; with ``acting_as``, every
-    request carries that agent's token; ``around(gw, app)`` wraps the ASGI app."""
-    gw, tokens = build_gateway(url)
+    request carries that agent's token; ``around(gw, app)`` wraps the ASGI app; ``config``
+    is a toolkeeper.yaml (e.g. ``servers:``) the gateway opens with."""
+    gw, tokens = build_gateway(url, config)
     for t in extra:
         gw.registry.register(t)
     if extra:
@@ -203,38 +206,62 @@ def confirm_with(answer: str | None) -> Any:
 
 
 # -- fixtures the conformance suite's server scenarios call by name --------------------
+# An upstream's own behaviour (content, progress, logging, elicitation, prompts, test://
+# resources...) is conformance_upstream.py, which the conformance run fronts; here only
+# what is the gateway's own.
+
+CONFORMANCE_TOOLS: tuple[Any, ...] = ()
+
+
+# -- the tasks extension's fixtures (tasks-* scenarios, SEP-2663) --------------------------
+
+def _task_tool(name: str, doc: str, support: str, schema: dict[str, Any],
+               run: Callable[[dict[str, Any]], Any]) -> type[BaseTool]:
+    async def execute(self: Any, action: str, request: dict[str, Any],
+                      context: ToolContext) -> Any:
+        return await run(request)
+    return type(name, (BaseTool,), {
+        "__doc__": doc, "tool_name": name, "description": doc,
+        "actions": {"run": ActionSpec(input_schema={"type": "object", **schema})},
+        "risk_default": Risk.LOW, "side_effect": SideEffect.PURE,
+        "execution": ExecutionMeta(is_pure=True, timeout_s=120.0, task_support=support),
+        "execute": execute})
+
+
+async def _slow(request: dict[str, Any]) -> str:
+    await anyio.sleep(min(float(request.get("seconds", 0)), 90.0))
+    return f"computed {request.get('label', '')}".strip()
+
+
+async def _failing(request: dict[str, Any]) -> str:
+    await anyio.sleep(0.2)
+    raise ToolError("tool_error", "failing_job always fails")
+
+
+async def _broken(request: dict[str, Any]) -> str:
+    raise ToolError("internal_error", "protocol_error_job: the gateway's own failure")
+
 
 @tool(side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)
-def test_simple_text() -> str:
-    """Conformance fixture: answers with simple text."""
-    return "This is a simple text response for testing."
+def greet(name: str) -> str:
+    """Conformance fixture (sync only): greets."""
+    return f"Hello, {name}!"
 
 
-@tool(side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)
-def test_error_handling() -> str:
-    """Conformance fixture: always fails (an isError result)."""
-    raise ToolError("tool_error", "This tool intentionally returns an error for testing")
+@tool(side_effect=SideEffect.IRREVERSIBLE, inline=True, risk=Risk.LOW,
+      requires_confirmation=True)
+def confirm_delete(filename: str) -> str:
+    """Conformance fixture: deletes after the user confirms (a confirm gate)."""
+    return f"deleted {filename}"
 
 
-class JsonSchema2020(BaseTool):
-    """Conformance fixture: an input schema using JSON Schema 2020-12 keywords."""
-
-    tool_name = "json_schema_2020_12_tool"
-    actions: ClassVar[dict[str, ActionSpec]] = {"run": ActionSpec(input_schema={
-        "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
-        "$defs": {"address": {"$anchor": "address", "type": "object",
-                              "properties": {"street": {"type": "string"}}}},
-        "properties": {"name": {"type": "string"}, "kind": {"type": "string"},
-                       "address": {"$ref": "#/$defs/address"}},
-        "additionalProperties": False,
-        "allOf": [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}]}],
-        "if": {"properties": {"kind": {"const": "company"}}},
-        "then": {"required": ["name"]}, "else": {}})}
-    risk_default = Risk.LOW
-    side_effect = SideEffect.PURE
-
-    async def execute(self, action: str, request: dict[str, Any], context: ToolContext) -> Any:
-        return "ok"
-
-
-CONFORMANCE_TOOLS = (test_simple_text, test_error_handling, JsonSchema2020)
+SlowCompute = _task_tool(
+    "slow_compute", "Conformance fixture: sleeps `seconds`, then answers (task-supporting).",
+    "optional", {"properties": {"seconds": {"type": "number", "minimum": 0},
+                                "label": {"type": "string"}}}, _slow)
+FailingJob = _task_tool("failing_job", "Conformance fixture: fails (task required).",
+                        "required", {}, _failing)
+ProtocolErrorJob = _task_tool(
+    "protocol_error_job", "Conformance fixture: fails as the gateway itself (task).",
+    "optional", {}, _broken)
+CONFORMANCE_TOOLS += (greet, confirm_delete, SlowCompute, FailingJob, ProtocolErrorJob)

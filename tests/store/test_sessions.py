@@ -75,4 +75,4 @@ def test_migration_0010_adds_sessions_and_approver_identity_and_downgrades(db_ur
     assert current(db_url) == "0009" and "console_sessions" not in tables
     assert "decided_by_subject" not in columns
     upgrade(db_url)
-    assert current(db_url) == "0010"
+    assert current(db_url) >= "0010"  # later migrations may follow

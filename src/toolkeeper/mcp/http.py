@@ -291,8 +291,9 @@ class McpEndpoint:
                     face: McpFace) -> tuple[Any, Any]:
         """The lean plan for a POST on 2025-11-25 session ``sid`` and the session's
         transport, when the SDK would hand it to a live, initialized session of this
-        process, owned by this credential, whose client cannot elicit."""
+        process, owned by this credential, whose client cannot elicit and set no log level."""
         from toolkeeper.mcp import lean
+        from toolkeeper.mcp.input_required import can_answer
         from toolkeeper.mcp.server import ELICIT_CAPABILITY
 
         manager = self._manager
@@ -303,7 +304,8 @@ class McpEndpoint:
             return None, None
         conn = tracked[0]
         if (not self._owns(scope, sid) or not conn.initialize_accepted
-                or conn.check_capability(ELICIT_CAPABILITY)):
+                or conn.check_capability(ELICIT_CAPABILITY) or can_answer(conn)
+                or face.levels.of(conn) is not None):  # its log messages: the SDK's
             return None, None
         return lean.plan_in_session(scope, parsed, sid, conn.protocol_version), transport
 
@@ -393,3 +395,4 @@ class McpEndpoint:
             await app(scope, receive, send)
         finally:
             auth_context_var.reset(reset)
+

@@ -55,6 +55,7 @@ from pydantic import ValidationError
 from starlette.types import Scope, Send
 
 from toolkeeper.mcp import results
+from toolkeeper.mcp.tasks import refuse_required
 from toolkeeper.mcp.views import key_of
 
 if TYPE_CHECKING:
@@ -106,8 +107,8 @@ def _plain_params(method: str, params: Any) -> bool:
     if not isinstance(meta, dict) or not meta.keys() <= META_KEYS:
         return False
     caps, info = meta.get(CLIENT_CAPABILITIES_META_KEY), meta.get(CLIENT_INFO_META_KEY)
-    if not isinstance(caps, dict) or caps.keys() - {"roots", "sampling"}:
-        return False  # elicitation may turn a call into an input request: the SDK's job
+    if not isinstance(caps, dict) or caps:
+        return False  # an upstream may ask a client that can answer: the SDK's job
     if info is not None and not (isinstance(info, dict) and info.keys() <= {"name", "version"}
                                  and all(isinstance(v, str) for v in info.values())
                                  and len(info) == 2):
@@ -228,7 +229,11 @@ async def answer(face: McpFace, who: Principal, job: Plan) -> tuple[int, dict[st
             if job.session is not None:  # as the SDK's handler tracks its session
                 face.notifier.shown(key_of(who), None)
             _, request = face.request_for(who, params["name"], params.get("arguments"), None)
-            done = await face.gw.call_served(request, who)
+            refuse_required(face.gw, who, request.tool)  # no tasks extension declared here
+            done, asked = await face.rounds.run(None, who, request,
+                                                modern=job.session is None)
+            if asked is not None:  # a question this client declared it cannot answer
+                face.rounds.relay(set(), who, "", asked)
             plain = None if "tools/call" in face.server.cache_hints else \
                 results.plain_wire(done, job.version)
             result = results.wire(done) if plain is None else plain

@@ -11,28 +11,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import anyio
 import mcp_types as types
-import orjson
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
-from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.subscriptions import ListenHandler
 from mcp.shared.exceptions import MCPError
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.identity.upstream_subject import carry
-from toolkeeper.mcp import results
+from toolkeeper.mcp.input_required import CONFIRM_SCHEMA, Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
+from toolkeeper.mcp.protocol import LogLevels, continued, downstream_for
 from toolkeeper.mcp.relay import Relay
-from toolkeeper.mcp.state import state_key
+from toolkeeper.mcp.task_wire import advertise
+from toolkeeper.mcp.tasks import Tasks
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
 from toolkeeper.model.call import CallRequest, CallResult, Principal
-from toolkeeper.model.enums import CallStatus
+from toolkeeper.upstream.downstream import DOWNSTREAM
 from toolkeeper.version import __version__
 
 if TYPE_CHECKING:
@@ -46,8 +44,6 @@ META_PREFIX = "toolkeeper/"
 """``_meta`` keys a client may set on ``tools/call``: ``toolkeeper/idempotency_key``, …"""
 CALL_META = ("idempotency_key", "turn_group_id", "task_id", "step_id", "trace_id",
              "approval_id", "preview_token")
-CONFIRM_SCHEMA = {"type": "object", "required": ["confirm"], "properties": {
-    "confirm": {"type": "boolean", "title": "Run this exact call?"}}}
 ELICIT_CAPABILITY = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 
 
@@ -64,6 +60,11 @@ class GatewayServer(Server[Any]):
                 tools_changed=True, resources_changed=True, prompts_changed=True),
             experimental_capabilities, extensions)
 
+    def get_capabilities(self, *args: Any, protocol_version: str | None = None,
+                         **kwargs: Any) -> types.ServerCapabilities:
+        caps = super().get_capabilities(*args, protocol_version=protocol_version, **kwargs)
+        return advertise(caps, protocol_version)  # the tasks extension: 2026-07-28
+
 
 class McpFace:
     """The MCP server of one gateway. ``principal`` fixes the caller (stdio); otherwise each
@@ -79,6 +80,7 @@ class McpFace:
         self.relay = Relay(gw)
         self.relay.bus = self.notifier.bus
         self.notifier.extras = self.relay.fingerprints
+        self.levels = LogLevels()  # logging/setLevel per 2025-11-25 session (mcp/protocol.py)
         self.server = GatewayServer(
             "toolkeeper", version=__version__,
             instructions="Governed tools: every call is checked, gated, audited and run "
@@ -94,14 +96,18 @@ class McpFace:
             on_completion=self._guard(self._relayed("complete")),
             on_subscribe_resource=self._guard(self._relayed("subscribe")),
             on_unsubscribe_resource=self._guard(self._relayed("unsubscribe")),
+            on_set_logging_level=self.levels.set_level,
             get_tool_input_schema=self._input_schema)
         self._listen_handler = ListenHandler(self.notifier.bus)
         # the pipeline opens its own ``execute_tool`` span per call (SPEC §9); the SDK's
         # per-message span would double the tracing cost of every request
         self.server.middleware[:] = [m for m in self.server.middleware
                                      if type(m).__name__ != "OpenTelemetryMiddleware"]
-        self.server.middleware.append(RequestStateBoundary(
-            RequestStateSecurity(keys=[state_key(gw)]), default_audience="toolkeeper"))
+        # requestState is toolkeeper's own sealed, bound, single-use envelope
+        # (toolkeeper.mcp.request_state): no SDK RequestStateBoundary sealing it again
+        self.rounds = Rounds(gw, timeout_s=confirm_timeout_s)
+        self.tasks = Tasks(self, CONFIRM_SCHEMA)  # tasks/get|update|cancel, mcp/tasks.py
+        self.tasks.register(self.server, self._guard)
 
     # -- who is calling -------------------------------------------------------------------
 
@@ -177,69 +183,24 @@ class McpFace:
         who = await self.principal(ctx)
         self.notifier.track(ctx, key_of(who), None)
         entry, request = self.request_for(who, params.name, params.arguments, ctx.meta)
-        modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
-        if modern and params.input_responses and params.request_state:
-            return results.wire(await self._after_confirm(
-                who, request, params.request_state, params.input_responses.get("confirm")))
-        result = await self.gw.call_served(request, who)
-        if result.status is CallStatus.CONFIRMATION_REQUIRED and result.approval_id:
-            if modern and self._can_elicit(ctx):
-                return types.InputRequiredResult(
-                    input_requests={"confirm": types.ElicitRequest(
-                        params=types.ElicitRequestFormParams(
-                            message=self._question(entry.name, result, request.arguments),
-                            requested_schema=CONFIRM_SCHEMA))},
-                    request_state=result.approval_id)
-            if not modern and self._can_elicit(ctx) and ctx.session.can_send_request:
-                question = self._question(entry.name, result, request.arguments)
-                answer = await self._elicit(ctx, question)
-                result = await self._after_confirm(who, request, result.approval_id, answer)
-        return results.wire(result)
+        if (task := await self.tasks.begin(ctx, who, entry, request)) is not None:
+            return cast(types.CallToolResult, task)  # CreateTaskResult: run in the background
 
-    def _can_elicit(self, ctx: Ctx) -> bool:
+        async def park(result: CallResult) -> Any:  # CreateTaskResult: waits for a human
+            return await self.tasks.park(ctx, who, entry, request, result)
+        # confirmations and an upstream's questions (toolkeeper.mcp.input_required); the
+        # agent's progress, log level, capabilities, trace context (toolkeeper.mcp.protocol)
+        token = DOWNSTREAM.set(ds := downstream_for(ctx, self.levels))
         try:
-            return bool(ctx.session.check_client_capability(ELICIT_CAPABILITY))
-        except Exception:  # no client capabilities known (e.g. a pinned 2026 client)
-            return False
+            with continued(ds):
+                return await self.rounds.call(ctx, who, entry.name, request, params,
+                                              park=park)
+        finally:
+            DOWNSTREAM.reset(token)
 
     def _question(self, name: str, result: CallResult, arguments: Any) -> str:
-        """What the user is asked: the exact call under the name the client lists
-        (arguments redacted, cut at 1,000 chars)."""
-        shown = orjson.dumps(self.gw.runtime.redactor.redact(arguments)).decode()
-        if len(shown) > 1000:
-            shown = shown[:1000] + "…"
-        return f"Run {name} {shown}? (approval {result.approval_id})"
-
-    async def _elicit(self, ctx: Ctx, question: str) -> types.ElicitResult | None:
-        """2025-11-25: ask the user in the middle of ``tools/call`` (bounded wait)."""
-        try:
-            with anyio.fail_after(self.confirm_timeout_s):
-                return await ctx.session.elicit_form(question, CONFIRM_SCHEMA,
-                                                     related_request_id=ctx.request_id)
-        except (TimeoutError, MCPError) as exc:
-            log.info("in-band confirmation got no answer: %s", exc)
-            return None
-
-    async def _after_confirm(self, who: Principal, request: CallRequest,
-                             approval_id: str, answer: Any) -> CallResult:
-        """Resolve the confirmation as the user answered, then run the call again with it:
-        the pipeline checks the approval's binding to this exact call."""
-        confirmed = (isinstance(answer, types.ElicitResult) and answer.action == "accept"
-                     and (answer.content or {}).get("confirm") is True)
-        declined = isinstance(answer, types.ElicitResult) and not confirmed
-
-        def decide() -> None:
-            if confirmed:
-                self.gw.approvals.confirm(approval_id, who)
-            elif declined:
-                self.gw.approvals.deny(approval_id, who, note="declined in-band (MCP)")
-
-        if confirmed or declined:
-            try:
-                await anyio.to_thread.run_sync(decide)
-            except Exception as exc:  # e.g. expired, or another tenant's id: the call says
-                log.info("in-band decision on %s refused: %s", approval_id, exc)
-        return await self.gw.call_served(replace(request, approval_id=approval_id), who)
+        """The confirmation's question (also a task's, ``toolkeeper.mcp.tasks``)."""
+        return self.rounds.question(name, result, arguments)
 
     # -- resources, prompts, completions (upstream ones: mcp/relay.py) --------------------
 

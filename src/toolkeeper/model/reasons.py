@@ -68,6 +68,15 @@ class Reason(StrEnum):
     # execute / outcome
     TOOL_ERROR = "tool_error"
     UPSTREAM_ERROR = "upstream_error"
+    INPUT_REQUIRED = "input_required"
+    """An upstream MCP tool asked the agent for input (elicitation, sampling, roots) that
+    could not be asked in-band: nothing ran upstream; the MCP face answers the agent with an
+    ``InputRequiredResult`` and the agent's retry is a new governed call. The round's
+    outcome does not hold its idempotency key."""
+    REQUEST_STATE_INVALID = "request_state_invalid"
+    """An MCP ``requestState`` toolkeeper did not mint for this caller and this exact call,
+    or one already used or expired (``toolkeeper.mcp.request_state``): refused, nothing
+    ran."""
     # upstream OAuth (toolkeeper.identity.upstream)
     UPSTREAM_UNAUTHORIZED = "upstream_unauthorized"
     """An upstream requiring OAuth refused the gateway's token twice (one renewal between),

@@ -60,6 +60,10 @@ class ExecutionMeta(_Strict):
     max_retries: int = Field(default=2, ge=0, le=10)
     """Retries for retryable errors of ``pure``/``idempotent`` actions only."""
     max_output_chars: int = Field(default=100_000, ge=1)
+    task_support: Literal["forbidden", "optional", "required"] = "forbidden"
+    """Over MCP with the tasks extension (``io.modelcontextprotocol/tasks``): ``optional``
+    or ``required`` runs a call as a task in the background (``required``: a client without
+    the extension is refused). Any tool's call that waits for a human becomes a task."""
 
 
 class ToolDefinition(_Strict):

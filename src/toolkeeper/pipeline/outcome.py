@@ -133,6 +133,8 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
         rt.store.outcomes.finish(st.call_id, state=state, status=status.value, reason=reason,
                                  result=res.to_dict(), side_effect=effect,
                                  events=st.take_drafts() if in_txn else ())
+        if reason == Reason.INPUT_REQUIRED:  # asked, ran nothing: the retry must run
+            rt.store.outcomes.release(st.call_id)
     return res
 
 

@@ -43,7 +43,9 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
+    from toolkeeper.upstream.downstream import current
     from toolkeeper.upstream.errors import TokenRejected, UpstreamUnavailable
+    from toolkeeper.upstream.notes import refused
 
     pool = ctx.upstreams
     if pool is None:
@@ -51,8 +53,8 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     try:
         bearer = await _bearer(ctx, pool, server)
         try:
-            result = await pool.call(server, tool, arguments, timeout_s=ctx.timeout_s,
-                                     **({"bearer": bearer} if bearer is not None else {}))
+            result = await _rounds(pool, server, tool, arguments, ctx.timeout_s,
+                                   {"bearer": bearer} if bearer is not None else {})
         finally:
             _mark_held(ctx, pool, server)
     except TokenRejected as exc:
@@ -60,6 +62,7 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     except UpstreamUnavailable as exc:
         raise UpstreamError(str(exc), retryable=True) from None
     except MCPError as exc:
+        refused(current(), exc.code, exc.data)  # -32021: the MCP face answers it as such
         # -32001 timed out, -32000 connection lost: the call may have run upstream
         lost = exc.code in (-32000, -32001)
         raise UpstreamError(f"{server}: {exc.message}", retryable=lost,
@@ -68,6 +71,33 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
         raise UpstreamError(f"{server}: connection lost: {exc}", retryable=True,
                             may_have_executed=True) from None
     return output_of(server, result)
+
+
+async def _rounds(pool: Any, server: str, tool: str, arguments: dict[str, Any],
+                  timeout_s: float, auth: dict[str, Any]) -> Any:
+    """The upstream's answer, its questions answered in-band on the way when the agent can
+    be asked (:mod:`toolkeeper.upstream.asking`); an ``InputRequiredResult`` the agent must
+    answer itself stops the call with ``input_required`` (the MCP face relays it)."""
+    from toolkeeper.upstream import asking
+
+    ds = asking.downstream()
+    extra = ds.resume if ds is not None else None
+    for _ in range(asking.MAX_ROUNDS):
+        result = await pool.call(server, tool, arguments, timeout_s=timeout_s, **auth,
+                                 **({"extra": extra} if extra else {}))
+        if not asking.input_required(result):
+            return result
+        try:
+            requests, state = asking.questions(result)
+        except ValueError as exc:
+            raise ToolError(Reason.INVALID_OUTPUT, f"{server}: {exc}") from None
+        answers = await ds.ask(requests, state) if ds is not None and ds.ask else None
+        if answers is None:
+            raise ToolError(Reason.INPUT_REQUIRED, f"{server}: the tool asks the agent for "
+                            "input", retryable=False)
+        extra = {"inputResponses": answers, **({"requestState": state} if state else {})}
+    raise ToolError(Reason.UPSTREAM_ERROR, f"{server}: still asking for input after "
+                    f"{asking.MAX_ROUNDS} rounds", retryable=False)
 
 
 async def _bearer(ctx: ToolContext, pool: Any, server: str) -> Any:

@@ -43,6 +43,7 @@ class SweepReport:
     outcomes: int = 0
     approvals: int = 0
     side_effects: int = 0
+    mcp_tasks: int = 0
     audit: list[PruneReport] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -96,6 +97,7 @@ class Retention:
             before = now - self.outcome_retention
             rep.outcomes = store.outcomes.purge_expired(before, stop=stop)
             rep.approvals = store.approvals.purge_expired(before, stop=stop)
+        rep.mcp_tasks = store.mcp_tasks.purge_expired(now.timestamp(), stop=stop)
         if self.audit_retention is not None:
             before = now - self.audit_retention
             rep.audit = store.audit.prune(before, stop=stop)
@@ -105,7 +107,8 @@ class Retention:
         self.last = rep
         self._metrics.retention_sweep(rep.seconds)
         counts = {"outcomes": rep.outcomes, "approvals": rep.approvals,
-                  "audit_events": rep.audit_events, "side_effects": rep.side_effects}
+                  "audit_events": rep.audit_events, "side_effects": rep.side_effects,
+                  "mcp_tasks": rep.mcp_tasks}
         for table, n in counts.items():
             if n:
                 self._metrics.retention_deleted(table, n)

@@ -11,10 +11,12 @@ from toolkeeper.store.blobs import BlobRepo
 from toolkeeper.store.caps import CapRepo
 from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
+from toolkeeper.store.mcp_tasks import McpTaskRepo
 from toolkeeper.store.outcomes import OutcomeRepo
 from toolkeeper.store.rates import RateRepo
 from toolkeeper.store.recent_calls import RecentCallRepo
 from toolkeeper.store.registry import RegistryRepo
+from toolkeeper.store.request_states import RequestStateRepo
 from toolkeeper.store.retrieval import RetrievalRepo
 from toolkeeper.store.sessions import SessionRepo
 from toolkeeper.store.tokens import TokenRepo
@@ -41,6 +43,8 @@ class Store:
         self.recent_calls = RecentCallRepo(db)
         self.agent_calls = AgentCallRepo(db)
         self.sessions = SessionRepo(db)
+        self.request_states = RequestStateRepo(db)
+        self.mcp_tasks = McpTaskRepo(db)
 
     @classmethod
     def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,

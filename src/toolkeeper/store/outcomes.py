@@ -164,6 +164,16 @@ class OutcomeRepo:
             self._audit.append(events, conn)
             return res.rowcount == 1
 
+    def release(self, call_id: str) -> bool:
+        """A failed outcome stops holding its key now (its row stays until purged): the
+        round of a call that only asked for input (``input_required``), whose retry with
+        the answers must run, not be answered from this round."""
+        with self._db.write() as conn:
+            res = conn.execute(update(outcomes).where(
+                outcomes.c.call_id == call_id,
+                outcomes.c.state == OutcomeState.FAILED.value).values(expires_at=utcnow()))
+            return res.rowcount == 1
+
     def resolve(self, call_id: str, *, state: OutcomeState, status: str, result: dict[str, Any],
                 resolved_by: str, events: Sequence[AuditDraft]) -> bool:
         """Operator resolution of an ``unknown`` (or stuck ``in_progress``) outcome."""

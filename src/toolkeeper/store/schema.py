@@ -328,6 +328,16 @@ sso_logins = Table(
 """A sign-in started at the provider and not finished: bound to the browser's pre-login
 cookie (its id's hash), taken once by the callback."""
 
+request_states = Table(
+    "request_states", metadata,
+    Column("nonce", String(64), primary_key=True),
+    Column("expires_at", Float, nullable=False),
+    Index("ix_request_states_expires", "expires_at"),
+)
+"""An MCP ``requestState`` (``toolkeeper.mcp.request_state``) already answered: its nonce,
+kept until the state's own expiry (epoch seconds) so it is accepted once, by any worker or
+replica; deleted after it expired."""
+
 credentials = Table(
     "credentials", metadata,
     Column("tenant_id", String(ID), primary_key=True),
@@ -398,3 +408,32 @@ recent_calls = Table(
 """The last ``recent_calls_max`` calls of each tenant, whatever became of them (denied,
 gated, pure, recorded): what agents tried, for the console. No arguments or outputs; the
 oldest rows are dropped as new ones are written (``toolkeeper.store.recent_calls``)."""
+
+mcp_tasks = Table(
+    "mcp_tasks", metadata,
+    Column("id", String(ID), primary_key=True),
+    Column("tenant_id", String(ID), nullable=False),
+    Column("agent", String(NAME), nullable=False),
+    Column("tool", String(NAME), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("phase", String(16), nullable=False),
+    Column("status_message", Text),
+    Column("approval_id", String(ID)),
+    Column("request", JSON, nullable=False),
+    Column("input_requests", JSON),
+    Column("result", JSON),
+    Column("error", JSON),
+    Column("poll_ms", Integer, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+    Column("lease_until", Float),
+    Index("ix_mcp_tasks_expires", "expires_at"),
+)
+"""A ``tools/call`` answered over MCP as a task (extension ``io.modelcontextprotocol/tasks``,
+``toolkeeper.mcp.tasks``), bound to ``tenant_id`` + ``agent``. ``status``: the wire status
+(working, input_required, completed, failed, cancelled); ``phase``: what it waits for
+(running, approval, confirm, done). ``request``: the call to run again once decided (its
+idempotency key kept); ``result``/``error``: the pipeline's already capped answer.
+``lease_until``: a running call's claim (a run whose process died is taken over after it).
+Times: epoch seconds; the row is gone (not found) after ``expires_at``."""

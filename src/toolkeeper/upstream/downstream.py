@@ -18,6 +18,10 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 """``(progress, total, message)`` → sent to the agent as ``notifications/progress``."""
 LogSink = Callable[[str, Any, str | None], Awaitable[None]]
 """``(level, data, logger)`` → sent to the agent as ``notifications/message``."""
+Ask = Callable[[dict[str, Any], str | None], Awaitable[dict[str, Any] | None]]
+"""``(inputRequests, upstream requestState)`` of an upstream that asks for input → the
+agent's ``inputResponses`` (asked in-band), or ``None``: the agent answers in a retry of its
+own (2026-07-28) or cannot be asked — the call then stops with ``input_required``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,19 @@ class Downstream:
     log: LogSink | None = None
     traceparent: str | None = None
     """The agent's W3C ``traceparent`` (from ``_meta``), continued upstream."""
+    tracestate: str | None = None
+    """Its ``tracestate``, forwarded with it."""
+    refused: dict[str, Any] = field(default_factory=dict)
+    """Filled by the upstream call when the upstream answered ``-32021`` (a client
+    capability the agent did not declare): ``{"requiredCapabilities": {...}}``; the MCP face
+    answers the agent the same error."""
+    ask: Ask | None = None
+    """Set by the MCP face (``toolkeeper.mcp.input_required``): where an upstream's
+    questions (elicitation, sampling, roots) go."""
+    resume: dict[str, Any] | None = None
+    """The agent's retry of an upstream's questions: ``inputResponses`` and the upstream's
+    own ``requestState`` (unwrapped from toolkeeper's, verified), sent with the upstream
+    ``tools/call``."""
 
 
 DOWNSTREAM: ContextVar[Downstream | None] = ContextVar("toolkeeper_mcp_downstream",

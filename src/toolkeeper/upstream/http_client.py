@@ -12,7 +12,8 @@ request carries the ``_meta`` envelope and routing headers, and answers as plain
 the cheapest path through an SDK server); otherwise ``initialize`` once (keeping
 ``Mcp-Session-Id``). Each answer is read as JSON or from the SSE stream until its response
 arrives (the rest of that stream is then read in the background, bounded, so the connection
-can serve again). Server-to-client requests and notifications on that stream are ignored.
+can serve again). Progress and log notifications on that stream go to the agent's request
+(:mod:`toolkeeper.upstream.notes`); server-to-client requests on it are ignored.
 A server it cannot handshake with (e.g. one speaking only 2026-07-28) makes the pool fall
 back to the SDK's client; stdio servers always use the SDK's.
 
@@ -34,7 +35,9 @@ import httpx
 import orjson
 
 from toolkeeper.upstream import rawhttp
+from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
+from toolkeeper.upstream.notes import Notes, meta_for
 from toolkeeper.version import __version__
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -45,6 +48,7 @@ ENVELOPE = {"io.modelcontextprotocol/protocolVersion": MODERN,
 NAMED = {"tools/call", "resources/read", "prompts/get"}
 """2026-07-28 methods whose ``Mcp-Name`` header repeats ``params.name`` (or ``uri``)."""
 ACCEPT = "application/json, text/event-stream"
+HANDSHAKE = frozenset({"initialize", "server/discover"})
 log = logging.getLogger(__name__)
 
 
@@ -158,9 +162,12 @@ class LeanHttpClient:
 
     async def call_tool(self, name: str, arguments: dict[str, Any], *,
                         read_timeout_seconds: float | None = None,
-                        bearer: Bearer | None = None) -> dict[str, Any]:
-        """The ``CallToolResult`` as the wire dict (unchecked: the provider validates it)."""
-        return await self.request("tools/call", {"name": name, "arguments": arguments},
+                        bearer: Bearer | None = None,
+                        extra: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The ``CallToolResult`` (or ``InputRequiredResult``) as the wire dict (unchecked:
+        the provider validates it); ``extra``: a retry's ``inputResponses``/``requestState``."""
+        return await self.request("tools/call", {"name": name, "arguments": arguments,
+                                                 **(extra or {})},
                                   timeout_s=read_timeout_seconds, bearer=bearer)
 
     async def request(self, method: str, params: dict[str, Any], *,
@@ -191,32 +198,38 @@ class LeanHttpClient:
                        token: str | None) -> dict[str, Any]:
         rid = next(self._ids)
         headers = self._session
+        ds = current() if method not in HANDSHAKE else None
+        notes = Notes(ds, rid) if ds is not None else None
         if self.protocol_version == MODERN:
-            params = {**params, "_meta": ENVELOPE}
+            params = {**params, "_meta": ENVELOPE if ds is None else {
+                **ENVELOPE, **meta_for(ds, rid, modern=True)}}
             headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
             if method in NAMED:
                 headers["Mcp-Name"] = str(params.get("name") or params.get("uri") or "")
+        elif ds is not None and (extra := meta_for(ds, rid, modern=False)):
+            params = {**params, "_meta": extra}
         if token is not None:
             headers = {**headers, "Authorization": f"Bearer {token}"}
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-        answer = await self._post(message, rid, timeout_s, headers)
+        answer = await self._post(message, rid, timeout_s, headers, notes)
         assert answer is not None
         return answer
 
     async def _post(self, message: dict[str, Any], rid: int | None,
-                    timeout_s: float | None, headers: dict[str, str]) -> dict[str, Any] | None:
+                    timeout_s: float | None, headers: dict[str, str],
+                    notes: Notes | None = None) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
         body = orjson.dumps(message)
         raw = self._raw
         if raw is not None:
             try:
-                return await self._raw_post(raw, body, rid, timeout_s, headers)
+                return await self._raw_post(raw, body, rid, timeout_s, headers, notes)
             except rawhttp.Unsupported as exc:
                 self._fall_back(raw, exc)
                 if exc.sent and self._started:  # it may have run: not sent twice
                     raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
-        return await self._httpx_post(body, rid, timeout_s, headers)
+        return await self._httpx_post(body, rid, timeout_s, headers, notes)
 
     def _fall_back(self, raw: rawhttp.Pool, exc: rawhttp.Unsupported) -> None:
         if self._raw is raw:
@@ -227,7 +240,7 @@ class LeanHttpClient:
 
     async def _raw_post(self, raw: rawhttp.Pool, body: bytes, rid: int | None,
                         timeout_s: float | None, headers: dict[str, str],
-                        ) -> dict[str, Any] | None:
+                        notes: Notes | None = None) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
         read_s = self._timeout_s if timeout_s is None else timeout_s
@@ -237,9 +250,12 @@ class LeanHttpClient:
                                      connect_s)
             try:
                 if self._is_sse(resp.headers) and rid is not None:
-                    sse = _Sse(rid)
+                    sse = _Sse(rid, keep=notes is not None)
                     while (piece := await resp.next_piece()) is not None:
-                        if (event := sse.feed(piece)) is not None:
+                        event = sse.feed(piece)
+                        if sse.others and notes is not None:
+                            await _hand(sse, notes)
+                        if event is not None:
                             raw.drain_later(resp)  # the connection is reused once read
                             return _answer(event, resp.status)
                     return _answer(sse.end(), resp.status)
@@ -268,7 +284,8 @@ class LeanHttpClient:
         return kind == "text/event-stream"
 
     async def _httpx_post(self, body: bytes, rid: int | None, timeout_s: float | None,
-                          headers: dict[str, str]) -> dict[str, Any] | None:
+                          headers: dict[str, str], notes: Notes | None = None
+                          ) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
         timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(
@@ -277,7 +294,7 @@ class LeanHttpClient:
             async with self._httpx().stream("POST", self.url, content=body,
                                             headers=headers, timeout=timeout) as resp:
                 if self._is_sse(resp.headers) and rid is not None:
-                    return _answer(await _from_sse(resp.aiter_bytes(), rid),
+                    return _answer(await _from_sse(resp.aiter_bytes(), rid, notes),
                                    resp.status_code)
                 if rid is None:
                     return None
@@ -325,25 +342,38 @@ def _loads(body: bytes) -> Any:
         return None
 
 
-async def _from_sse(pieces: AsyncIterator[bytes], rid: int) -> Any:
-    """The JSON-RPC response to ``rid`` on an SSE stream (other events are skipped)."""
-    sse = _Sse(rid)
+async def _from_sse(pieces: AsyncIterator[bytes], rid: int, notes: Notes | None = None
+                    ) -> Any:
+    """The JSON-RPC response to ``rid`` on an SSE stream (other events go to ``notes``)."""
+    sse = _Sse(rid, keep=notes is not None)
     async for piece in pieces:
-        if (event := sse.feed(piece)) is not None:
+        event = sse.feed(piece)
+        if sse.others and notes is not None:
+            await _hand(sse, notes)
+        if event is not None:
             return event
     return sse.end()
+
+
+async def _hand(sse: _Sse, notes: Notes) -> None:
+    others, sse.others = sse.others, []
+    for event in others:
+        await notes.deliver(event)
 
 
 class _Sse:
     """An SSE stream read piece by piece until the JSON-RPC response to ``rid``: lines end
     with CRLF, LF or CR; ``data:`` lines gather until a blank line ends the event."""
 
-    __slots__ = ("_data", "_rest", "_rid")
+    __slots__ = ("_data", "_keep", "_rest", "_rid", "others")
 
-    def __init__(self, rid: int) -> None:
+    def __init__(self, rid: int, *, keep: bool = False) -> None:
         self._rid = rid
+        self._keep = keep
         self._rest = bytearray()
         self._data: list[bytes] = []
+        self.others: list[Any] = []
+        """With ``keep``: the other events read so far (notifications), bounded."""
 
     def feed(self, piece: bytes) -> Any:
         """Our response if this piece completes it, else ``None``."""
@@ -369,6 +399,8 @@ class _Sse:
             if isinstance(event, dict) and event.get("id") == self._rid and (
                     "result" in event or "error" in event):
                 return event
+            if self._keep and len(self.others) < 64:
+                self.others.append(event)
         return None
 
     def end(self) -> Any:

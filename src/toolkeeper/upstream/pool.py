@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.upstream.servers import ServerConfig
 
@@ -78,8 +79,11 @@ class UpstreamPool:
         return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
-                   timeout_s: float, bearer: Bearer | None = None) -> Any:
-        """``tools/call`` on ``server``: a ``CallToolResult`` (model or wire dict).
+                   timeout_s: float, bearer: Bearer | None = None,
+                   extra: dict[str, Any] | None = None) -> Any:
+        """``tools/call`` on ``server``: a ``CallToolResult`` (model or wire dict), or an
+        ``InputRequiredResult`` as its wire dict. ``extra``: ``inputResponses`` and
+        ``requestState`` of a retry (multi-round-trip requests).
 
         An HTTP server is called from the caller's own loop over a lean client kept per
         (server, loop): no thread hop on the hot path. Others go through the pool's loop.
@@ -91,11 +95,12 @@ class UpstreamPool:
         if cfg.url is not None and server not in self._sdk_only:
             lean = await self._local(cfg)
             if lean is not None:
-                return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer)
+                return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer,
+                                             extra)
         if bearer is not None:
             raise TokenRejected(f"{server}: a per-call token (token exchange) needs a server "
                                 "the gateway's own client speaks to (2025-era handshake)")
-        return await self.submit(self._call(server, tool, arguments, timeout_s))
+        return await self.submit(self._call(server, tool, arguments, timeout_s, extra))
 
     async def request(self, server: str, method: str, params: dict[str, Any], *,
                       timeout_s: float) -> dict[str, Any]:
@@ -188,12 +193,12 @@ class UpstreamPool:
 
     async def _lean_call(self, cfg: ServerConfig, lean: Any, tool: str,
                          arguments: dict[str, Any], timeout_s: float,
-                         bearer: Bearer | None) -> Any:
+                         bearer: Bearer | None, extra: dict[str, Any] | None = None) -> Any:
         from mcp.shared.exceptions import MCPError
 
         try:
             return await lean.call_tool(tool, arguments, read_timeout_seconds=timeout_s,
-                                        bearer=bearer)
+                                        bearer=bearer, **({"extra": extra} if extra else {}))
         except (MCPError, UpstreamUnavailable) as exc:
             if not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
                 key = (cfg.name, id(asyncio.get_running_loop()))
@@ -368,12 +373,22 @@ class UpstreamPool:
             raise
 
     async def _call(self, server: str, tool: str, arguments: dict[str, Any],
-                    timeout_s: float) -> Any:
+                    timeout_s: float, extra: dict[str, Any] | None = None) -> Any:
         client = await self._client(server)
         from mcp.shared.exceptions import MCPError
 
+        extra = extra or {}
+        ds = current()  # the agent's progress goes back to it (its log messages do not:
+        # the SDK's client hands them to one connection-wide callback)
         try:
-            return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
+            result = await client.call_tool(
+                tool, arguments, read_timeout_seconds=timeout_s, allow_input_required=True,
+                input_responses=extra.get("inputResponses"),
+                request_state=extra.get("requestState"),
+                progress_callback=ds.progress if ds is not None else None)
+            if getattr(result, "result_type", None) == "input_required":  # as on the wire
+                return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+            return result
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED:
                 await self._drop(server)  # the next call reconnects

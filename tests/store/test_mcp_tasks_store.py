@@ -1,0 +1,70 @@
+"""MCP tasks in the store (migration 0011): found only with their tenant and agent and
+until they expire; a call claimed once (again only after its lease ran out); a terminal
+status never left; the expired ones purged; the migration adds and removes the table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolkeeper.store import Store
+from toolkeeper.store.mcp_tasks import TaskRow
+
+
+def _row(task_id: str, now: float, **kw: Any) -> TaskRow:
+    base: dict[str, Any] = dict(
+        id=task_id, tenant_id="t1", agent="bot", tool="pay", status="working",
+        phase="approval", status_message="waiting", approval_id="ap_1",
+        request={"tool": "pay", "arguments": {"amount": 5}}, input_requests=None,
+        result=None, error=None, poll_ms=500, created_at=now, updated_at=now,
+        expires_at=now + 100, lease_until=None)
+    return TaskRow(**{**base, **kw})
+
+
+def test_a_task_is_its_agents_claimed_once_and_terminal_for_good(db_url: str) -> None:
+    store = Store.open(db_url)
+    try:
+        repo = store.mcp_tasks
+        repo.create(_row("tsk_1", 1000.0))
+        assert repo.get("tsk_1", "t1", "bot", 1050.0) is not None
+        for tenant, agent in (("t2", "bot"), ("t1", "other")):
+            assert repo.get("tsk_1", tenant, agent, 1050.0) is None
+        assert repo.get("tsk_1", "t1", "bot", 1100.0) is None  # expired
+        assert [repo.claim("tsk_1", ("approval",), 1010.0, 30.0) for _ in range(2)] == \
+            [True, False]
+        assert not repo.claim("tsk_1", ("approval",), 1030.0, 30.0)  # the lease holds
+        assert repo.claim("tsk_1", ("approval",), 1041.0, 30.0)  # a dead runner's lease
+        assert repo.finish("tsk_1", 1042.0, status="completed", message="succeeded",
+                           result={"content": [], "isError": False})
+        done = repo.get("tsk_1", "t1", "bot", 1050.0)
+        assert done is not None and (done.status, done.phase) == ("completed", "done")
+        assert not repo.cancel("tsk_1", 1043.0)
+        assert not repo.claim("tsk_1", ("running",), 2000.0, 30.0)
+        repo.create(_row("tsk_2", 1000.0, phase="confirm", status="input_required",
+                         input_requests={"k": {"method": "elicitation/create"}}))
+        assert repo.cancel("tsk_2", 1001.0) and not repo.cancel("tsk_2", 1002.0)
+        assert not repo.claim("tsk_2", ("confirm",), 1003.0, 30.0)  # cancelled: never runs
+        assert repo.purge_expired(1100.5) == 2
+    finally:
+        store.close()
+
+
+@pytest.mark.empty_database
+def test_migration_0011_adds_and_drops_the_tasks_table(db_url: str) -> None:
+    from alembic import command
+    from sqlalchemy import create_engine, inspect
+
+    from toolkeeper.store.migrate import alembic_config, upgrade
+
+    def tables() -> set[str]:
+        engine = create_engine(db_url)
+        try:
+            return set(inspect(engine).get_table_names())
+        finally:
+            engine.dispose()
+
+    upgrade(db_url, "0011")
+    assert "mcp_tasks" in tables()
+    command.downgrade(alembic_config(db_url), "0010")
+    assert "mcp_tasks" not in tables()
