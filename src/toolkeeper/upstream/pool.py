@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
+from toolkeeper.upstream.relayed import tools_of
 from toolkeeper.upstream.servers import ServerConfig
 
 log = logging.getLogger("toolkeeper.upstream")
@@ -359,7 +360,7 @@ class UpstreamPool:
         if self.on_listing is None:
             return
         try:
-            tools = await _tools(client)
+            tools = await tools_of(client)
             await self._loop.run_in_executor(None, self.on_listing, cfg, tools)
         except Exception:
             log.exception("re-listing upstream %s failed", cfg.name)
@@ -367,7 +368,7 @@ class UpstreamPool:
     async def _list(self, server: str) -> list[Any]:
         client = await self._client(server, relist=False)  # the caller syncs what it gets
         try:
-            return await _tools(client)
+            return await tools_of(client)
         except Exception:
             await self._drop(server)
             raise
@@ -409,18 +410,6 @@ class UpstreamPool:
         tasks = [c.task for c in conns if c.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=3)
-
-
-async def _tools(client: Any) -> list[Any]:
-    """The server's tools; none when it serves only prompts or resources."""
-    from mcp.shared.exceptions import MCPError
-
-    try:
-        return list((await client.list_tools()).tools)
-    except MCPError as exc:
-        if exc.code == -32601:  # method not found
-            return []
-        raise
 
 
 def _bearer_auth(httpx2: Any, source: Bearer) -> Any:

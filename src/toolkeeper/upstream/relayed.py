@@ -28,6 +28,18 @@ def _dump(result: Any) -> dict[str, Any]:
     return out
 
 
+async def tools_of(client: Any) -> list[Any]:
+    """The server's tools; none when it serves only prompts or resources."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        return list((await client.list_tools()).tools)
+    except MCPError as exc:
+        if exc.code == METHOD_NOT_FOUND:
+            return []
+        raise
+
+
 async def relay_request(client: Any, method: str, params: dict[str, Any],
                         timeout_s: float) -> dict[str, Any]:
     """``method`` on ``client``; ``MCPError`` as the upstream answered it."""
