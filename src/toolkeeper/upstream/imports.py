@@ -17,7 +17,6 @@ operator's, ``services/tool_code.py``) stays until then.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from toolkeeper.canonical import digest
@@ -25,20 +24,12 @@ from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta, ToolDefinition
 from toolkeeper.upstream.servers import ServerConfig
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
-
 
 def upstream_hash(tool: Any) -> str:
     """The pinned identity of an upstream tool: what a client (and a model) is shown."""
     wire = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
     return digest({k: wire.get(k) for k in ("name", "title", "description", "inputSchema",
                                              "outputSchema", "annotations")})
-
-
-def local_name(prefix: str, tool: str) -> str:
-    """``{prefix}_{tool}`` (``tool`` alone for an empty prefix), made a valid tool/MCP name
-    (unsafe characters → ``_``)."""
-    return _UNSAFE.sub("_", f"{prefix}_{tool}" if prefix else tool)[:64]
 
 
 def definition(cfg: ServerConfig, tool: Any) -> ToolDefinition:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -125,6 +126,13 @@ class ServerConfig(BaseModel):
 
     def local(self, upstream_name: str) -> str:
         """The gateway's name for what this server calls ``upstream_name``."""
-        from toolkeeper.upstream.imports import local_name
-
         return local_name(self.name if self.prefix is None else self.prefix, upstream_name)
+
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def local_name(prefix: str, tool: str) -> str:
+    """``{prefix}_{tool}`` (``tool`` alone for an empty prefix), made a valid tool/MCP name
+    (unsafe characters → ``_``)."""
+    return _UNSAFE.sub("_", f"{prefix}_{tool}" if prefix else tool)[:64]
