@@ -272,10 +272,13 @@ async def test_an_agent_without_the_activation_sees_and_reads_nothing(
             with pytest.raises(MCPError, match="Resource not found") as err:
                 await client.read_resource(uri)
             assert err.value.code == types.INVALID_PARAMS
-        done = await client.complete(types.PromptReference(name="completable-prompt"),
-                                     {"name": "department", "value": "E"})
+        with pytest.raises(MCPError, match="Unknown prompt"):
+            await client.complete(types.PromptReference(name="completable-prompt"),
+                                  {"name": "department", "value": "E"})
+        with pytest.raises(MCPError, match="Resource not found"):
+            await client.complete(types.ResourceTemplateReference(uri="memo://note/{id}"),
+                                  {"name": "id", "value": "1"})
     assert prompts == [] and resources == [] and templates == []
-    assert done.completion.values == []
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -13,7 +13,8 @@ registry entries are).
   logged) and runs the pipeline (``read`` with ``{"uri": …}``). A URI no such server claims,
   or one the call is denied, answers ``-32602 Resource not found`` — never "forbidden".
 - ``completion/complete``: a prompt reference only if that prompt is listed for the agent, a
-  resource reference only if a listed server has that template (or URI); relayed upstream
+  resource reference only if a listed server has that template (or URI) — else ``-32602``
+  (``Unknown prompt`` / ``Resource not found``, as for a get or a read); relayed upstream
   with the upstream's names, bounded by the server's timeout and 100 values; not run through
   the pipeline (no arguments are executed, nothing is audited).
 - ``resources/subscribe``/``unsubscribe`` (2025-11-25): only for a URI the agent may read;
@@ -181,8 +182,10 @@ class Relay:
                           if has_template(e.implementation, ref.uri)
                           or claims(e.implementation, ref.uri)), None)
             upstream_ref = {"type": "ref/resource", "uri": ref.uri}
-        if entry is None:
-            return types.CompleteResult(completion=types.Completion(values=[]))
+        if entry is None:  # unknown, or not the agent's: the same answer as prompts/get's
+            what = (f"Unknown prompt: {ref.name}" if isinstance(ref, types.PromptReference)
+                    else NOT_FOUND)
+            raise MCPError(code=types.INVALID_PARAMS, message=what[:300])
         wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
         wire.pop("_meta", None)
         wire["ref"] = upstream_ref
