@@ -91,6 +91,15 @@ def _parsed(body: bytes) -> Any:
         return UNPARSABLE
 
 
+def _headed(face: Any, who: Any, job: Any) -> bool:
+    """Whether a lean ``tools/call`` names a tool with ``x-mcp-header`` parameters, whose
+    ``Mcp-Param-*`` headers the SDK checks (so it is the SDK's)."""
+    from toolkeeper.mcp.views import key_of
+
+    return job.method == "tools/call" and job.params["name"] in face.listings.get(
+        key_of(who)).param_headers
+
+
 def _bad_id(message: Any) -> bool:
     """JSON-RPC 2.0 §4: an ``id`` is a string, a number or null (never a bool)."""
     if not isinstance(message, dict) or "id" not in message:
@@ -242,7 +251,7 @@ class McpEndpoint:
             transport = None
         else:
             job, transport = self._in_session(scope, parsed, sid, face)
-        if job is None:
+        if job is None or (face.listings.param_headers and _headed(face, who, job)):
             return False
         if self._security is not None and not await self._secure(scope):
             return False  # the SDK answers the refusal

@@ -139,6 +139,15 @@ def continued(ds: Downstream) -> Iterator[None]:
         context.detach(token)
 
 
+def caller(gw: Any) -> Any:
+    """The principal of the HTTP request the SDK is handling (its auth context, which the
+    ``/mcp`` endpoint set from the verified bearer token), or ``None``."""
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    token = get_access_token()
+    return gw.cached_principal(token.token) if token is not None else None
+
+
 def refuse_missing(ds: Downstream) -> None:
     """The upstream answered ``-32021``: so does the gateway (HTTP 400 in 2026-07-28)."""
     if "requiredCapabilities" in ds.refused:
@@ -149,4 +158,4 @@ def refuse_missing(ds: Downstream) -> None:
                        data={"requiredCapabilities": wanted})
 
 
-__all__ = ["LogLevels", "continued", "downstream_for", "refuse_missing", "trace_context"]
+__all__ = ["LogLevels", "caller", "continued", "downstream_for", "refuse_missing", "trace_context"]

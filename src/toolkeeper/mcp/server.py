@@ -24,7 +24,7 @@ from mcp.shared.exceptions import MCPError
 from toolkeeper.identity.upstream_subject import carry
 from toolkeeper.mcp.input_required import CONFIRM_SCHEMA, Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
-from toolkeeper.mcp.protocol import LogLevels, continued, downstream_for
+from toolkeeper.mcp.protocol import LogLevels, caller, continued, downstream_for
 from toolkeeper.mcp.relay import Relay
 from toolkeeper.mcp.task_wire import advertise
 from toolkeeper.mcp.tasks import Tasks
@@ -96,9 +96,10 @@ class McpFace:
             on_completion=self._guard(self._relayed("complete")),
             on_subscribe_resource=self._guard(self._relayed("subscribe")),
             on_unsubscribe_resource=self._guard(self._relayed("unsubscribe")),
-            on_set_logging_level=self.levels.set_level,
             get_tool_input_schema=self._input_schema)
         self._listen_handler = ListenHandler(self.notifier.bus)
+        self.server.add_request_handler(  # as on_set_logging_level, without its warning
+            "logging/setLevel", types.SetLevelRequestParams, self.levels.set_level)
         # the pipeline opens its own ``execute_tool`` span per call (SPEC §9); the SDK's
         # per-message span would double the tracing cost of every request
         self.server.middleware[:] = [m for m in self.server.middleware
@@ -174,9 +175,13 @@ class McpFace:
                                   **fields)
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
-        # the SDK checks 2026-07-28 Mcp-Param-* headers with this, before any handler, with
-        # no caller in hand: a permissive answer, the real check is the pipeline's
-        return {"type": "object"}
+        # the SDK checks 2026-07-28 Mcp-Param-* headers with this, before any handler: the
+        # schema this caller was listed (mcp/protocol.py caller); None: not listed
+        who = self.fixed or caller(self.gw)
+        if who is None:  # no caller known: permissive, the pipeline checks the arguments
+            return {"type": "object"}
+        entry = self.listings.get(key_of(who)).callable_names.get(name)
+        return entry.input_schema if entry is not None else None
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
                          ) -> types.CallToolResult | types.InputRequiredResult:

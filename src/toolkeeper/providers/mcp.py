@@ -31,15 +31,22 @@ class McpProvider(NoPreview):
     def __init__(self, implementation: dict[str, Any]) -> None:
         self.server = str(implementation.get("server", ""))
         self.tool = str(implementation.get("tool", ""))
+        self.param_headers = {tuple(p): str(t) for p, t in implementation.get(
+            "param_headers", ()) if isinstance(p, list)}
         if not self.server or not self.tool:
             raise ToolError("config_invalid", "an mcp tool names its `server` and `tool`")
 
     async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        return await call_upstream(ctx, self.server, self.tool, arguments)
+        if not self.param_headers:
+            return await call_upstream(ctx, self.server, self.tool, arguments)
+        from mcp.shared.inbound import mcp_param_headers
+
+        return await call_upstream(ctx, self.server, self.tool, arguments,
+                                   mcp_param_headers(self.param_headers, arguments))
 
 
-async def call_upstream(ctx: ToolContext, server: str, tool: str,
-                        arguments: dict[str, Any]) -> McpContent:
+async def call_upstream(ctx: ToolContext, server: str, tool: str, arguments: dict[str, Any],
+                        param_headers: dict[str, str] | None = None) -> McpContent:
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
@@ -53,8 +60,9 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     try:
         bearer = await _bearer(ctx, pool, server)
         try:
-            result = await _rounds(pool, server, tool, arguments, ctx.timeout_s,
-                                   {"bearer": bearer} if bearer is not None else {})
+            auth = {"bearer": bearer} if bearer is not None else {}
+            result = await _rounds(pool, server, tool, arguments, ctx.timeout_s, {
+                **auth, **({"param_headers": param_headers} if param_headers else {})})
         finally:
             _mark_held(ctx, pool, server)
     except TokenRejected as exc:

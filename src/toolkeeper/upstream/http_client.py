@@ -163,39 +163,45 @@ class LeanHttpClient:
     async def call_tool(self, name: str, arguments: dict[str, Any], *,
                         read_timeout_seconds: float | None = None,
                         bearer: Bearer | None = None,
-                        extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                        extra: dict[str, Any] | None = None,
+                        param_headers: dict[str, str] | None = None) -> dict[str, Any]:
         """The ``CallToolResult`` (or ``InputRequiredResult``) as the wire dict (unchecked:
-        the provider validates it); ``extra``: a retry's ``inputResponses``/``requestState``."""
+        the provider validates it); ``extra``: a retry's ``inputResponses``/``requestState``;
+        ``param_headers``: the tool's ``x-mcp-header`` arguments as ``Mcp-Param-*`` (sent to
+        a 2026-07-28 server)."""
         return await self.request("tools/call", {"name": name, "arguments": arguments,
                                                  **(extra or {})},
-                                  timeout_s=read_timeout_seconds, bearer=bearer)
+                                  timeout_s=read_timeout_seconds, bearer=bearer,
+                                  headers=param_headers)
 
     async def request(self, method: str, params: dict[str, Any], *,
                       timeout_s: float | None = None,
-                      bearer: Bearer | None = None) -> dict[str, Any]:
+                      bearer: Bearer | None = None,
+                      headers: dict[str, str] | None = None) -> dict[str, Any]:
         """One request; with a bearer (``bearer``, else the connection's), a 401 renews the
         token once and sends the request once more — safe because a 401 means the upstream
         refused it before doing anything — then raises :class:`TokenRejected`."""
         source = bearer or self._auth
         if source is None:
             try:
-                return await self._request(method, params, timeout_s, None)
+                return await self._request(method, params, timeout_s, None, headers)
             except _Unauthorized:
                 raise TokenRejected(f"{self.url}: the upstream asks for authorization (401);"
                                     " give the server an `oauth` block") from None
         token = await source.current()
         try:
-            return await self._request(method, params, timeout_s, token)
+            return await self._request(method, params, timeout_s, token, headers)
         except _Unauthorized:
             token = await source.renew(token)
         try:
-            return await self._request(method, params, timeout_s, token)
+            return await self._request(method, params, timeout_s, token, headers)
         except _Unauthorized:
             raise TokenRejected(f"{self.url}: the upstream refused the gateway's renewed "
                                 "OAuth token (401)") from None
 
     async def _request(self, method: str, params: dict[str, Any], timeout_s: float | None,
-                       token: str | None) -> dict[str, Any]:
+                       token: str | None, more: dict[str, str] | None = None
+                       ) -> dict[str, Any]:
         rid = next(self._ids)
         headers = self._session
         ds = current() if method not in HANDSHAKE else None
@@ -206,6 +212,8 @@ class LeanHttpClient:
             headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
             if method in NAMED:
                 headers["Mcp-Name"] = str(params.get("name") or params.get("uri") or "")
+            if more:
+                headers.update(more)
         elif ds is not None and (extra := meta_for(ds, rid, modern=False)):
             params = {**params, "_meta": extra}
         if token is not None:

@@ -81,7 +81,8 @@ class UpstreamPool:
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
                    timeout_s: float, bearer: Bearer | None = None,
-                   extra: dict[str, Any] | None = None) -> Any:
+                   extra: dict[str, Any] | None = None,
+                   param_headers: dict[str, str] | None = None) -> Any:
         """``tools/call`` on ``server``: a ``CallToolResult`` (model or wire dict), or an
         ``InputRequiredResult`` as its wire dict. ``extra``: ``inputResponses`` and
         ``requestState`` of a retry (multi-round-trip requests).
@@ -97,7 +98,7 @@ class UpstreamPool:
             lean = await self._local(cfg)
             if lean is not None:
                 return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer,
-                                             extra)
+                                             extra, param_headers)
         if bearer is not None:
             raise TokenRejected(f"{server}: a per-call token (token exchange) needs a server "
                                 "the gateway's own client speaks to (2025-era handshake)")
@@ -194,12 +195,15 @@ class UpstreamPool:
 
     async def _lean_call(self, cfg: ServerConfig, lean: Any, tool: str,
                          arguments: dict[str, Any], timeout_s: float,
-                         bearer: Bearer | None, extra: dict[str, Any] | None = None) -> Any:
+                         bearer: Bearer | None, extra: dict[str, Any] | None = None,
+                         param_headers: dict[str, str] | None = None) -> Any:
         from mcp.shared.exceptions import MCPError
 
         try:
             return await lean.call_tool(tool, arguments, read_timeout_seconds=timeout_s,
-                                        bearer=bearer, **({"extra": extra} if extra else {}))
+                                        bearer=bearer, **({"extra": extra} if extra else {}),
+                                        **({"param_headers": param_headers}
+                                           if param_headers else {}))
         except (MCPError, UpstreamUnavailable) as exc:
             if not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
                 key = (cfg.name, id(asyncio.get_running_loop()))
