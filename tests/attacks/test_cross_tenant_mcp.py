@@ -314,7 +314,8 @@ def _no_leak(text: str, ids: dict[str, str]) -> bool:
 
 def _unlisted(text: str) -> bool:
     """A listing shows none of acme's relayed prompts, resources or templates."""
-    return "acme" not in text and "memo://" not in text and "am_" not in text
+    return "acme" not in text and "memo://" not in text and all(
+        name not in text for name in ACME_RELAYED)
 
 
 async def _legacy_rows(srv: McpServer, ids: dict[str, str], table: ProbeTable) -> None:
