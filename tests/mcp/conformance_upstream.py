@@ -274,9 +274,11 @@ def _tools(mcp: MCPServer) -> None:
 
     @mcp.tool()
     async def test_trigger_tool_change(ctx: Context) -> str:
-        """Changes the tool list and announces it."""
-        mcp.add_tool(dynamic, name="test_dynamic_tool")
-        mcp.remove_tool("test_dynamic_tool")
+        """Changes the tool list (one more tool each time: DYNAMIC) and announces it."""
+        for name in DYNAMIC:
+            if mcp._tool_manager.get_tool(name) is None:
+                mcp.add_tool(dynamic, name=name)
+                break
         await ctx.notify_tools_changed()
         return "tool list changed"
 
@@ -285,6 +287,11 @@ def _tools(mcp: MCPServer) -> None:
         """Changes the prompt list and announces it."""
         await ctx.notify_prompts_changed()
         return "prompt list changed"
+
+
+DYNAMIC = tuple(f"test_dynamic_tool_{n}" for n in range(1, 9))
+"""What test_trigger_tool_change adds, one per call (a gateway in front sees a change only
+when the list really changes; the agent's profile enables these names in advance)."""
 
 
 def _rounds(mcp: MCPServer) -> None:
@@ -515,7 +522,7 @@ def fronted(tmp: Path, **serving_kwargs: Any) -> Iterator[Any]:
             assert "test_simple_text" in fronting, fronting
             own = ("add", "pay", "bank", *(t.tool_name for t in CONFORMANCE_TOOLS))
             s.gw.registry.put_profile(Profile(name="auto", autonomy=3, activations=tuple(
-                Activation(tool=n) for n in (*own, *fronting))), replace=True)
+                Activation(tool=n) for n in (*own, *fronting, *DYNAMIC))), replace=True)
             yield s
 
 
