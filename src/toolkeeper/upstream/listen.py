@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -94,18 +94,32 @@ async def _once(http: httpx.AsyncClient, url: str, headers: dict[str, str],
             raise RuntimeError(f"HTTP {resp.status_code} {kind or '(no content type)'}")
         data: list[bytes] = []
         size = 0
-        async for line in resp.aiter_lines():
-            if line.startswith("data:"):
-                piece = line[5:].lstrip().encode()
-                size += len(piece)
+        async for line in _lines(resp.aiter_bytes()):
+            if line.startswith(b"data:"):
+                size += len(line)
                 if size > MAX_EVENT_BYTES:
                     raise RuntimeError(f"an event larger than {MAX_EVENT_BYTES} bytes")
-                data.append(piece)
+                data.append(line[5:].lstrip())
             elif not line and data:
                 event, data, size = _loads(b"\n".join(data)), [], 0
                 what = KINDS.get(event.get("method", "")) if isinstance(event, dict) else None
                 if what is not None:
                     await changed(what)
+
+
+async def _lines(pieces: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The stream's lines (CRLF, LF or CR), none longer than :data:`MAX_EVENT_BYTES`."""
+    rest = b""
+    async for piece in pieces:
+        text = rest + piece
+        lines = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        rest = lines.pop()
+        if text.endswith(b"\r"):  # maybe half of a CRLF: the next piece decides
+            rest, lines = lines.pop() + b"\r" if lines else b"\r", lines
+        if len(rest) > MAX_EVENT_BYTES:
+            raise RuntimeError(f"a line longer than {MAX_EVENT_BYTES} bytes")
+        for line in lines:
+            yield line
 
 
 def _loads(body: bytes) -> Any:
