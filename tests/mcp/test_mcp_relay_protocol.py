@@ -323,3 +323,21 @@ def test_mcp_param_headers_are_checked_against_the_callers_schema(
         assert replies[0]["error"]["code"] == -32020, replies
     else:
         assert replies[-1]["result"]["content"][0]["text"] == "region=eu-west"
+
+
+async def test_a_session_that_set_a_level_is_served_by_the_sdk_not_the_lean_path(
+        srv: McpServer) -> None:
+    """A 2025 session the lean path would serve (a request already served here, no
+    capability to answer questions): once it sets a log level its calls carry log messages,
+    so they are the SDK's."""
+    got: list[Any] = []
+
+    async def sink(params: types.LoggingMessageNotificationParams) -> None:
+        got.append(params.data)
+
+    async with connect(srv, "bot", "legacy", logging_callback=sink) as client:
+        await client.list_tools()  # the session is known here: the lean path may serve it
+        await client.call_tool("test_simple_text", {})
+        await client.set_logging_level("info")
+        await client.call_tool("test_tool_with_logging", {})
+    assert got == ["Tool execution started", "Tool processing data", "Tool execution completed"]

@@ -271,6 +271,7 @@ class UpstreamPool:
         from mcp import Client
         from toolkeeper.upstream.http_client import HandshakeRefused, LeanHttpClient
         from toolkeeper.upstream.listen import hearing
+
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if cfg.url is not None:
@@ -382,12 +383,12 @@ class UpstreamPool:
         client = await self._client(server)
         from mcp.shared.exceptions import MCPError
 
-        extra = extra or {}
-        ds = current()  # the agent's progress goes back to it (its log messages do not:
-        # the SDK's client hands them to one connection-wide callback)
+        extra, ds = extra or {}, current()  # the agent's progress goes back to it
         try:
-            # the session's call: an InputRequiredResult comes back (the client's own loop
-            # has no one to ask); the provider relays it to the agent
+            if not hasattr(client, "session"):  # the lean client (its own 2025 handshake)
+                return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s,
+                                              **({"extra": extra} if extra else {}))
+            # the session's call: an InputRequiredResult comes back, the provider relays it
             result = await client.session.call_tool(
                 tool, arguments, read_timeout_seconds=timeout_s, allow_input_required=True,
                 input_responses=extra.get("inputResponses"),
