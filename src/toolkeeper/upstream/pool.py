@@ -267,10 +267,10 @@ class UpstreamPool:
         return client
 
     async def _own(self, cfg: ServerConfig, conn: _Conn, ready: asyncio.Future[Any]) -> None:
-        """Holds one client open until told to stop or until it breaks: the lean client for
-        HTTP servers that handshake in the 2025 era, else the SDK's."""
+        """Holds one client open until told to stop or it breaks: HTTP's lean one, else SDK's."""
         from mcp import Client
         from toolkeeper.upstream.http_client import HandshakeRefused, LeanHttpClient
+        from toolkeeper.upstream.listen import hearing
 
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -287,7 +287,8 @@ class UpstreamPool:
                     else:
                         if not ready.done():
                             ready.set_result(lean)
-                        await conn.stop.wait()
+                        with hearing(self._loop, cfg, lean, self._relist):  # its changes
+                            await conn.stop.wait()
                         return
                 transport = await self._transport(cfg, stack)
                 client = await stack.enter_async_context(Client(
