@@ -91,7 +91,7 @@ BAD = [
      "tools[0].implementation", 5),
     (Rule.NAME_COLLISION, "version: 1\ntools:\n  - native: tests.support.config_tools:NotesTool\n"
      "  - {name: notes_read, implementation_type: http}\n", "tools[1]", 4),
-    (Rule.NAME_COLLISION, "version: 1\ntools:\n  - name: " + "x" * 60 + "\n"
+    (Rule.NAME_COLLISION, "version: 1\ntools:\n  - name: " + "x" * 120 + "\n"
      "    implementation_type: http\n    actions: {run: {}, longaction: {}}\n", "tools[0]", 3),
     (Rule.LITERAL_SECRET, "version: 1\ntools:\n  - name: w\n    implementation_type: http\n"
      "    implementation:\n      headers: {X-Api-Key: hunter2}\n",

@@ -181,7 +181,9 @@ def test_a_token_renewed_after_a_401_is_redacted_from_that_calls_output(
             pool.close()
         renewed = next(iter(tokens._cache.values())).value
         assert tokens.fetches == 2 and renewed not in first._resolved_secrets
-        assert sum(not s["accepted"] for s in up.seen()) == 1  # one 401, then the renewal
+        # a 401, then one renewal (the connection's background requests — its change stream,
+        # its listing — may meet the revoked token too; they share that one renewal)
+        assert sum(not s["accepted"] for s in up.seen()) >= 1
         assert renewed in second._resolved_secrets
 
 

@@ -5,6 +5,7 @@ syncing of listings: ``toolkeeper.services.upstreams``)."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,3 +42,10 @@ async def resolve_refs(secrets: Any, values: Mapping[str, str]) -> dict[str, str
             last = m.end()
         out[name] = "".join(parts) + value[last:]
     return out
+
+
+def base_env() -> dict[str, str]:
+    """What a stdio server inherits: the SDK's safe defaults, never the gateway's secrets."""
+    keep = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TZ",
+            "SYSTEMROOT", "TMPDIR")
+    return {k: v for k, v in os.environ.items() if k in keep}

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from typing import Any, TypeVar
 
 from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
+from toolkeeper.upstream.link import base_env
 from toolkeeper.upstream.relayed import tools_of
 from toolkeeper.upstream.servers import ServerConfig
 
@@ -91,14 +91,10 @@ class UpstreamPool:
         (server, loop): no thread hop on the hot path. Others go through the pool's loop.
         ``bearer``: this call's own OAuth token (token exchange; else the connection's).
         """
-        if self._closed:
-            raise UpstreamUnavailable("the gateway is closing")
-        cfg = self._config(server)
-        if cfg.url is not None and server not in self._sdk_only:
-            lean = await self._local(cfg)
-            if lean is not None:
-                return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer,
-                                             extra, param_headers)
+        cfg, lean = await self._open(server)
+        if lean is not None:
+            return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer,
+                                         extra, param_headers)
         if bearer is not None:
             raise TokenRejected(f"{server}: a per-call token (token exchange) needs a server "
                                 "the gateway's own client speaks to (2025-era handshake)")
@@ -110,14 +106,21 @@ class UpstreamPool:
         its wire dict (:mod:`toolkeeper.upstream.relayed`)."""
         from toolkeeper.upstream.relayed import relay_request
 
+        _cfg, lean = await self._open(server)
+        if lean is not None:
+            return await relay_request(lean, method, params, timeout_s)
+        return await self.submit(self._request(server, method, params, timeout_s))
+
+    async def _open(self, server: str) -> tuple[ServerConfig, Any]:
+        """``server``'s config and this loop's lean client of it (``None``: the pool's own
+        client on its loop serves it: stdio, or an HTTP server the lean client cannot
+        handshake with)."""
         if self._closed:
             raise UpstreamUnavailable("the gateway is closing")
         cfg = self._config(server)
-        if cfg.url is not None and server not in self._sdk_only:
-            lean = await self._local(cfg)
-            if lean is not None:
-                return await relay_request(lean, method, params, timeout_s)
-        return await self.submit(self._request(server, method, params, timeout_s))
+        if cfg.url is None or server in self._sdk_only:
+            return cfg, None
+        return cfg, await self._local(cfg)
 
     async def _request(self, server: str, method: str, params: dict[str, Any],
                        timeout_s: float) -> dict[str, Any]:
@@ -325,7 +328,7 @@ class UpstreamPool:
         from mcp import StdioServerParameters
 
         assert cfg.command is not None
-        env = {**_base_env(), **(await self._resolve(cfg.env))}
+        env = {**base_env(), **(await self._resolve(cfg.env))}
         return StdioServerParameters(command=cfg.command[0], args=list(cfg.command[1:]),
                                      env=env, cwd=cfg.cwd)
 
@@ -439,10 +442,3 @@ def _brief(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return f"{type(exc).__name__}: {exc}"[:300]
-
-
-def _base_env() -> dict[str, str]:
-    """What a stdio server inherits: the SDK's safe defaults, never the gateway's secrets."""
-    keep = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TZ",
-            "SYSTEMROOT", "TMPDIR")
-    return {k: v for k, v in os.environ.items() if k in keep}
