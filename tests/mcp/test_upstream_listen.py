@@ -142,3 +142,39 @@ async def test_an_oversized_event_ends_the_stream_and_it_is_opened_again() -> No
         listen.PAUSE_S = monkey_pause  # type: ignore[misc]
     assert heard == ["tools"]
     assert len(opened) == 2
+
+
+async def test_a_server_offering_no_listen_stream_is_asked_once() -> None:
+    """A server answering ``subscriptions/listen`` with a JSON error (method not found) is
+    not asked again and again every pause."""
+    import httpx
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    asked: list[int] = []
+
+    async def endpoint(request: Any) -> JSONResponse:
+        asked.append(1)
+        return JSONResponse({"jsonrpc": "2.0", "id": 1, "error": {
+            "code": -32601, "message": "Method not found"}})
+
+    app = Starlette(routes=[Route("/mcp", endpoint, methods=["POST"])])
+    real = httpx.AsyncClient
+
+    def client(**kwargs: Any) -> httpx.AsyncClient:
+        return real(transport=httpx.ASGITransport(app=app), **kwargs)
+
+    async def token() -> str | None:
+        return None
+
+    async def changed(kind: str) -> None:
+        raise AssertionError(kind)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(listen.httpx, "AsyncClient", client)
+        mp.setattr(listen, "PAUSE_S", 0.01)
+        with anyio.move_on_after(QUIET_S) as scope:  # hold returns: nothing to listen to
+            await listen.hold("http://up/mcp", {}, token, changed, connect_timeout_s=5.0)
+    assert not scope.cancelled_caught
+    assert asked == [1]

@@ -7,7 +7,8 @@ on a call's own stream), so without it a tool an upstream adds is seen at the ne
 re-sync. Each announcement hands the change's kind to ``changed`` (the pool re-lists the
 server, which re-syncs the registry and so tells the agents whose listings changed). The
 stream is read bounded (an event larger than :data:`MAX_EVENT_BYTES` ends it) and opened
-again after a pause when it ends, until the connection stops.
+again after a pause when it ends, until the connection stops — unless the server answers
+with no stream at all (it offers none: not asked again).
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ def hearing(loop: asyncio.AbstractEventLoop, cfg: Any, lean: Any,
         task.cancel()
 
 
+class NotOffered(Exception):
+    """The server answers ``subscriptions/listen`` with something other than a stream."""
+
+
 def listen_message() -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": {
         "_meta": envelope({"io.modelcontextprotocol/protocolVersion": MODERN,
@@ -75,6 +80,9 @@ async def hold(url: str, headers: dict[str, str], token: Callable[[], Awaitable[
                 await _once(http, url, headers, await token(), changed)
             except asyncio.CancelledError:
                 raise
+            except NotOffered as exc:  # not asked again: the periodic re-sync remains
+                log.info("upstream %s offers no listen stream: %s", url, exc)
+                return
             except Exception as exc:  # the pause below, then again
                 log.info("upstream %s: listen stream ended: %s", url, str(exc)[:200])
             await asyncio.sleep(PAUSE_S)
@@ -90,6 +98,9 @@ async def _once(http: httpx.AsyncClient, url: str, headers: dict[str, str],
     async with http.stream("POST", url, content=orjson.dumps(listen_message()),
                            headers=sent) as resp:
         kind = resp.headers.get("content-type", "").split(";")[0].strip()
+        if resp.status_code < 500 and resp.status_code not in (401, 408, 429) and \
+                kind != "text/event-stream":  # e.g. -32601 method not found
+            raise NotOffered(f"HTTP {resp.status_code} {kind or '(no content type)'}")
         if resp.status_code != 200 or kind != "text/event-stream":
             raise RuntimeError(f"HTTP {resp.status_code} {kind or '(no content type)'}")
         data: list[bytes] = []
@@ -129,4 +140,4 @@ def _loads(body: bytes) -> Any:
         return None
 
 
-__all__ = ["hearing", "hold", "listen_message"]
+__all__ = ["NotOffered", "hearing", "hold", "listen_message"]
