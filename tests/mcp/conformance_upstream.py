@@ -372,6 +372,26 @@ def _rounds(mcp: MCPServer) -> None:
             asked["ask"] = _ask("What is your name?")
         return types.InputRequiredResult(input_requests=asked, request_state="capability-gated")
 
+    @mcp.tool()
+    async def multi_input(ctx: Context) -> str | types.InputRequiredResult:
+        """Two questions at once (tasks-mrtr-input; toolkeeper runs it as a task by the
+        operator's servers[].tools.multi_input.task_support)."""
+        got = ctx.input_responses or {}
+        if {"first", "second"} <= got.keys() and ctx.request_state == "multi-input":
+            return f"got {_elicited(got['first'], 'name')} and {_elicited(got['second'], 'name')}"
+        return types.InputRequiredResult(input_requests={
+            "first": _ask("First: your name?"), "second": _ask("Second: your name?")},
+            request_state="multi-input")
+
+    @mcp.tool()
+    async def test_tool_with_task(ctx: Context) -> str | types.InputRequiredResult:
+        """Asks the user's name, then answers with it (tasks-mrtr-composition: the retry
+        with the answer becomes toolkeeper's task)."""
+        got = ctx.input_responses or {}
+        if "user_name" in got:
+            return f"Hello, {_elicited(got['user_name'], 'name') or '?'}, from a task!"
+        return types.InputRequiredResult(input_requests={"user_name": _ask("What is your name?")})
+
 
 def _prompts(mcp: MCPServer) -> None:
     @mcp.prompt()

@@ -69,7 +69,7 @@ def conformance_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpSer
         config = tmp / "toolkeeper.yaml"
         config.write_text(yaml.safe_dump({"version": 1, "servers": [
             {"name": "conf", "url": url, "prefix": "", "side_effect": "pure",
-             "risk": "low"}]}))
+             "risk": "low", "tools": {"multi_input": {"task_support": "optional"}}}]}))
         with serving(f"sqlite:///{tmp}/tk.db", extra=CONFORMANCE_TOOLS, acting_as="bot",
                      config=config) as s:
             fronted = [t.name for t in s.gw.catalog.all_tools()

@@ -177,13 +177,18 @@ class McpFace:
         who = await self.principal(ctx)
         self.notifier.track(ctx, key_of(who), None)
         entry, request = self.request_for(who, params.name, params.arguments, ctx.meta)
-        if (task := await self.tasks.begin(ctx, who, entry, request)) is not None:
+        retry = params.request_state is not None or params.input_responses is not None
+        if not retry and (task := await self.tasks.begin(ctx, who, entry, request)) is not None:
             return cast(types.CallToolResult, task)  # CreateTaskResult: run in the background
 
         async def park(result: CallResult) -> Any:  # CreateTaskResult: waits for a human
             return await self.tasks.park(ctx, who, entry, request, result)
+
+        async def escalate(resume: dict[str, Any]) -> Any:  # CreateTaskResult: the answers
+            return await self.tasks.asks.escalate(ctx, who, entry, request, resume)
         # confirmations and an upstream's questions (toolkeeper.mcp.input_required)
-        return await self.rounds.call(ctx, who, entry.name, request, params, park=park)
+        return await self.rounds.call(ctx, who, entry.name, request, params, park=park,
+                                      escalate=escalate)
 
     def _question(self, name: str, result: CallResult, arguments: Any) -> str:
         """The confirmation's question (also a task's, ``toolkeeper.mcp.tasks``)."""
