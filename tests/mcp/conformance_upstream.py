@@ -38,6 +38,8 @@ PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIA
 """A 1x1 PNG (the suite checks only the shape and the MIME type)."""
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 MODERN = "2026-07-28"
+ANSWERED: list[str] = []
+"""Every completed run of ``multi_input`` (test_mcp_tasks counts them)."""
 _NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 _OK = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 SCHEMA_2020_12: dict[str, Any] = {
@@ -378,7 +380,9 @@ def _rounds(mcp: MCPServer) -> None:
         operator's servers[].tools.multi_input.task_support)."""
         got = ctx.input_responses or {}
         if {"first", "second"} <= got.keys() and ctx.request_state == "multi-input":
-            return f"got {_elicited(got['first'], 'name')} and {_elicited(got['second'], 'name')}"
+            ANSWERED.append(done := f"got {_elicited(got['first'], 'name')} and "
+                                   f"{_elicited(got['second'], 'name')}")
+            return done
         return types.InputRequiredResult(input_requests={
             "first": _ask("First: your name?"), "second": _ask("Second: your name?")},
             request_state="multi-input")

@@ -71,6 +71,11 @@ class TaskAsks:
         return {"inputResponses": round_["answers"], **({"requestState": state} if state
                                                          else {})}
 
+    @staticmethod
+    def still_open(pending: dict[str, Any], answers: dict[str, Any]) -> dict[str, Any]:
+        """The questions not answered yet: the task stays ``input_required`` until none."""
+        return {k: v for k, v in pending.items() if k not in answers}
+
     def resume_stored(self, row: TaskRow) -> dict[str, Any] | None:
         """A resumed run's answers again (a dead runner's task taken over)."""
         return self.resume_of(self._open(row))
@@ -124,7 +129,7 @@ class TaskAsks:
         if answers == round_["answers"]:
             return
         round_ = {**round_, "answers": answers}
-        left = {k: v for k, v in pending.items() if k not in answers}
+        left = self.still_open(pending, answers)
         t = self.tasks
         stored = self._with(row.request, row.id, row.tenant_id, row.agent, round_)
         now = time.time()
