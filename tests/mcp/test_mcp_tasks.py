@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 import httpx
 import mcp_types as types
 import pytest
+from conformance_upstream import ANSWERED, upstream
 from cryptography.exceptions import InvalidTag
 from mcp.client.extension import advertise
-from conformance_upstream import ANSWERED, upstream
 from mcp.shared.exceptions import MCPError
-from mcp_fixtures import McpServer, connect, serving
+from mcp_fixtures import McpServer, confirm_with, connect, serving
 from pydantic import TypeAdapter
 from sqlalchemy import update
 
@@ -387,7 +387,8 @@ def fronting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
              "tools": {"multi_input": {"task_support": "optional"}}}]}))
         with serving(f"sqlite:///{tmp}/tk.db", config=config) as s:
             s.gw.registry.put_profile(Profile(name="auto", autonomy=3, activations=(
-                Activation(tool="multi_input"),)), replace=True)
+                Activation(tool="multi_input"), Activation(tool="test_tool_with_task"))),
+                replace=True)
             yield s
 
 
@@ -442,3 +443,31 @@ async def test_a_task_resumed_before_every_answer_is_caught(
     """The rule broken on purpose (the first answer resumes the call): the test fails."""
     monkeypatch.setattr(task_asks.TaskAsks, "still_open", staticmethod(lambda p, a: {}))
     await fails(_upstream_round(fronting))
+
+
+async def _escalated(srv: McpServer) -> None:
+    async with connect(srv, "bot", "2026-07-28", extensions=[advertise(TASKS)],
+                       elicitation_callback=confirm_with("accept")) as c:
+        asked = await rpc(c, "tools/call", name="test_tool_with_task", arguments={})
+        assert asked["resultType"] == "input_required" and "taskId" not in asked
+        created = await rpc(c, "tools/call", name="test_tool_with_task", arguments={},
+                            inputResponses={"user_name": _named("Alice")},
+                            requestState=asked["requestState"])
+        assert created["resultType"] == "task" and "requestState" not in created
+        done = await settle(c, created["taskId"])
+        assert done["result"]["content"][0]["text"] == "Hello, Alice, from a task!"
+        again = await rpc_error(c, "tools/call", name="test_tool_with_task", arguments={},
+                                inputResponses={"user_name": _named("Mallory")},
+                                requestState=asked["requestState"])
+        assert again.code == -32602  # the state was used once
+
+
+async def test_a_retry_with_the_answers_becomes_a_task(fronting: McpServer) -> None:
+    await _escalated(fronting)
+
+
+async def test_a_retry_answered_synchronously_is_caught(
+        fronting: McpServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule broken on purpose (no task for a retry): the test fails."""
+    monkeypatch.setattr(task_asks, "declared", lambda ctx: False)
+    await fails(_escalated(fronting))

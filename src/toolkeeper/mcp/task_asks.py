@@ -16,20 +16,20 @@ the call runs in the background (SEP-2663's MRTR → task composition).
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 import mcp_types as types
 from pydantic import BaseModel, ValidationError
 
-from toolkeeper.mcp.input_required import responses
-from toolkeeper.mcp.task_wire import declared, envelope
+from toolkeeper.mcp.input_required import Ctx, responses
+from toolkeeper.mcp.task_wire import ArgumentSeal, declared, envelope
 from toolkeeper.model.call import CallRequest, Principal
-from toolkeeper.store.mcp_tasks import TaskRow
+from toolkeeper.model.mcp_names import Listed
+from toolkeeper.store.mcp_tasks import McpTaskRepo, TaskRow
 from toolkeeper.upstream import asking
 
-if TYPE_CHECKING:
-    from toolkeeper.mcp.tasks import Ctx, Tasks
-    from toolkeeper.model.mcp_names import Listed
+T = TypeVar("T")
 
 KEY = "upstream"
 """Where the sealed round lives in the task row's stored request."""
@@ -40,6 +40,32 @@ KEEP_S = 3600.0
 ANSWER: dict[str, type[BaseModel]] = {"elicitation/create": types.ElicitResult,
                                       "sampling/createMessage": types.CreateMessageResult,
                                       "roots/list": types.ListRootsResult}
+
+
+class Tasks(Protocol):
+    """What this module needs of :class:`toolkeeper.mcp.tasks.Tasks`."""
+
+    repo: McpTaskRepo
+
+    async def _db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+
+    def _seal(self) -> ArgumentSeal: ...
+
+    def _stored(self, request: CallRequest, task_id: str, who: Principal
+                ) -> dict[str, Any]: ...
+
+    def _lease(self, who: Principal, tool: str) -> float: ...
+
+    def _rerun(self, row: TaskRow) -> CallRequest: ...
+
+    def _spawn(self, who: Principal, task_id: str, request: CallRequest,
+               resume: dict[str, Any] | None = None) -> None: ...
+
+    async def _create(self, who: Principal, name: str, request: CallRequest, *, phase: str,
+                      status: str, wait_s: float, message: str, lease_s: float | None = None,
+                      approval_id: str | None = None,
+                      input_requests: dict[str, Any] | None = None
+                      ) -> tuple[TaskRow, CallRequest]: ...
 
 
 class TaskAsks:
