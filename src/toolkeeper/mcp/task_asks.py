@@ -154,7 +154,7 @@ class TaskAsks:
             answers[key] = raw
         if answers == round_["answers"]:
             return
-        round_ = {**round_, "answers": answers}
+        round_ = {**round_, "answers": responses(answers)}  # bounded in all, too
         left = self.still_open(pending, answers)
         t = self.tasks
         stored = self._with(row.request, row.id, row.tenant_id, row.agent, round_)
@@ -183,9 +183,9 @@ class TaskAsks:
         row, request = await t._create(who, entry.name, request, phase="running",
                                        status="working", wait_s=lease, lease_s=lease,
                                        message="running the call with the answers")
+        answers = resume.get("inputResponses") or {}
         round_: dict[str, Any] = {"state": resume.get("requestState"),
-                  "asked": sorted(resume.get("inputResponses") or {}),
-                  "answers": resume.get("inputResponses") or {}, "rounds": 1}
+                                  "asked": sorted(answers), "answers": answers, "rounds": 1}
         stored = self._with(row.request, row.id, row.tenant_id, row.agent, round_)
         await t._db(t.repo.ask, row.id, time.time(), phases=("running",), request=stored)
         t._spawn(who, row.id, request, resume)

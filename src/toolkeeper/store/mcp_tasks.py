@@ -93,7 +93,7 @@ class McpTaskRepo:
             updated_at: float | None = None, **values: Any) -> bool:
         """An upstream's questions (``toolkeeper.mcp.task_asks``): park the running call,
         keep answers, resume it. Compare-and-set on the phase and, when given, on the row's
-        last update (two answers at once: one wins, the other is asked to try again)."""
+        last update (two answers at once: one wins; the other's keys stay open in tasks/get)."""
         c = tasks.c
         cond: Any = c.phase.in_(phases)
         if updated_at is not None:
