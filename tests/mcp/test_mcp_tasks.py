@@ -11,7 +11,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, ClassVar
 
 import httpx
@@ -78,10 +78,10 @@ class Raw(types.Request[dict[str, Any] | None, str]):
     """Any request, through the SDK client's own request path."""
 
 
-@pytest.fixture(scope="module")
-def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
-    with serving(f"sqlite:///{tmp_path_factory.mktemp('tasks')}/tk.db",
-                 extra=(Counted, Background)) as s:
+@contextmanager
+def tasks_server(url: str) -> Iterator[McpServer]:
+    """The MCP fixture server; ``counted`` gated for intern (approve) and sup (confirm)."""
+    with serving(url, extra=(Counted, Background)) as s:
         everything = tuple(Activation(tool=n) for n in ("add", "pay", "bank", "counted",
                                                          "background"))
         for name, autonomy in (("manual", 0), ("supervised", 1)):
@@ -89,6 +89,12 @@ def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
                                               activations=everything), replace=True)
         s.gw.registry.put_profile(Profile(name="acme", tenant_id="acme", autonomy=0,
                                           activations=everything), replace=True)
+        yield s
+
+
+@pytest.fixture(scope="module")
+def srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+    with tasks_server(f"sqlite:///{tmp_path_factory.mktemp('tasks')}/tk.db") as s:
         yield s
 
 
@@ -153,16 +159,26 @@ def runs_of(n: str) -> int:
 
 async def test_an_approval_is_a_task_that_runs_exactly_once_after_the_approver_decides(
         srv: McpServer) -> None:
+    await _round_trip(srv, "once")
+
+
+@pytest.mark.postgres
+async def test_the_round_trip_on_postgresql(pg_url: str) -> None:
+    with tasks_server(pg_url) as s:
+        await _round_trip(s, "once-pg")
+
+
+async def _round_trip(srv: McpServer, n: str) -> None:
     async with tasks_client(srv, "intern") as c, tasks_client(srv, "intern") as other:
-        created, approval = await parked(c, "once")
+        created, approval = await parked(c, n)
         assert created["status"] == "working" and isinstance(created["ttlMs"], int)
         assert f"/approvals/{approval}/approve" in created["statusMessage"]
         waiting = await rpc(c, "tasks/get", taskId=created["taskId"])
         assert waiting["status"] == "working" and "result" not in waiting
-        assert runs_of("once") == 0
+        assert runs_of(n) == 0
         row = srv.gw.store.mcp_tasks.get(created["taskId"], "default", "intern", time.time())
         assert row is not None and "arguments" not in row.request  # sealed at rest
-        assert '"once"' not in json.dumps(row.request)
+        assert f'"{n}"' not in json.dumps(row.request)
         assert rest(srv, f"/approvals/{approval}/approve").status_code == 200
         # two clients poll at once, several times: one of them takes the call, once
         polls = [rpc(x, "tasks/get", taskId=created["taskId"]) for x in (c, other, c, other)]
@@ -170,9 +186,9 @@ async def test_an_approval_is_a_task_that_runs_exactly_once_after_the_approver_d
         done = await settle(c, created["taskId"])
         again = await settle(other, created["taskId"])
     assert done["status"] == "completed" and done["result"]["isError"] is False
-    assert done["result"]["structuredContent"] == {"moved": "once"}
+    assert done["result"]["structuredContent"] == {"moved": n}
     assert again["result"] == done["result"]
-    assert runs_of("once") == 1
+    assert runs_of(n) == 1
     assert srv.gw.approvals.get(approval, "default").status.value == "consumed"
 
 
@@ -371,6 +387,28 @@ async def test_a_call_whose_runner_died_is_taken_over_and_runs_once(srv: McpServ
         done = await settle(c, created["taskId"])
     assert done["result"]["structuredContent"] == {"moved": "orphan"}  # sealed args opened
     assert runs_of("orphan") == 1
+
+
+async def test_a_confirmation_answered_over_rest_runs_the_call_once(srv: McpServer) -> None:
+    async with tasks_client(srv, "sup") as c:
+        created = await rpc(c, "tools/call", name="counted", arguments={"n": "rest-confirm"})
+        assert created["status"] == "input_required"
+        approval = created["statusMessage"].split("approval ")[1].split(" ")[0]
+        assert rest(srv, f"/approvals/{approval}/confirm").status_code == 200
+        done = await settle(c, created["taskId"])
+    assert done["result"]["structuredContent"] == {"moved": "rest-confirm"}
+    assert runs_of("rest-confirm") == 1
+
+
+async def test_arguments_the_approver_edited_are_the_ones_that_run(srv: McpServer) -> None:
+    async with tasks_client(srv, "intern") as c:
+        created, approval = await parked(c, "as-asked")
+        edited = rest(srv, f"/approvals/{approval}/approve",
+                      {"arguments": {"n": "as-edited"}})
+        assert edited.status_code == 200, edited.text
+        done = await settle(c, created["taskId"])
+    assert done["result"]["structuredContent"] == {"moved": "as-edited"}
+    assert (runs_of("as-asked"), runs_of("as-edited")) == (0, 1)
 
 
 # -- an upstream tool's questions inside a task (toolkeeper.mcp.task_asks) ---------------

@@ -45,6 +45,11 @@ def test_a_task_is_its_agents_claimed_once_and_terminal_for_good(db_url: str) ->
                          input_requests={"k": {"method": "elicitation/create"}}))
         assert repo.cancel("tsk_2", 1001.0) and not repo.cancel("tsk_2", 1002.0)
         assert not repo.claim("tsk_2", ("confirm",), 1003.0, 30.0)  # cancelled: never runs
+        repo.create(_row("tsk_3", 1000.0, phase="running", expires_at=1500.0))
+        assert repo.wait("tsk_3", 1001.0, phase="approval", status="working", message="m",
+                         approval_id="ap_3", input_requests=None, expires_at=1200.0)
+        kept = repo.get("tsk_3", "t1", "bot", 1001.0)
+        assert kept is not None and kept.expires_at == 1500.0  # never earlier than announced
         assert repo.purge_expired(1100.5) == 2
     finally:
         store.close()

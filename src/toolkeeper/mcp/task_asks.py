@@ -56,9 +56,9 @@ class Tasks(Protocol):
 
     def _lease(self, who: Principal, tool: str) -> float: ...
 
-    def _rerun(self, row: TaskRow) -> CallRequest: ...
+    async def _rerun(self, row: TaskRow) -> CallRequest: ...
 
-    def _spawn(self, who: Principal, task_id: str, request: CallRequest,
+    def _spawn(self, who: Principal, row: TaskRow, request: CallRequest,
                resume: dict[str, Any] | None = None) -> None: ...
 
     async def _create(self, who: Principal, name: str, request: CallRequest, *, phase: str,
@@ -168,7 +168,7 @@ class TaskAsks:
                        phase="running", status="working", input_requests=None,
                        request=stored, lease_until=now + lease,
                        status_message="running the call with the answers"):
-            t._spawn(who, row.id, t._rerun(row), self.resume_of(round_))
+            t._spawn(who, row, await t._rerun(row), self.resume_of(round_))
 
     # -- tools/call: a retry answering an upstream's round ---------------------------------
 
@@ -188,5 +188,5 @@ class TaskAsks:
                                   "asked": sorted(answers), "answers": answers, "rounds": 1}
         stored = self._with(row.request, row.id, row.tenant_id, row.agent, round_)
         await t._db(t.repo.ask, row.id, time.time(), phases=("running",), request=stored)
-        t._spawn(who, row.id, request, resume)
+        t._spawn(who, row, request, resume)
         return {"resultType": "task", **envelope(row)}

@@ -30,6 +30,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from toolkeeper.canonical import digest
 from toolkeeper.errors import OperationRefused
 from toolkeeper.mcp import results
 from toolkeeper.mcp.state import state_key
@@ -144,7 +145,7 @@ class Tasks:
         row, request = await self._create(who, entry.name, request, phase="running",
                                           status="working", wait_s=lease, lease_s=lease,
                                           message="running the call")
-        self._spawn(who, row.id, request)
+        self._spawn(who, row, request)
         return {"resultType": "task", **envelope(row)}
 
     async def park(self, ctx: Ctx, who: Principal, entry: Listed, request: CallRequest,
@@ -214,12 +215,18 @@ class Tasks:
                                                      who.tenant_id, who.agent or "")
         return kept
 
-    def _rerun(self, row: TaskRow) -> CallRequest:
-        """The stored call, again, with the approval it waited for."""
+    async def _rerun(self, row: TaskRow) -> CallRequest:
+        """The stored call, again, with the approval it waited for: with the arguments the
+        approver edited when they did (and the approval kept them unmasked)."""
         kept = dict(row.request)
         kept.pop(ASKED, None)
         arguments = self._seal().open(kept.pop("sealed_arguments"), row.id, row.tenant_id,
                                       row.agent)
+        rec = None if row.approval_id is None else \
+            await self._db(self.gw.store.approvals.get, row.approval_id)
+        if rec is not None and rec.edited_digest is not None \
+                and digest(rec.edited_arguments) == rec.edited_digest:
+            arguments = rec.edited_arguments
         return CallRequest(**kept, arguments=arguments, approval_id=row.approval_id)
 
     def _seal(self) -> ArgumentSeal:
@@ -229,14 +236,15 @@ class Tasks:
 
     # -- running the call -----------------------------------------------------------------
 
-    def _spawn(self, who: Principal, task_id: str, request: CallRequest,
+    def _spawn(self, who: Principal, row: TaskRow, request: CallRequest,
                resume: dict[str, Any] | None = None) -> None:
-        run = asyncio.get_running_loop().create_task(self._run(who, task_id, request, resume))
+        run = asyncio.get_running_loop().create_task(self._run(who, row.id, row.tool,
+                                                               request, resume))
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
 
-    async def _run(self, who: Principal, task_id: str, request: CallRequest,
-                   resume: dict[str, Any] | None) -> None:
+    async def _run(self, who: Principal, task_id: str, name: str, request: CallRequest,
+                   resume: dict[str, Any] | None = None) -> None:
         try:  # an upstream's questions park the task (toolkeeper.mcp.task_asks)
             result, asked = await self.face.rounds.run(None, who, request, resume, modern=True)
             if asked is not None:
@@ -249,16 +257,17 @@ class Tasks:
                            message=oops, error={"code": types.INTERNAL_ERROR, "message": oops})
             return
         try:
-            await self._settle(task_id, request, result)
+            await self._settle(task_id, name, request, result)
         except Exception:
             log.exception("MCP task %s: could not record the call's answer", task_id)
 
-    async def _settle(self, task_id: str, request: CallRequest, result: CallResult) -> None:
+    async def _settle(self, task_id: str, name: str, request: CallRequest,
+                      result: CallResult) -> None:
         now = time.time()
         if result.approval_id is not None and result.status in (
                 CallStatus.APPROVAL_REQUIRED, CallStatus.CONFIRMATION_REQUIRED):
             phase, status, message, asks = self._waiting(
-                request.tool, request, result)  # a background call stopped for a human
+                name, request, result)  # a background call stopped for a human
             left = await self._approval_left(result.approval_id)
             await self._db(self.repo.wait, task_id, now, phase=phase, status=status,
                            message=message, approval_id=result.approval_id,
@@ -319,7 +328,7 @@ class Tasks:
         lease = self._lease(who, str(row.request["tool"]))
         if not await self._db(self.repo.claim, row.id, phases, time.time(), lease):
             return False
-        self._spawn(who, row.id, self._rerun(row), self.asks.resume_stored(row))
+        self._spawn(who, row, await self._rerun(row), self.asks.resume_stored(row))
         return True
 
     async def _update(self, ctx: Ctx, params: UpdateParams) -> dict[str, Any]:

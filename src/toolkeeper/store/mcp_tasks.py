@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import and_, case, insert, or_, select, update
 
 from toolkeeper.store.db import Database, delete_chunked
 from toolkeeper.store.schema import mcp_tasks as tasks
@@ -75,11 +75,12 @@ class McpTaskRepo:
     def wait(self, task_id: str, now: float, *, phase: str, status: str, message: str,
              approval_id: str, input_requests: dict[str, Any] | None,
              expires_at: float) -> bool:
-        """The running call stopped for a human: wait for its approval or confirmation."""
+        """The running call stopped for a human: wait for its approval or confirmation
+        (the task's expiry only ever moves later: its announced ``ttlMs`` holds)."""
+        later = case((tasks.c.expires_at > expires_at, tasks.c.expires_at), else_=expires_at)
         return self._set(tasks.c.phase == "running", task_id, now, phase=phase,
                          status=status, status_message=message, approval_id=approval_id,
-                         input_requests=input_requests, lease_until=None,
-                         expires_at=expires_at)
+                         input_requests=input_requests, lease_until=None, expires_at=later)
 
     def finish(self, task_id: str, now: float, *, status: str, message: str | None,
                result: dict[str, Any] | None = None,
