@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
@@ -269,6 +270,11 @@ def _tools(mcp: MCPServer) -> None:
         return "dynamic"
 
     @mcp.tool()
+    async def tk_seen_meta(ctx: Context) -> str:
+        """toolkeeper's own diagnostic: the request's _meta as this server received it."""
+        return json.dumps(dict(ctx.request_context.meta or {}), sort_keys=True, default=str)
+
+    @mcp.tool()
     async def test_trigger_tool_change(ctx: Context) -> str:
         """Changes the tool list and announces it."""
         mcp.add_tool(dynamic, name="test_dynamic_tool")
@@ -509,6 +515,32 @@ def upstream(timeout_s: float = 20.0) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=15)
+
+
+@contextmanager
+def fronted(tmp: Path, **serving_kwargs: Any) -> Iterator[Any]:
+    """toolkeeper (``mcp_fixtures.serving``) fronting this server as ``conf`` under the
+    upstream's own names (``prefix: ""``), its tools, prompts and resources enabled for
+    ``bot`` without gates (side effect pure, risk low); yields the ``McpServer``."""
+    import yaml
+    from mcp_fixtures import CONFORMANCE_TOOLS, serving
+
+    from toolkeeper import Activation, Profile
+
+    with upstream() as url:
+        config = tmp / "toolkeeper.yaml"
+        config.write_text(yaml.safe_dump({"version": 1, "servers": [
+            {"name": "conf", "url": url, "prefix": "", "side_effect": "pure",
+             "risk": "low", "tools": {"multi_input": {"task_support": "optional"}}}]}))
+        with serving(f"sqlite:///{tmp}/tk.db", extra=CONFORMANCE_TOOLS, config=config,
+                     **serving_kwargs) as s:
+            fronting = [t.name for t in s.gw.catalog.all_tools()
+                        if "conf" in (t.categories or ())]
+            assert "test_simple_text" in fronting, fronting
+            own = ("add", "pay", "bank", *(t.tool_name for t in CONFORMANCE_TOOLS))
+            s.gw.registry.put_profile(Profile(name="auto", autonomy=3, activations=tuple(
+                Activation(tool=n) for n in (*own, *fronting))), replace=True)
+            yield s
 
 
 if __name__ == "__main__":

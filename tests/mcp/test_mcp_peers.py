@@ -10,12 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
-from conformance_upstream import upstream
-from mcp_fixtures import CONFORMANCE_TOOLS, McpServer, serving
+from conformance_upstream import fronted
+from mcp_fixtures import McpServer, serving
 
 from peers import entry, node
-from toolkeeper import Activation, Profile
 
 pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
 
@@ -61,24 +59,10 @@ def test_the_inspector_is_refused_without_a_token(srv: McpServer, tmp_path: Path
 
 @pytest.fixture(scope="module")
 def conformance_srv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
-    """toolkeeper fronting the conformance fixture upstream (conformance_upstream.py) under
-    its own names, every fixture enabled for ``bot`` without gates; the suite cannot send a
-    bearer token, so every request carries bot's."""
-    tmp = tmp_path_factory.mktemp("conf")
-    with upstream() as url:
-        config = tmp / "toolkeeper.yaml"
-        config.write_text(yaml.safe_dump({"version": 1, "servers": [
-            {"name": "conf", "url": url, "prefix": "", "side_effect": "pure",
-             "risk": "low", "tools": {"multi_input": {"task_support": "optional"}}}]}))
-        with serving(f"sqlite:///{tmp}/tk.db", extra=CONFORMANCE_TOOLS, acting_as="bot",
-                     config=config) as s:
-            fronted = [t.name for t in s.gw.catalog.all_tools()
-                       if "conf" in (t.categories or ())]
-            assert "test_simple_text" in fronted, fronted
-            own = ("add", "pay", "bank", *(t.tool_name for t in CONFORMANCE_TOOLS))
-            s.gw.registry.put_profile(Profile(name="auto", autonomy=3, activations=tuple(
-                Activation(tool=n) for n in (*own, *fronted))), replace=True)
-            yield s
+    """toolkeeper fronting the conformance fixture upstream (conformance_upstream.py); the
+    suite cannot send a bearer token, so every request carries bot's."""
+    with fronted(tmp_path_factory.mktemp("conf"), acting_as="bot") as s:
+        yield s
 
 
 @pytest.mark.parametrize("suite", [["--suite", "active"], ["--requirements", "2026-07-28"]],

@@ -91,6 +91,15 @@ def _parsed(body: bytes) -> Any:
         return UNPARSABLE
 
 
+def _headed(face: Any, who: Any, job: Any) -> bool:
+    """Whether a lean ``tools/call`` names a tool with ``x-mcp-header`` parameters, whose
+    ``Mcp-Param-*`` headers the SDK checks (so it is the SDK's)."""
+    from toolkeeper.mcp.views import key_of
+
+    return job.method == "tools/call" and job.params["name"] in face.listings.get(
+        key_of(who)).param_headers
+
+
 def _bad_id(message: Any) -> bool:
     """JSON-RPC 2.0 §4: an ``id`` is a string, a number or null (never a bool)."""
     if not isinstance(message, dict) or "id" not in message:
@@ -242,7 +251,7 @@ class McpEndpoint:
             transport = None
         else:
             job, transport = self._in_session(scope, parsed, sid, face)
-        if job is None:
+        if job is None or (face.listings.param_headers and _headed(face, who, job)):
             return False
         if self._security is not None and not await self._secure(scope):
             return False  # the SDK answers the refusal
@@ -291,7 +300,7 @@ class McpEndpoint:
                     face: McpFace) -> tuple[Any, Any]:
         """The lean plan for a POST on 2025-11-25 session ``sid`` and the session's
         transport, when the SDK would hand it to a live, initialized session of this
-        process, owned by this credential, whose client cannot elicit."""
+        process, owned by this credential, whose client cannot elicit and set no log level."""
         from toolkeeper.mcp import lean
         from toolkeeper.mcp.input_required import can_answer
         from toolkeeper.mcp.server import ELICIT_CAPABILITY
@@ -304,7 +313,8 @@ class McpEndpoint:
             return None, None
         conn = tracked[0]
         if (not self._owns(scope, sid) or not conn.initialize_accepted
-                or conn.check_capability(ELICIT_CAPABILITY) or can_answer(conn)):
+                or conn.check_capability(ELICIT_CAPABILITY) or can_answer(conn)
+                or face.levels.of(conn) is not None):  # its log messages: the SDK's
             return None, None
         return lean.plan_in_session(scope, parsed, sid, conn.protocol_version), transport
 

@@ -33,6 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from toolkeeper.mcp import results
+from toolkeeper.mcp.protocol import refuse_missing
 from toolkeeper.mcp.request_state import Opened, RequestStates, StateRefused, call_digest
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus
@@ -172,7 +173,10 @@ class Rounds:
         questions it stopped on (``input_required``) for a 2026-07-28 agent to answer in a
         retry."""
         with self._asking(ctx, resume, modern) as asked:
+            ds = DOWNSTREAM.get()
             result = await self.gw.call_served(request, who)
+        if ds is not None:  # the upstream's -32021 is the agent's (toolkeeper.mcp.protocol)
+            refuse_missing(ds)
         return result, (asked if result.reason == Reason.INPUT_REQUIRED and asked else None)
 
     async def _reply(self, ctx: Ctx, who: Principal, name: str, request: CallRequest,

@@ -24,11 +24,13 @@ from mcp.shared.exceptions import MCPError
 from toolkeeper.identity.upstream_subject import carry
 from toolkeeper.mcp.input_required import CONFIRM_SCHEMA, Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
+from toolkeeper.mcp.protocol import LogLevels, caller, continued, downstream_for
 from toolkeeper.mcp.relay import Relay
 from toolkeeper.mcp.task_wire import advertise
 from toolkeeper.mcp.tasks import Tasks
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
 from toolkeeper.model.call import CallRequest, CallResult, Principal
+from toolkeeper.upstream.downstream import DOWNSTREAM
 from toolkeeper.version import __version__
 
 if TYPE_CHECKING:
@@ -76,6 +78,7 @@ class McpFace:
         self.listings = Listings(gw)
         self.notifier = ChangeNotifier(self.listings)
         self.relay = Relay(gw)
+        self.levels = LogLevels()  # logging/setLevel per 2025-11-25 session (mcp/protocol.py)
         self.server = GatewayServer(
             "toolkeeper", version=__version__,
             instructions="Governed tools: every call is checked, gated, audited and run "
@@ -93,6 +96,8 @@ class McpFace:
             on_unsubscribe_resource=self._guard(self._relayed("unsubscribe")),
             get_tool_input_schema=self._input_schema)
         self._listen_handler = ListenHandler(self.notifier.bus)
+        self.server.add_request_handler(  # as on_set_logging_level, without its warning
+            "logging/setLevel", types.SetLevelRequestParams, self.levels.set_level)
         # the pipeline opens its own ``execute_tool`` span per call (SPEC §9); the SDK's
         # per-message span would double the tracing cost of every request
         self.server.middleware[:] = [m for m in self.server.middleware
@@ -168,9 +173,13 @@ class McpFace:
                                   **fields)
 
     def _input_schema(self, name: str) -> dict[str, Any] | None:
-        # the SDK checks 2026-07-28 Mcp-Param-* headers with this, before any handler, with
-        # no caller in hand: a permissive answer, the real check is the pipeline's
-        return {"type": "object"}
+        # the SDK checks 2026-07-28 Mcp-Param-* headers with this, before any handler: the
+        # schema this caller was listed (mcp/protocol.py caller); None: not listed
+        who = self.fixed or caller(self.gw)
+        if who is None:  # no caller known: permissive, the pipeline checks the arguments
+            return {"type": "object"}
+        entry = self.listings.get(key_of(who)).callable_names.get(name)
+        return entry.input_schema if entry is not None else None
 
     async def _call_tool(self, ctx: Ctx, params: types.CallToolRequestParams
                          ) -> types.CallToolResult | types.InputRequiredResult:
@@ -186,9 +195,15 @@ class McpFace:
 
         async def escalate(resume: dict[str, Any]) -> Any:  # CreateTaskResult: the answers
             return await self.tasks.asks.escalate(ctx, who, entry, request, resume)
-        # confirmations and an upstream's questions (toolkeeper.mcp.input_required)
-        return await self.rounds.call(ctx, who, entry.name, request, params, park=park,
-                                      escalate=escalate)
+        # confirmations and an upstream's questions (toolkeeper.mcp.input_required); the
+        # agent's progress, log level, capabilities, trace context (toolkeeper.mcp.protocol)
+        token = DOWNSTREAM.set(ds := downstream_for(ctx, self.levels))
+        try:
+            with continued(ds):
+                return await self.rounds.call(ctx, who, entry.name, request, params,
+                                              park=park, escalate=escalate)
+        finally:
+            DOWNSTREAM.reset(token)
 
     def _question(self, name: str, result: CallResult, arguments: Any) -> str:
         """The confirmation's question (also a task's, ``toolkeeper.mcp.tasks``)."""

@@ -22,6 +22,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
@@ -54,6 +55,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.services.events import system_event
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.mcp_tasks import TERMINAL, TaskRow
+from toolkeeper.upstream.downstream import DOWNSTREAM
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
@@ -245,6 +247,8 @@ class Tasks:
 
     async def _run(self, who: Principal, task_id: str, name: str, request: CallRequest,
                    resume: dict[str, Any] | None = None) -> None:
+        if (base := DOWNSTREAM.get()) is not None:  # the request that started it is over:
+            DOWNSTREAM.set(replace(base, progress=None, log=None))  # nothing relayed to it
         try:  # an upstream's questions park the task (toolkeeper.mcp.task_asks)
             result, asked = await self.face.rounds.run(None, who, request, resume, modern=True)
             if asked is not None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
 import orjson
+from mcp.shared.inbound import x_mcp_header_map
 
 from toolkeeper.canonical import digest
 from toolkeeper.model.call import Principal
@@ -71,6 +72,9 @@ class Listing:
     health_version: int
     recheck_at: float
     """When the first hidden breaker half-opens (on the board's clock): rebuild then."""
+    param_headers: frozenset[str] = frozenset()
+    """Listed tools with ``x-mcp-header`` parameters (2026-07-28 ``Mcp-Param-*``): their
+    calls are the SDK's, which checks the headers against this caller's schema."""
 
 
 _NO_HEALTH = HealthBoard()
@@ -102,11 +106,13 @@ def build_listing(gw: Gateway, catalog: Catalog, key: Key) -> Listing:
                 entries[entry.name] = entry
     ordered = tuple(entries[n] for n in sorted(entries))
     wire = [e.wire() for e in ordered]
+    headed = frozenset(e.name for e in every.values() if x_mcp_header_map(e.input_schema))
     return Listing(entries=ordered, by_name={e.name: e for e in ordered}, wire=wire,
                    fingerprint=digest(wire),
                    result=types.ListToolsResult(tools=[types.Tool.model_validate(w)
                                                        for w in wire]),
-                   callable_names=every, health_version=version, recheck_at=recheck)
+                   callable_names=every, health_version=version, recheck_at=recheck,
+                   param_headers=headed)
 
 
 class Listings:
@@ -117,6 +123,9 @@ class Listings:
         self._lock = threading.Lock()
         self._catalog: Catalog | None = None
         self._cache: dict[Key, Listing] = {}
+        self.param_headers = False
+        """Whether any listing built had tools with ``x-mcp-header`` parameters (the lean
+        path looks further only then)."""
 
     def get(self, key: Key) -> Listing:
         catalog = self._gw.catalog
@@ -128,6 +137,7 @@ class Listings:
             found = None
         if found is None:
             found = build_listing(self._gw, catalog, key)
+            self.param_headers = self.param_headers or bool(found.param_headers)
             with self._lock:
                 if catalog is self._catalog and len(self._cache) < 100_000:
                     self._cache[key] = found

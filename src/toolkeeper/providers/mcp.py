@@ -32,19 +32,28 @@ class McpProvider(NoPreview):
     def __init__(self, implementation: dict[str, Any]) -> None:
         self.server = str(implementation.get("server", ""))
         self.tool = str(implementation.get("tool", ""))
+        self.param_headers = {tuple(p): str(t) for p, t in implementation.get(
+            "param_headers", ()) if isinstance(p, list)}
         if not self.server or not self.tool:
             raise ToolError("config_invalid", "an mcp tool names its `server` and `tool`")
 
     async def execute(self, action: str, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        return await call_upstream(ctx, self.server, self.tool, arguments)
+        if not self.param_headers:
+            return await call_upstream(ctx, self.server, self.tool, arguments)
+        from mcp.shared.inbound import mcp_param_headers
+
+        return await call_upstream(ctx, self.server, self.tool, arguments,
+                                   mcp_param_headers(self.param_headers, arguments))
 
 
-async def call_upstream(ctx: ToolContext, server: str, tool: str,
-                        arguments: dict[str, Any]) -> McpContent:
+async def call_upstream(ctx: ToolContext, server: str, tool: str, arguments: dict[str, Any],
+                        param_headers: dict[str, str] | None = None) -> McpContent:
     """One upstream ``tools/call`` with the pipeline's error semantics."""
     from mcp.shared.exceptions import MCPError
 
+    from toolkeeper.upstream.downstream import current
     from toolkeeper.upstream.errors import TokenRejected, UpstreamUnavailable
+    from toolkeeper.upstream.notes import refused
 
     pool = ctx.upstreams
     if pool is None:
@@ -53,6 +62,8 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
         bearer = await _bearer(ctx, pool, server)
         try:
             auth = {"bearer": bearer} if bearer is not None else {}
+            if param_headers:  # the tool's x-mcp-header arguments, as Mcp-Param-*
+                auth = {**auth, "param_headers": param_headers}
 
             async def send(extra: dict[str, Any] | None) -> Any:
                 return await pool.call(server, tool, arguments, timeout_s=ctx.timeout_s,
@@ -65,6 +76,7 @@ async def call_upstream(ctx: ToolContext, server: str, tool: str,
     except UpstreamUnavailable as exc:
         raise UpstreamError(str(exc), retryable=True) from None
     except MCPError as exc:
+        refused(current(), exc.code, exc.data)  # -32021: the MCP face answers it as such
         # -32001 timed out, -32000 connection lost: the call may have run upstream
         lost = exc.code in (-32000, -32001)
         raise UpstreamError(f"{server}: {exc.message}", retryable=lost,

@@ -113,7 +113,8 @@ class UpstreamSync:
     def listing(self, cfg: ServerConfig, tools: list[Any]) -> SyncReport:
         """Import new tools (published: their hash is pinned now), quarantine drifted ones."""
         report = SyncReport()
-        wanted = [t for t in tools if cfg.include is None or t.name in cfg.include]
+        wanted = unambiguous(cfg, [t for t in tools if cfg.include is None
+                                   or t.name in cfg.include])
         with self._batch():
             for tool in wanted:
                 self._sync_one(cfg, tool, report)
@@ -165,6 +166,26 @@ class UpstreamSync:
             EventType.TOOL_QUARANTINED, cfg.tenant, tool=new.name, version=current.version,
             server=cfg.name, pinned_hash=pinned, upstream_hash=fresh, **about)])
         report.quarantined.append(new.name)
+
+
+def unambiguous(cfg: ServerConfig, tools: list[Any]) -> list[Any]:
+    """The tools whose gateway name is theirs alone: an upstream name the gateway's name
+    rule changes (a dot, past 64 characters) may land on another's; the tool already named
+    so keeps the name, the others are not imported (else each listing would read as drift
+    of the one imported first)."""
+    prefix = cfg.name if cfg.prefix is None else cfg.prefix
+    by_name: dict[str, list[Any]] = {}
+    for tool in tools:
+        by_name.setdefault(cfg.local(tool.name), []).append(tool)
+    kept = []
+    for local, claims in by_name.items():
+        exact = [t for t in claims if local == (f"{prefix}_{t.name}" if prefix else t.name)]
+        if len(claims) > 1:
+            log.warning("upstream %s: tools %s all map to %s; %s", cfg.name,
+                        ", ".join(sorted(t.name for t in claims)), local,
+                        f"kept {exact[0].name}" if len(exact) == 1 else "none imported")
+        kept += claims if len(claims) == 1 else exact[:1] if len(exact) == 1 else []
+    return kept
 
 
 def _tools_of(pool: LazyPool, name: str, timeout_s: float) -> list[Any]:

@@ -39,6 +39,12 @@ class Downstream:
     log: LogSink | None = None
     traceparent: str | None = None
     """The agent's W3C ``traceparent`` (from ``_meta``), continued upstream."""
+    tracestate: str | None = None
+    """Its ``tracestate``, forwarded with it."""
+    refused: dict[str, Any] = field(default_factory=dict)
+    """Filled by the upstream call when the upstream answered ``-32021`` (a client
+    capability the agent did not declare): ``{"requiredCapabilities": {...}}``; the MCP face
+    answers the agent the same error."""
     ask: Ask | None = None
     """Set by the MCP face (``toolkeeper.mcp.input_required``): where an upstream's
     questions (elicitation, sampling, roots) go."""

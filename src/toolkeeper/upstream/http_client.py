@@ -12,9 +12,10 @@ request carries the ``_meta`` envelope and routing headers, and answers as plain
 the cheapest path through an SDK server); otherwise ``initialize`` once (keeping
 ``Mcp-Session-Id``). Each answer is read as JSON or from the SSE stream until its response
 arrives (the rest of that stream is then read in the background, bounded, so the connection
-can serve again). The server's requests on that stream (a 2025-era server's elicitation,
-sampling or roots request) are answered through the agent's side of the call
-(:mod:`toolkeeper.upstream.asking`); its notifications are ignored.
+can serve again). Progress and log notifications on that stream go to the agent's request
+(:mod:`toolkeeper.upstream.notes`); the server's requests on it (a 2025-era server's
+elicitation, sampling or roots request) are answered through the agent's side of the call
+(:mod:`toolkeeper.upstream.asking`).
 A server it cannot handshake with (e.g. one speaking only 2026-07-28) makes the pool fall
 back to the SDK's client; stdio servers always use the SDK's.
 
@@ -37,7 +38,12 @@ import orjson
 
 from toolkeeper.upstream import rawhttp
 from toolkeeper.upstream.asking import envelope
+from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
+from toolkeeper.upstream.notes import Notes, meta_for
+from toolkeeper.upstream.sse import Sse as _Sse
+from toolkeeper.upstream.sse import hand as _hand
+from toolkeeper.upstream.sse import loads as _loads
 from toolkeeper.version import __version__
 
 VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -51,6 +57,7 @@ answer (an error otherwise). Not ``roots``: servers ask for it outside any call.
 NAMED = {"tools/call", "resources/read", "prompts/get"}
 """2026-07-28 methods whose ``Mcp-Name`` header repeats ``params.name`` (or ``uri``)."""
 ACCEPT = "application/json, text/event-stream"
+HANDSHAKE = frozenset({"initialize", "server/discover"})
 log = logging.getLogger(__name__)
 
 
@@ -165,67 +172,82 @@ class LeanHttpClient:
     async def call_tool(self, name: str, arguments: dict[str, Any], *,
                         read_timeout_seconds: float | None = None,
                         bearer: Bearer | None = None,
-                        extra: dict[str, Any] | None = None) -> dict[str, Any]:
+                        extra: dict[str, Any] | None = None,
+                        param_headers: dict[str, str] | None = None) -> dict[str, Any]:
         """The ``CallToolResult`` (or ``InputRequiredResult``) as the wire dict (unchecked:
-        the provider validates it); ``extra``: a retry's ``inputResponses``/``requestState``."""
+        the provider validates it); ``extra``: a retry's ``inputResponses``/``requestState``;
+        ``param_headers``: the tool's ``x-mcp-header`` arguments as ``Mcp-Param-*`` (sent to
+        a 2026-07-28 server)."""
         return await self.request("tools/call", {"name": name, "arguments": arguments,
                                                  **(extra or {})},
-                                  timeout_s=read_timeout_seconds, bearer=bearer)
+                                  timeout_s=read_timeout_seconds, bearer=bearer,
+                                  headers=param_headers)
 
     async def request(self, method: str, params: dict[str, Any], *,
                       timeout_s: float | None = None,
-                      bearer: Bearer | None = None) -> dict[str, Any]:
+                      bearer: Bearer | None = None,
+                      headers: dict[str, str] | None = None) -> dict[str, Any]:
         """One request; with a bearer (``bearer``, else the connection's), a 401 renews the
         token once and sends the request once more — safe because a 401 means the upstream
         refused it before doing anything — then raises :class:`TokenRejected`."""
         source = bearer or self._auth
         if source is None:
             try:
-                return await self._request(method, params, timeout_s, None)
+                return await self._request(method, params, timeout_s, None, headers)
             except _Unauthorized:
                 raise TokenRejected(f"{self.url}: the upstream asks for authorization (401);"
                                     " give the server an `oauth` block") from None
         token = await source.current()
         try:
-            return await self._request(method, params, timeout_s, token)
+            return await self._request(method, params, timeout_s, token, headers)
         except _Unauthorized:
             token = await source.renew(token)
         try:
-            return await self._request(method, params, timeout_s, token)
+            return await self._request(method, params, timeout_s, token, headers)
         except _Unauthorized:
             raise TokenRejected(f"{self.url}: the upstream refused the gateway's renewed "
                                 "OAuth token (401)") from None
 
     async def _request(self, method: str, params: dict[str, Any], timeout_s: float | None,
-                       token: str | None) -> dict[str, Any]:
+                       token: str | None, more: dict[str, str] | None = None
+                       ) -> dict[str, Any]:
         rid = next(self._ids)
         headers = self._session
+        ds = current() if method not in HANDSHAKE else None
+        notes = Notes(ds, rid) if ds is not None and (ds.progress or ds.log) else None
         if self.protocol_version == MODERN:
-            params = {**params, "_meta": envelope(ENVELOPE)}
+            carried = meta_for(ds, rid, modern=True)
+            params = {**params, "_meta": {**envelope(ENVELOPE), **carried} if carried
+                      else envelope(ENVELOPE)}
             headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
             if method in NAMED:
                 headers["Mcp-Name"] = str(params.get("name") or params.get("uri") or "")
+            if more:
+                headers.update(more)
+        elif ds is not None and (extra := meta_for(ds, rid, modern=False)):
+            params = {**params, "_meta": extra}
         if token is not None:
             headers = {**headers, "Authorization": f"Bearer {token}"}
         message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
-        answer = await self._post(message, rid, timeout_s, headers)
+        answer = await self._post(message, rid, timeout_s, headers, notes)
         assert answer is not None
         return answer
 
     async def _post(self, message: dict[str, Any], rid: int | None,
-                    timeout_s: float | None, headers: dict[str, str]) -> dict[str, Any] | None:
+                    timeout_s: float | None, headers: dict[str, str],
+                    notes: Notes | None = None) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
         body = orjson.dumps(message)
         raw = self._raw
         if raw is not None:
             try:
-                return await self._raw_post(raw, body, rid, timeout_s, headers)
+                return await self._raw_post(raw, body, rid, timeout_s, headers, notes)
             except rawhttp.Unsupported as exc:
                 self._fall_back(raw, exc)
                 if exc.sent and self._started:  # it may have run: not sent twice
                     raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
-        return await self._httpx_post(body, rid, timeout_s, headers)
+        return await self._httpx_post(body, rid, timeout_s, headers, notes)
 
     def _fall_back(self, raw: rawhttp.Pool, exc: rawhttp.Unsupported) -> None:
         if self._raw is raw:
@@ -236,7 +258,7 @@ class LeanHttpClient:
 
     async def _raw_post(self, raw: rawhttp.Pool, body: bytes, rid: int | None,
                         timeout_s: float | None, headers: dict[str, str],
-                        ) -> dict[str, Any] | None:
+                        notes: Notes | None = None) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
         read_s = self._timeout_s if timeout_s is None else timeout_s
@@ -246,10 +268,12 @@ class LeanHttpClient:
                                      connect_s)
             try:
                 if self._is_sse(resp.headers) and rid is not None:
-                    sse = _Sse(rid)
+                    sse = _Sse(rid, keep=notes is not None)
                     while (piece := await resp.next_piece()) is not None:
                         event = sse.feed(piece)
                         await self._reply(sse, headers)
+                        if sse.others and notes is not None:
+                            await _hand(sse, notes)
                         if event is not None:
                             raw.drain_later(resp)  # the connection is reused once read
                             return _answer(event, resp.status)
@@ -279,7 +303,8 @@ class LeanHttpClient:
         return kind == "text/event-stream"
 
     async def _httpx_post(self, body: bytes, rid: int | None, timeout_s: float | None,
-                          headers: dict[str, str]) -> dict[str, Any] | None:
+                          headers: dict[str, str], notes: Notes | None = None
+                          ) -> dict[str, Any] | None:
         from mcp.shared.exceptions import MCPError
 
         timeout = httpx.USE_CLIENT_DEFAULT if timeout_s is None else httpx.Timeout(
@@ -288,7 +313,8 @@ class LeanHttpClient:
             async with self._httpx().stream("POST", self.url, content=body,
                                             headers=headers, timeout=timeout) as resp:
                 if self._is_sse(resp.headers) and rid is not None:
-                    return _answer(await self._from_sse(resp.aiter_bytes(), rid, headers),
+                    return _answer(await self._from_sse(resp.aiter_bytes(), rid, headers,
+                                                        notes),
                                    resp.status_code)
                 if rid is None:
                     return None
@@ -301,12 +327,15 @@ class LeanHttpClient:
             raise MCPError(code=-32000, message=f"connection lost: {exc}") from exc
 
     async def _from_sse(self, pieces: AsyncIterator[bytes], rid: int,
-                        headers: dict[str, str]) -> Any:
-        """The JSON-RPC response to ``rid`` on an SSE stream (requests answered)."""
-        sse = _Sse(rid)
+                        headers: dict[str, str], notes: Notes | None = None) -> Any:
+        """The JSON-RPC response to ``rid`` on an SSE stream (requests answered,
+        notifications handed to ``notes``)."""
+        sse = _Sse(rid, keep=notes is not None)
         async for piece in pieces:
             event = sse.feed(piece)
             await self._reply(sse, headers)
+            if sse.others and notes is not None:
+                await _hand(sse, notes)
             if event is not None:
                 return event
         return sse.end()
@@ -349,66 +378,6 @@ def _ssl_context(url: str) -> Any:
     ctx = httpx.create_ssl_context()
     ctx.set_alpn_protocols(["http/1.1"])
     return ctx
-
-
-def _loads(body: bytes) -> Any:
-    try:
-        return orjson.loads(body) if body else None
-    except orjson.JSONDecodeError:
-        return None
-
-
-
-
-class _Sse:
-    """An SSE stream read piece by piece until the JSON-RPC response to ``rid``: lines end
-    with CRLF, LF or CR; ``data:`` lines gather until a blank line ends the event."""
-
-    __slots__ = ("_data", "_rest", "_rid", "answered", "requests")
-
-    def __init__(self, rid: int) -> None:
-        self._rid = rid
-        self.requests: list[dict[str, Any]] = []
-        """The server's requests seen on the stream, not yet answered."""
-        self.answered = 0
-        self._rest = bytearray()
-        self._data: list[bytes] = []
-
-    def feed(self, piece: bytes) -> Any:
-        """Our response if this piece completes it, else ``None``."""
-        if b"\n" not in piece and b"\r" not in piece and not self._rest.endswith(b"\r"):
-            self._rest += piece  # a long line: gathered without copying it again and again
-            return None
-        text = bytes(self._rest) + piece
-        hold = text.endswith(b"\r")  # maybe half of a CRLF
-        if hold:
-            text = text[:-1]
-        lines = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
-        self._rest = bytearray(lines.pop() + (b"\r" if hold else b""))
-        for line in lines:
-            if (event := self._line(line)) is not None:
-                return event
-        return None
-
-    def _line(self, line: bytes) -> Any:
-        if line.startswith(b"data:"):
-            self._data.append(line[5:].lstrip())
-        elif not line and self._data:
-            event, self._data = _loads(b"\n".join(self._data)), []
-            if isinstance(event, dict) and event.get("id") == self._rid and (
-                    "result" in event or "error" in event):
-                return event
-            if isinstance(event, dict) and isinstance(event.get("method"), str) \
-                    and "id" in event:
-                self.requests.append(event)
-        return None
-
-    def end(self) -> Any:
-        """At the end of the stream: the last event if no blank line ended it."""
-        rest, self._rest = bytes(self._rest).rstrip(b"\r"), bytearray()
-        if rest and (event := self._line(rest)) is not None:
-            return event
-        return _loads(b"\n".join(self._data)) if self._data else None
 
 
 def _answer(event: Any, status: int) -> dict[str, Any]:

@@ -32,6 +32,15 @@ def upstream_hash(tool: Any) -> str:
                                              "outputSchema", "annotations")})
 
 
+def _param_headers(schema: dict[str, Any]) -> dict[str, Any]:
+    """The arguments a 2026-07-28 call mirrors as ``Mcp-Param-*`` headers (SEP-2243), as
+    ``[[path...], token]`` pairs; nothing for a tool without ``x-mcp-header``."""
+    from mcp.shared.inbound import x_mcp_header_map
+
+    found = x_mcp_header_map(schema)
+    return {"param_headers": [[list(p), t] for p, t in found.items()]} if found else {}
+
+
 def definition(cfg: ServerConfig, tool: Any) -> ToolDefinition:
     """The governed definition of one upstream tool."""
     override = cfg.tools.get(tool.name)
@@ -49,7 +58,8 @@ def definition(cfg: ServerConfig, tool: Any) -> ToolDefinition:
         name=cfg.local(tool.name), description=(tool.description or "")[:4000],
         tenant_id=cfg.tenant, implementation_type="mcp",
         implementation={"server": cfg.name, "tool": tool.name,
-                        "upstream_hash": upstream_hash(tool), "config_hash": config},
+                        "upstream_hash": upstream_hash(tool), "config_hash": config,
+                        **_param_headers(schema)},
         # retried only if retry-safe
         execution=ExecutionMeta(timeout_s=cfg.timeout_s, task_support=tasks),
         actions={"run": ActionSpec()}, input_schema=schema, output_schema=output,

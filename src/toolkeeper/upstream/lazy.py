@@ -27,10 +27,10 @@ class LazyPool:
             return self._pool
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
-                   timeout_s: float, bearer: Any = None,
-                   extra: dict[str, Any] | None = None) -> Any:
+                   timeout_s: float, bearer: Any = None, **more: Any) -> Any:
+        """``more``: ``extra`` (a retry's input responses), ``param_headers``."""
         return await self.get().call(server, tool, arguments, timeout_s=timeout_s,
-                                     bearer=bearer, extra=extra)
+                                     bearer=bearer, **more)
 
     async def request(self, server: str, method: str, params: dict[str, Any], *,
                       timeout_s: float) -> dict[str, Any]:

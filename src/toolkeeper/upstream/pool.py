@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
 from toolkeeper.upstream.servers import ServerConfig
 
@@ -79,7 +80,8 @@ class UpstreamPool:
 
     async def call(self, server: str, tool: str, arguments: dict[str, Any], *,
                    timeout_s: float, bearer: Bearer | None = None,
-                   extra: dict[str, Any] | None = None) -> Any:
+                   extra: dict[str, Any] | None = None,
+                   param_headers: dict[str, str] | None = None) -> Any:
         """``tools/call`` on ``server``: a ``CallToolResult`` (model or wire dict), or an
         ``InputRequiredResult`` as its wire dict. ``extra``: ``inputResponses`` and
         ``requestState`` of a retry (multi-round-trip requests).
@@ -95,7 +97,7 @@ class UpstreamPool:
             lean = await self._local(cfg)
             if lean is not None:
                 return await self._lean_call(cfg, lean, tool, arguments, timeout_s, bearer,
-                                             extra)
+                                             extra, param_headers)
         if bearer is not None:
             raise TokenRejected(f"{server}: a per-call token (token exchange) needs a server "
                                 "the gateway's own client speaks to (2025-era handshake)")
@@ -185,12 +187,15 @@ class UpstreamPool:
 
     async def _lean_call(self, cfg: ServerConfig, lean: Any, tool: str,
                          arguments: dict[str, Any], timeout_s: float,
-                         bearer: Bearer | None, extra: dict[str, Any] | None = None) -> Any:
+                         bearer: Bearer | None, extra: dict[str, Any] | None = None,
+                         param_headers: dict[str, str] | None = None) -> Any:
         from mcp.shared.exceptions import MCPError
 
         try:
             return await lean.call_tool(tool, arguments, read_timeout_seconds=timeout_s,
-                                        bearer=bearer, **({"extra": extra} if extra else {}))
+                                        bearer=bearer, **({"extra": extra} if extra else {}),
+                                        **({"param_headers": param_headers}
+                                           if param_headers else {}))
         except (MCPError, UpstreamUnavailable) as exc:
             if not isinstance(exc, MCPError) or exc.code == CONNECTION_CLOSED:
                 key = (cfg.name, id(asyncio.get_running_loop()))
@@ -368,14 +373,17 @@ class UpstreamPool:
         client = await self._client(server)
         from mcp.shared.exceptions import MCPError
 
-        extra = extra or {}
+        extra, ds = extra or {}, current()  # the agent's progress goes back to it
         try:
-            # the session's call: an InputRequiredResult comes back (the client's own loop
-            # has no one to ask); the provider relays it to the agent
+            if not hasattr(client, "session"):  # the lean client (its own 2025 handshake)
+                return await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s,
+                                              **({"extra": extra} if extra else {}))
+            # the session's call: an InputRequiredResult comes back, the provider relays it
             result = await client.session.call_tool(
                 tool, arguments, read_timeout_seconds=timeout_s, allow_input_required=True,
                 input_responses=extra.get("inputResponses"),
-                request_state=extra.get("requestState"))
+                request_state=extra.get("requestState"),
+                progress_callback=ds.progress if ds is not None else None)
             if getattr(result, "result_type", None) == "input_required":  # as on the wire
                 return result.model_dump(mode="json", by_alias=True, exclude_none=True)
             return result
