@@ -1,6 +1,7 @@
 """Cross-tenant attack suite over MCP: every JSON-RPC method ``/mcp`` answers, sent by tenant
 ``default``'s tokens naming tenant ``acme``'s things (tool names, idempotency keys, approval
-ids, preview tokens, turn groups, request state, discovery resources, call ids), answers
+ids, preview tokens, turn groups, request state, discovery resources, call ids, the prompts,
+resources and completions of acme's own upstream MCP server, acme's task ids), answers
 exactly as for a name or id that does not exist, in both protocol eras (2026-07-28 stateless
 over raw HTTP, 2025-11-25 sessions through the official SDK client), and never carries acme's
 data. MCP serves agents: every other role's token is refused the same way whatever it names.
@@ -9,22 +10,33 @@ The methods come from the server itself: one answered without a probe here fails
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import sys
+import time
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
 import mcp_types as types
 import pytest
+import yaml
 from mcp.shared.exceptions import MCPError
+from sqlalchemy import select
 
 from tests.attacks.table import ProbeTable
 from tests.mcp.mcp_fixtures import McpServer, connect, serving
 from toolkeeper import Activation, Agent, Gateway, Profile, Risk, SideEffect, tool
+from toolkeeper.mcp.relay import Relay
 from toolkeeper.mcp.server import McpFace
+from toolkeeper.mcp.task_wire import TASKS
+from toolkeeper.model.call import Principal
+from toolkeeper.store.mcp_tasks import McpTaskRepo, TaskRow
+from toolkeeper.store.schema import mcp_tasks
 
 CANARY = "acme-mcp-canary-7f3a"
 V = "2026-07-28"
@@ -35,6 +47,16 @@ HEADERS = {"Accept": "application/json, text/event-stream",
 META = {"io.modelcontextprotocol/protocolVersion": V,
         "io.modelcontextprotocol/clientCapabilities": {}}
 PAY = {"invoice": "inv-probe", "amount": 5}
+RELAY = Path(__file__).resolve().parents[1] / "mcp" / "relay_fixture.py"
+ACME_RELAYED = ("am_greet", "am_leak", "am_resources")
+"""Tenant acme's upstream server ``am`` (relay_fixture.py: the canary in its prompt's
+description; its secret, masked in answers, behind the marks below)."""
+UPSTREAM_MARKS = ("password=", "key=", "key-", "Say hello", "Note 7", "A greeting")
+"""What only answers of acme's upstream server hold (its secret's resource, prompt and
+completion, its greeting, a note read through its template)."""
+WITH_TASKS: dict[str, Any] = {
+    "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}
+ACCEPT = {"confirm": {"action": "accept", "content": {"confirm": True}}}
 _MINTED = re.compile(r'("(?:call_id|approval_id|preview_token|side_effect_id)": ?)"[^"]*"'
                      r"|\b(?:ap|pv)_[0-9A-Za-z_-]{6,}")
 
@@ -57,6 +79,26 @@ PROBES: list[tuple[str, str, str, dict[str, Any]]] = [
      {"uri": "toolkeeper://tools/agent/$V/enabled"}),
     ("agent resources/read acme's agent unavailable", "bot", "resources/read",
      {"uri": "toolkeeper://tools/agent/$V/unavailable"}),
+    ("prompt prompts/get acme's upstream prompt", "bot", "prompts/get",
+     {"name": "$V", "arguments": {"name": "x"}}),
+    ("leak prompts/get acme's upstream prompt holding its secret", "bot", "prompts/get",
+     {"name": "$V"}),
+    ("prompt completion/complete a ref/prompt of acme's", "bot", "completion/complete",
+     {"ref": {"type": "ref/prompt", "name": "$V"}, "argument": {"name": "name", "value": "k"}}),
+    ("template completion/complete a ref/resource of acme's", "bot", "completion/complete",
+     {"ref": {"type": "ref/resource", "uri": "memo://$V/{id}"},
+      "argument": {"name": "id", "value": "1"}}),
+    ("uri resources/read acme's upstream resource", "bot", "resources/read",
+     {"uri": "memo://$V"}),
+    ("note resources/read acme's upstream template", "bot", "resources/read",
+     {"uri": "memo://$V/7"}),
+]
+# 2025-11-25 only: resource subscriptions (gone from 2026-07-28, where listen streams hold them).
+LEGACY_PROBES: list[tuple[str, str, str, dict[str, Any]]] = [
+    ("uri resources/subscribe acme's upstream resource", "bot", "resources/subscribe",
+     {"uri": "memo://$V"}),
+    ("uri resources/unsubscribe acme's upstream resource", "bot", "resources/unsubscribe",
+     {"uri": "memo://$V"}),
 ]
 # 2026-07-28 only: an in-band confirmation resumed with acme's approval as the request state,
 # and notifications naming acme's call (a notification has no answer: 202 either way).
@@ -68,11 +110,17 @@ MODERN_PROBES: list[tuple[str, str, str, dict[str, Any]]] = [
      {"requestId": "$V", "reason": "probe"}),
     ("call notifications/initialized naming acme's call", "bot", "notifications/initialized",
      {"requestId": "$V"}),
+    ("task tasks/get acme's waiting task", "bot", "tasks/get",
+     {"taskId": "$V", "_meta": WITH_TASKS}),
+    ("task tasks/update acme's waiting task", "bot", "tasks/update",
+     {"taskId": "$V", "inputResponses": ACCEPT, "_meta": WITH_TASKS}),
+    ("task tasks/cancel acme's waiting task", "bot", "tasks/cancel",
+     {"taskId": "$V", "_meta": WITH_TASKS}),
 ]
 # Methods without ids: the answer must carry none of acme's data.
 LISTINGS: dict[str, dict[str, Any]] = {
     "ping": {}, "server/discover": {}, "tools/list": {}, "resources/list": {},
-    "resources/templates/list": {},
+    "resources/templates/list": {}, "prompts/list": {}, "logging/setLevel": {"level": "debug"},
 }
 # Answered by the SDK's runner itself, and proved by their own probes below.
 RUNNER_METHODS = {"initialize", "notifications/initialized", "notifications/cancelled"}
@@ -141,6 +189,23 @@ async def _legacy(c: Any, method: str, params: dict[str, Any]) -> str:
             r = await c.list_resources()
         elif method == "resources/templates/list":
             r = await c.list_resource_templates()
+        elif method == "prompts/list":
+            r = await c.list_prompts()
+        elif method == "prompts/get":
+            r = await c.get_prompt(params["name"], params.get("arguments"))
+        elif method == "completion/complete":
+            ref = (types.PromptReference if params["ref"]["type"] == "ref/prompt"
+                   else types.ResourceTemplateReference).model_validate(params["ref"])
+            r = await c.complete(ref, params["argument"])
+        elif method == "logging/setLevel":
+            with warnings.catch_warnings():  # deprecated in 2026-07-28, not in 2025
+                warnings.simplefilter("ignore")
+                r = await c.set_logging_level(params["level"])
+        elif method in ("resources/subscribe", "resources/unsubscribe"):
+            with warnings.catch_warnings():  # gone from 2026-07-28, not from 2025
+                warnings.simplefilter("ignore")
+                r = await (c.subscribe_resource if method.endswith("/subscribe")
+                           else c.unsubscribe_resource)(params["uri"])
         else:
             with warnings.catch_warnings():  # ping is gone from 2026-07-28, not from 2025
                 warnings.simplefilter("ignore")
@@ -151,11 +216,13 @@ async def _legacy(c: Any, method: str, params: dict[str, Any]) -> str:
 
 
 def _seed_acme(srv: McpServer) -> dict[str, str]:
-    """Tenant acme: its own tool, keyed calls, an approved payment, a turn group; returns
-    the values the probes name, each per era where a probe would otherwise meet its own."""
+    """Tenant acme: its own tool, keyed calls, an approved payment, a turn group, its own
+    upstream server's prompts, resources and completions (its agent reaches them), a task
+    waiting for its approver; returns the values the probes name, each per era where a probe
+    would otherwise meet its own."""
     gw = srv.gw
     gw.registry.register(acme_vault, tenant_id="acme")
-    acme_tools = ("add", "pay", "bank", "acme_vault")
+    acme_tools = ("add", "pay", "bank", "acme_vault", *ACME_RELAYED)
     gw.registry.put_profile(Profile(name="acme", tenant_id="acme", autonomy=3, activations=tuple(
         Activation(tool=t) for t in acme_tools)), replace=True)
     gw.registry.put_profile(Profile(name="acme-manual", tenant_id="acme", autonomy=0,
@@ -180,14 +247,48 @@ def _seed_acme(srv: McpServer) -> dict[str, str]:
     approved = httpx.post(f"{srv.base}/approvals/{approval}/approve", json={}, timeout=20,
                           headers={"Authorization": f"Bearer {srv.tokens['acme-approver']}"})
     assert approved.status_code == 200, approved.text
+    for mark, method, params in (
+            (CANARY, "prompts/list", {}), ("key=", "prompts/get", {"name": "am_leak"}),
+            ("password=", "resources/read", {"uri": "memo://secret"}),
+            ("key-", "completion/complete", {"ref": {"type": "ref/prompt", "name": "am_greet"},
+                                             "argument": {"name": "name", "value": "k"}})):
+        owned = _post(srv, "acme-bot", method, params)  # acme's own agent reaches its own
+        assert mark in owned.text, owned.text
+    task = _post(srv, "acme-intern", "tools/call", {"name": "pay", "arguments": {
+        **PAY, "invoice": "inv-task"}, "_meta": WITH_TASKS}).json()["result"]
+    assert task["resultType"] == "task" and task["status"] == "working", task
     return {"tool": "acme_vault", "approval": approval, "turn": "turn-acme", "tenant": "acme",
             "agent": "acme-bot", "call": asked["result"]["structuredContent"]["call_id"],
-            "key": "k-acme-{era}"}
+            "key": "k-acme-{era}", "prompt": "am_greet", "leak": "am_leak", "uri": "secret",
+            "template": "note", "note": "note", "task": task["taskId"],
+            "task_approval": task["statusMessage"].split("approval ")[1].split(" ")[0]
+            .rstrip(":")}
+
+
+def _config(tmp: Path) -> Path:
+    """Tenant acme's own upstream MCP server ``am`` (prompts, resources, a template)."""
+    path = tmp / "toolkeeper.yaml"
+    path.write_text(yaml.safe_dump({"version": 1, "secrets": {"backend": "env"}, "servers": [{
+        "name": "am", "tenant": "acme", "command": [sys.executable, str(RELAY)],
+        "env": {"FIXTURE_SECRET": "${secret:am/key}", "FIXTURE_PROMPT": str(tmp / "am-prompt")},
+    }]}))
+    (tmp / "am-prompt").write_text(f"{CANARY}: greet someone")
+    return path
+
+
+def _acmes_task(srv: McpServer, ids: dict[str, str]) -> tuple[str, bool]:
+    """Acme's task after every probe: still waiting for its approver, who has not decided."""
+    row = srv.gw.store.mcp_tasks.get(ids["task"], "acme", "acme-intern", time.time())
+    asked = srv.gw.store.approvals.get(ids["task_approval"])
+    shown = f"{row.status if row else 'gone'}, approval {asked.status if asked else 'gone'}"
+    return shown, (row is not None and row.status == "working" and asked is not None
+                   and asked.status == "pending")
 
 
 @pytest.fixture
-def srv(tmp_path: Any) -> Iterator[McpServer]:
-    with serving(f"sqlite:///{tmp_path}/tk.db") as s:
+def srv(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[McpServer]:
+    monkeypatch.setenv("TOOLKEEPER_SECRET_AM__KEY", "acme-upstream-key-5150")
+    with serving(f"sqlite:///{tmp_path}/tk.db", config=_config(tmp_path)) as s:
         yield s
 
 
@@ -196,8 +297,8 @@ def test_every_mcp_method_has_a_probe(tmp_path: Any) -> None:
         handlers = McpFace(gw).server  # the SDK keeps no public list of what it answers
     answered = ({"initialize"} | set(handlers._request_handlers)
                 | set(handlers._notification_handlers))
-    probed = ({m for _, _, m, _ in PROBES + MODERN_PROBES} | set(LISTINGS) | RUNNER_METHODS
-              | LISTEN_METHODS)
+    probed = ({m for _, _, m, _ in PROBES + MODERN_PROBES + LEGACY_PROBES} | set(LISTINGS)
+              | RUNNER_METHODS | LISTEN_METHODS)
     unprobed = sorted(answered - probed)
     assert not unprobed, f"MCP methods without a cross-tenant probe: {unprobed}"
 
@@ -207,7 +308,14 @@ def _value(ids: dict[str, str], probe: str, era: str) -> str:
 
 
 def _no_leak(text: str, ids: dict[str, str]) -> bool:
-    return CANARY not in text and ids["approval"] not in text and ids["call"] not in text
+    return CANARY not in text and all(m not in text for m in UPSTREAM_MARKS) and all(
+        ids[k] not in text for k in ("approval", "call", "task", "task_approval"))
+
+
+def _unlisted(text: str) -> bool:
+    """A listing shows none of acme's relayed prompts, resources or templates."""
+    return "acme" not in text and "memo://" not in text and all(
+        name not in text for name in ACME_RELAYED)
 
 
 async def _legacy_rows(srv: McpServer, ids: dict[str, str], table: ProbeTable) -> None:
@@ -222,8 +330,8 @@ async def _legacy_rows(srv: McpServer, ids: dict[str, str], table: ProbeTable) -
                 continue  # 2026-07-28 only
             seen = await _legacy(bot, method, params)
             table.add(f"legacy   agent {method}", "no acme data", _gist(seen),
-                      _no_leak(seen, ids) and "acme" not in seen)
-        for probe, who, method, params in PROBES:
+                      _no_leak(seen, ids) and _unlisted(seen))
+        for probe, who, method, params in PROBES + LEGACY_PROBES:
             value = _value(ids, probe, "legacy")
             other = _norm(await _legacy(sessions[who], method, _fill(params, value)), value)
             missing = "zz-missing-legacy"
@@ -238,7 +346,7 @@ def _modern_rows(srv: McpServer, ids: dict[str, str], table: ProbeTable,
     for method, params in LISTINGS.items():
         seen = _modern(srv, "bot", method, params, "zz-missing", http)
         table.add(f"{V} agent {method}", "no acme data", _gist(seen),
-                  _no_leak(seen, ids) and "acme" not in seen and not seen.startswith("5"))
+                  _no_leak(seen, ids) and _unlisted(seen) and not seen.startswith("5"))
     for probe, who, method, params in PROBES + MODERN_PROBES:
         value = _value(ids, probe, V)
         other = _modern(srv, who, method, params, value, http)
@@ -255,6 +363,10 @@ def _modern_rows(srv: McpServer, ids: dict[str, str], table: ProbeTable,
 
 
 def test_acmes_names_and_ids_answer_as_missing_ones_over_mcp(srv: McpServer) -> None:
+    _probe_all(srv).check()
+
+
+def _probe_all(srv: McpServer) -> ProbeTable:
     ids = _seed_acme(srv)
     table = ProbeTable("cross-tenant MCP (every method, both eras)")
     with httpx.Client() as http:
@@ -263,7 +375,45 @@ def test_acmes_names_and_ids_answer_as_missing_ones_over_mcp(srv: McpServer) -> 
     ran = srv.gw.store.approvals.get(ids["approval"])
     table.add("acme's approved payment after every probe", "still approved",
               str(ran.status) if ran else "gone", ran is not None and ran.status == "approved")
-    table.check()
+    table.add("acme's task after every probe", "working, approval pending", *_acmes_task(srv, ids))
+    return table
+
+
+def _task_by_id_only(self: McpTaskRepo, task_id: str, tenant_id: str, agent: str,
+                     now: float) -> TaskRow | None:
+    """The task lookup with its owner check removed (the rule broken on purpose)."""
+    with self._db.read() as conn:
+        found = conn.execute(select(mcp_tasks).where(mcp_tasks.c.id == task_id)).first()
+    return TaskRow(**found._mapping) if found is not None else None
+
+
+def _entries_of_every_tenant(original: Any) -> Any:
+    """The relayed prompts/resources lookup also seeing tenant acme's (broken on purpose)."""
+    def entries(self: Relay, who: Principal, kind: str) -> list[Any]:
+        acme = dataclasses.replace(who, tenant_id="acme", agent="acme-bot")
+        return [*original(self, who, kind), *original(self, acme, kind)]
+    return entries
+
+
+@pytest.mark.parametrize("rule", ["task owner", "relayed entries' tenant"])
+def test_the_probes_catch_each_isolation_broken_on_purpose(
+        srv: McpServer, monkeypatch: pytest.MonkeyPatch, rule: str) -> None:
+    if rule == "task owner":
+        monkeypatch.setattr(McpTaskRepo, "get", _task_by_id_only)
+        caught = {f"{V} bot    tasks/{m} acme's waiting task" for m in ("get", "update", "cancel")}
+        caught.add("acme's task after every probe")
+    else:
+        monkeypatch.setattr(Relay, "entries", _entries_of_every_tenant(Relay.entries))
+        caught = {f"{era} agent {m}" for era in (V, "legacy  ") for m in (
+            "prompts/list", "resources/list", "resources/templates/list")}
+        caught |= {f"{era} bot    {probe}" for era in (V, "legacy  ") for probe in (
+            "prompts/get acme's upstream prompt", "completion/complete a ref/prompt of acme's",
+            "completion/complete a ref/resource of acme's")}
+        caught.add("legacy   bot    resources/subscribe acme's upstream resource")
+    table = _probe_all(srv)
+    broken = {probe for probe, _, _, held in table.rows if not held}
+    print("\n" + table.render())
+    assert caught <= broken, f"not caught with the {rule} rule broken: {caught - broken}"
 
 
 def _grant_acme(srv: McpServer, *tools: str) -> None:

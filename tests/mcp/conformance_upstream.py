@@ -30,7 +30,7 @@ import anyio
 import mcp_types as types
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.prompts.base import UserMessage
+from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, Field
 
@@ -276,17 +276,35 @@ def _tools(mcp: MCPServer) -> None:
 
     @mcp.tool()
     async def test_trigger_tool_change(ctx: Context) -> str:
-        """Changes the tool list and announces it."""
-        mcp.add_tool(dynamic, name="test_dynamic_tool")
-        mcp.remove_tool("test_dynamic_tool")
+        """Changes the tool list (one more tool each time: DYNAMIC) and announces it."""
+        for name in DYNAMIC:
+            if mcp._tool_manager.get_tool(name) is None:
+                mcp.add_tool(dynamic, name=name)
+                break
         await ctx.notify_tools_changed()
         return "tool list changed"
 
+    def dynamic_prompt() -> list[UserMessage]:
+        """Added by test_trigger_prompt_change."""
+        return [UserMessage(content=types.TextContent(text="dynamic"))]
+
     @mcp.tool()
     async def test_trigger_prompt_change(ctx: Context) -> str:
-        """Changes the prompt list and announces it."""
+        """Changes the prompt list (one more prompt each time: DYNAMIC_PROMPTS) and
+        announces it."""
+        for name in DYNAMIC_PROMPTS:
+            if mcp._prompt_manager.get_prompt(name) is None:
+                mcp.add_prompt(Prompt.from_function(dynamic_prompt, name=name))
+                break
         await ctx.notify_prompts_changed()
         return "prompt list changed"
+
+
+DYNAMIC = tuple(f"test_dynamic_tool_{n}" for n in range(1, 9))
+"""What test_trigger_tool_change adds, one per call (a gateway in front sees a change only
+when the list really changes; the agent's profile enables these names in advance)."""
+DYNAMIC_PROMPTS = tuple(f"test_dynamic_prompt_{n}" for n in range(1, 9))
+"""Likewise, what test_trigger_prompt_change adds."""
 
 
 def _rounds(mcp: MCPServer) -> None:
@@ -538,8 +556,9 @@ def fronted(tmp: Path, **serving_kwargs: Any) -> Iterator[Any]:
                         if "conf" in (t.categories or ())]
             assert "test_simple_text" in fronting, fronting
             own = ("add", "pay", "bank", *(t.tool_name for t in CONFORMANCE_TOOLS))
+            names = (*own, *fronting, *DYNAMIC, *DYNAMIC_PROMPTS)
             s.gw.registry.put_profile(Profile(name="auto", autonomy=3, activations=tuple(
-                Activation(tool=n) for n in (*own, *fronting))), replace=True)
+                Activation(tool=n) for n in names)), replace=True)
             yield s
 
 

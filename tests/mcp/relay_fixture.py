@@ -5,8 +5,10 @@ Prompts: ``greet`` (argument ``name``, required; its description is read from th
 by ``FIXTURE_PROMPT`` on every listing, so a test can change it under a running gateway),
 ``leak`` (a message holding the value of ``FIXTURE_SECRET``). Resources: ``memo://readme``
 (text), ``memo://secret`` (text holding ``FIXTURE_SECRET``), ``memo://logo`` (a blob), the
-template ``memo://note/{id}``; ``FIXTURE_EXTRA`` set lists ``memo://extra`` too (a resource
-that appears). Completions for ``greet``'s ``name``; subscriptions accepted.
+template ``memo://note/{id}`` (ids are numbers, others are not found); ``FIXTURE_EXTRA``
+set lists ``memo://extra`` too (a resource that appears). Completions for ``greet``'s
+``name`` (one holds ``FIXTURE_SECRET``); reading ``memo://note/{id}`` tells the 2026-07-28
+listen streams subscribed to it that it changed.
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
+BUS = InMemorySubscriptionBus()
+HANDLER = ListenHandler(BUS)
 LOGO = base64.b64encode(b"\x89PNG\r\n\x1a\nnot-really-a-png").decode()
 
 
@@ -77,8 +82,9 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams
         text = f"password={_secret()}"
     elif uri == "memo://extra":
         text = "extra"
-    elif uri.startswith("memo://note/"):
+    elif uri.startswith("memo://note/") and uri.rsplit("/", 1)[1].isdigit():
         text = f"Note {uri.rsplit('/', 1)[1]}"
+        await BUS.publish(ResourceUpdated(uri=uri))  # 2026-07-28 listen streams hear it
     elif uri == "memo://logo":
         return types.ReadResourceResult(contents=[types.BlobResourceContents(
             uri=uri, mime_type="image/png", blob=LOGO)])
@@ -90,7 +96,7 @@ async def read_resource(ctx: Any, params: types.ReadResourceRequestParams
 
 
 async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
-    names = ["alice", "albert", "bob"]
+    names = ["alice", "albert", "bob", f"key-{_secret()}"]
     value = params.argument.value
     return types.CompleteResult(completion=types.Completion(
         values=[n for n in names if n.startswith(value)]))
@@ -105,7 +111,7 @@ def build() -> Server[Any]:
                   on_get_prompt=get_prompt, on_list_resources=list_resources,
                   on_list_resource_templates=list_templates, on_read_resource=read_resource,
                   on_completion=complete, on_subscribe_resource=subscribe,
-                  on_unsubscribe_resource=subscribe)
+                  on_unsubscribe_resource=subscribe, on_subscriptions_listen=HANDLER)
 
 
 async def _stdio() -> None:

@@ -30,6 +30,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from toolkeeper import Activation
 from toolkeeper.upstream.downstream import Downstream
 from toolkeeper.upstream.notes import Notes
 
@@ -286,23 +287,50 @@ def test_tools_are_listed_in_a_deterministic_order(srv: McpServer) -> None:
 # -- names ------------------------------------------------------------------------------------
 
 def test_upstream_names_the_gateway_rule_changes_never_share_a_name(srv: McpServer) -> None:
-    """Gateway names are ``^[A-Za-z0-9_-]{1,64}$`` (a subset of MCP's 1-128 characters of
-    ``[A-Za-z0-9_.-]``, and REST paths'): a dot becomes ``_``, a longer name is cut. Two
-    upstream names landing on one gateway name: the one already named so keeps it, else
-    neither is imported — never one drifting into the other."""
+    """Gateway names are MCP's 1-128 characters of ``[A-Za-z0-9_.-]`` (no leading dot): a
+    dotted upstream name is kept, a character outside the set becomes ``_``, a longer name is
+    cut. Two upstream names landing on one gateway name: the one already named so keeps it,
+    else neither is imported — never one drifting into the other."""
     from toolkeeper.upstream.servers import ServerConfig
 
-    long = "x" * 70
+    long = "x" * 130
     tools = [types.Tool(name=n, input_schema={"type": "object"}) for n in (
-        "tk.dotted", "tk_dotted", "only.dotted", long + "a", long + "b")]
+        "tk.dotted", "tk dotted", "tk_dotted", "only+dotted", long + "a", long + "b")]
     cfg = ServerConfig(name="conf", url="http://127.0.0.1:9/mcp", prefix="")  # as fronted
     report = srv.gw._upstream.listing(cfg, tools)
     again = srv.gw._upstream.listing(cfg, list(reversed(tools)))
     imported = {t.name: t.implementation["tool"] for t in srv.gw.catalog.all_tools()
                 if "dotted" in t.name or t.name[:2] == "xx"}
-    assert sorted(report.imported) == ["only_dotted", "tk_dotted"]
-    assert imported == {"only_dotted": "only.dotted", "tk_dotted": "tk_dotted"}
-    assert again.quarantined == [] and sorted(again.unchanged) == ["only_dotted", "tk_dotted"]
+    assert sorted(report.imported) == ["only_dotted", "tk.dotted", "tk_dotted"]
+    assert imported == {"only_dotted": "only+dotted", "tk.dotted": "tk.dotted",
+                        "tk_dotted": "tk_dotted"}
+    assert again.quarantined == [] and sorted(again.unchanged) == [
+        "only_dotted", "tk.dotted", "tk_dotted"]
+
+
+def test_a_dotted_128_character_name_is_listed_and_called(srv: McpServer) -> None:
+    """MCP's longest name, dots included, is a gateway name end to end: imported, listed
+    over MCP, shown by REST."""
+    from toolkeeper.upstream.servers import ServerConfig
+
+    name = "a.b-" + "c" * 124
+    assert len(name) == 128
+    cfg = ServerConfig(name="conf", url="http://127.0.0.1:9/mcp", prefix="")
+    assert srv.gw._upstream.listing(cfg, [types.Tool(
+        name=name, input_schema={"type": "object"})]).imported == [name]
+    auto = srv.gw.catalog.profiles[("default", "auto")].profile
+    srv.gw.registry.put_profile(auto.model_copy(update={"activations": (
+        *auto.activations, Activation(tool=name))}), replace=True)
+    try:
+        listed = [t["name"] for t in _post(srv, "tools/list", {})[1][0]["result"]["tools"]]
+    finally:
+        srv.gw.registry.put_profile(auto, replace=True)
+    assert name in listed
+    found = srv.gw.store.registry.tool(name, None)
+    assert found is not None
+    got = httpx.get(f"{srv.base}/tools/{found[0]}", timeout=20,
+                    headers={"Authorization": f"Bearer {srv.tokens['admin']}"})
+    assert got.status_code == 200 and got.json()["name"] == name, got.text
 
 
 # -- x-mcp-header parameters (SEP-2243 Mcp-Param-*) -------------------------------------------

@@ -49,8 +49,21 @@ def test_a_colliding_mcp_name_is_refused_at_registration(gw: Gateway, first: tup
 
 def test_a_name_too_long_for_mcp_is_refused(gw: Gateway) -> None:
     with pytest.raises(OperationRefused) as info:
-        gw.registry.save(_tool("t" * 60, "delete_everything", "read"))
+        gw.registry.save(_tool("t" * 120, "delete_everything", "read"))
     assert info.value.reason == "invalid_arguments"
+
+
+@pytest.mark.parametrize("name", ["github.search", "a" * 128, "_x.y-z", "v1.2"])
+def test_mcps_names_with_dots_up_to_128_characters_are_tool_names(gw: Gateway,
+                                                                   name: str) -> None:
+    gw.registry.save(_tool(name))
+    assert mcp_names(_tool(name)) == {name: "run"}
+
+
+@pytest.mark.parametrize("name", [".hidden", "..", "a" * 129, "a b", "a/b", "ä", ""])
+def test_other_tool_names_are_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="tool name must match"):
+        _tool(name)
 
 
 def test_annotations_come_from_policy() -> None:

@@ -31,7 +31,7 @@ from toolkeeper.model.enums import Gate, Risk
 from toolkeeper.model.gates import GateMatrix, loosening, stricter
 from toolkeeper.model.profile import Activation, Profile
 from toolkeeper.model.reasons import Reason
-from toolkeeper.model.tool import NAME_RE, ToolDefinition
+from toolkeeper.model.tool import TOOL_NAME_RE, TOOL_NAME_RULE, ToolDefinition
 from toolkeeper.providers.base import ToolPolicy
 from toolkeeper.secrets.base import LITERAL_SECRET_ADVICE, literal_secrets
 
@@ -328,8 +328,8 @@ def _check_exposed(ctx: _Ctx) -> None:
                 if culprit.resolved is None:
                     continue
                 problem = None
-                if not NAME_RE.match(exposed):
-                    problem = f"MCP name {exposed!r} does not match ^[A-Za-z0-9_-]{{1,64}}$"
+                if not TOOL_NAME_RE.match(exposed):
+                    problem = f"MCP name {exposed!r} does not match {TOOL_NAME_RULE}"
                 elif other is not tool:
                     problem = (f"MCP name {exposed!r} of {tool.definition.name!r} collides "
                                f"with tool {other.definition.name!r}")

@@ -17,7 +17,12 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
-from mcp.server.subscriptions import ServerEvent, ToolsListChanged
+from mcp.server.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ServerEvent,
+    ToolsListChanged,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkeeper.mcp.views import Key, Listings
@@ -79,6 +84,9 @@ class ChangeNotifier:
         self._by_id: dict[str, tuple[Any, Key]] = {}
         """Tracked sessions by ``Mcp-Session-Id``: their connection and agent (lean path)."""
         self._shown: dict[Key, str] = {}
+        self.extras: Callable[[Key], tuple[str, str]] | None = None
+        """Fingerprints of an agent's relayed prompts and resources (``mcp/relay.py``)."""
+        self._shown_extras: dict[Key, tuple[str, str]] = {}
         self._changed: anyio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -88,6 +96,8 @@ class ChangeNotifier:
             self._shown[key] = fingerprint
         elif key not in self._shown:
             self._shown[key] = self.listings.get(key).fingerprint
+        if self.extras is not None and key not in self._shown_extras:
+            self._shown_extras[key] = self.extras(key)
 
     def track(self, ctx: Any, key: Key, fingerprint: str | None) -> None:
         """Remember a 2025-11-25 session (until it closes) and what its agent was shown."""
@@ -115,8 +125,7 @@ class ChangeNotifier:
     @contextmanager
     def listening_as(self, key: Key) -> Iterator[None]:
         """Within: a listen stream opened on the bus belongs to ``key``."""
-        if key not in self._shown:
-            self._shown[key] = self.listings.get(key).fingerprint
+        self.shown(key, None)
         token = _LISTENING.set(key)
         try:
             yield
@@ -148,6 +157,7 @@ class ChangeNotifier:
 
     async def refresh(self) -> None:
         for key in sorted(self.connected()):
+            await self._refresh_extras(key)
             now = self.listings.get(key).fingerprint
             if self._shown.get(key) == now:
                 continue
@@ -157,3 +167,22 @@ class ChangeNotifier:
                 if owner == key:
                     await session.send_tool_list_changed()  # a closed stream drops it
             await self.bus.publish_to(key, ToolsListChanged())
+
+    async def _refresh_extras(self, key: Key) -> None:
+        """``prompts/list_changed`` and ``resources/list_changed`` to ``key``'s agent when
+        its relayed prompts or resources changed."""
+        if self.extras is None:
+            return
+        now = self.extras(key)
+        before = self._shown_extras.get(key, now)
+        self._shown_extras[key] = now
+        kinds: tuple[tuple[str, ServerEvent], ...] = (
+            ("send_prompt_list_changed", PromptsListChanged()),
+            ("send_resource_list_changed", ResourcesListChanged()))
+        for i, (send, event) in enumerate(kinds):
+            if before[i] == now[i]:
+                continue
+            for session, owner in list(self._sessions.values()):
+                if owner == key:
+                    await getattr(session, send)()
+            await self.bus.publish_to(key, event)

@@ -13,7 +13,8 @@ registry entries are).
   logged) and runs the pipeline (``read`` with ``{"uri": …}``). A URI no such server claims,
   or one the call is denied, answers ``-32602 Resource not found`` — never "forbidden".
 - ``completion/complete``: a prompt reference only if that prompt is listed for the agent, a
-  resource reference only if a listed server has that template (or URI); relayed upstream
+  resource reference only if a listed server has that template (or URI) — else ``-32602``
+  (``Unknown prompt`` / ``Resource not found``, as for a get or a read); relayed upstream
   with the upstream's names, bounded by the server's timeout and 100 values; not run through
   the pipeline (no arguments are executed, nothing is audited).
 - ``resources/subscribe``/``unsubscribe`` (2025-11-25): only for a URI the agent may read;
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
+from toolkeeper.canonical import digest
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.reasons import Reason
@@ -44,8 +46,11 @@ log = logging.getLogger("toolkeeper.mcp")
 NOT_FOUND = "Resource not found"
 MAX_COMPLETIONS = 100
 MAX_SUBSCRIPTIONS = 10_000
-_HIDDEN = frozenset({CallStatus.DENIED, CallStatus.FAILED})
-"""Stopped reads answered as not found (a denied URI must not be told from a missing one)."""
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+_PASSING = frozenset({Reason.RATE_LIMITED, Reason.CALL_LIMIT_EXCEEDED,
+                      Reason.CONCURRENCY_LIMITED, Reason.APPROVALS_PENDING_LIMIT,
+                      Reason.TOOL_UNAVAILABLE, Reason.STORE_UNAVAILABLE})
+"""Denials that say nothing about the URI (limits, availability): answered as they are."""
 
 
 class Relay:
@@ -56,6 +61,11 @@ class Relay:
         self._subs: dict[tuple[int, str], tuple[Any, Principal, asyncio.AbstractEventLoop]] = {}
         """(session id, uri) → (session, its agent, its loop)."""
         self._upstream_subs: set[tuple[str, str]] = set()
+        self._listening: dict[Any, set[str]] = {}
+        """2026-07-28: per agent, the URIs its listen streams asked to hear of."""
+        self._listeners: dict[Any, tuple[Principal, asyncio.AbstractEventLoop]] = {}
+        self.bus: Any = None
+        """The face's ``AgentBus`` (listen streams per agent)."""
 
     # -- what the agent may use -----------------------------------------------------------
 
@@ -68,13 +78,39 @@ class Relay:
         return [item.definition for item in (view[1] if view else ())
                 if item.definition.implementation_type == kind and action in item.actions]
 
+    def readable(self, who: Principal) -> list[tuple[ToolDefinition, tuple[str, ...] | None]]:
+        """The agent's resources entries, each with the URI prefixes its policy allows
+        (``None``: all)."""
+        assert who.agent is not None
+        catalog = self.gw.catalog
+        agent = catalog.agents.get((who.tenant_id, who.agent))
+        profile = catalog.profiles.get((who.tenant_id, agent.profile)) if agent else None
+        out = []
+        for entry in self.entries(who, RESOURCES):
+            act = profile.activations.get(entry.name) if profile is not None else None
+            prefixes = {**entry.policy, **(act.policy if act else {})}.get("uri_prefixes")
+            out.append((entry, tuple(prefixes) if prefixes is not None else None))
+        return out
+
     def owner(self, who: Principal, uri: str) -> ToolDefinition | None:
         """The resources entry of the server that serves ``uri`` to ``who``."""
-        found = [e for e in self.entries(who, RESOURCES) if claims(e.implementation, uri)]
+        found = [e for e, allowed in self.readable(who) if claims(e.implementation, uri)
+                 and (allowed is None or uri.startswith(allowed))]
         if len(found) > 1:
             log.info("resource %s is claimed by %s; %s serves it", uri[:200],
                      ", ".join(e.name for e in found), found[0].name)
         return found[0] if found else None
+
+    def fingerprints(self, key: Any) -> tuple[str, str]:
+        """What ``key``'s agent is shown of prompts, and of resources and templates."""
+        tenant, agent, scopes = key
+        who = Principal(name=agent, tenant_id=tenant, roles=frozenset(), agent=agent,
+                        scopes=scopes)
+        prompts = [(e.name, e.implementation.get("upstream_hash")) for e in
+                   self.entries(who, PROMPT)]
+        resources = [(e.name, e.implementation.get("upstream_hash")) for e in
+                     self.entries(who, RESOURCES)]
+        return digest(prompts), digest(resources)
 
     # -- prompts --------------------------------------------------------------------------
 
@@ -105,8 +141,9 @@ class Relay:
     # -- resources ------------------------------------------------------------------------
 
     def list_resources(self, who: Principal) -> list[dict[str, Any]]:
-        return [r for e in self.entries(who, RESOURCES)
-                for r in e.implementation.get("resources", ())]
+        return [r for e, allowed in self.readable(who)
+                for r in e.implementation.get("resources", ())
+                if allowed is None or str(r.get("uri", "")).startswith(allowed)]
 
     def list_templates(self, who: Principal) -> list[dict[str, Any]]:
         return [t for e in self.entries(who, RESOURCES)
@@ -119,7 +156,7 @@ class Relay:
         result = await self.gw.call_served(CallRequest(
             tool=entry.name, action="read", arguments={"uri": uri}), who)
         if result.status is not CallStatus.SUCCEEDED or result.mcp is None:
-            if result.status in _HIDDEN and result.reason != Reason.UPSTREAM_ERROR:
+            if _hidden(result):
                 raise _not_found(uri)
             raise _stopped(result)
         contents = []
@@ -145,8 +182,10 @@ class Relay:
                           if has_template(e.implementation, ref.uri)
                           or claims(e.implementation, ref.uri)), None)
             upstream_ref = {"type": "ref/resource", "uri": ref.uri}
-        if entry is None:
-            return types.CompleteResult(completion=types.Completion(values=[]))
+        if entry is None:  # unknown, or not the agent's: the same answer as prompts/get's
+            what = (f"Unknown prompt: {ref.name}" if isinstance(ref, types.PromptReference)
+                    else NOT_FOUND)
+            raise MCPError(code=types.INVALID_PARAMS, message=what[:300])
         wire = params.model_dump(mode="json", by_alias=True, exclude_none=True)
         wire.pop("_meta", None)
         wire["ref"] = upstream_ref
@@ -179,40 +218,80 @@ class Relay:
             if conn is not None:  # forgotten when the session ends (see notify.track)
                 conn.exit_stack.callback(self._subs.pop, key, None)
         self._subs[key] = (ctx.session, who, asyncio.get_running_loop())
-        if (server, uri) not in self._upstream_subs:
-            self._watch()
-            try:
-                await self.gw.upstreams.request(server, "resources/subscribe", {"uri": uri},
-                                                timeout_s=min(entry.execution.timeout_s, 30))
-                self._upstream_subs.add((server, uri))
-            except MCPError as exc:  # e.g. an upstream without subscriptions: none come
-                log.info("upstream %s: resources/subscribe %s refused: %s", server,
-                         uri[:200], exc.message[:200])
+        await self.watch(server, uri, min(entry.execution.timeout_s, 30.0))
         return types.EmptyResult()
+
+    async def watch(self, server: str, uri: str, timeout_s: float) -> None:
+        """Have ``server`` tell the gateway when ``uri`` changes (once per server and URI):
+        a 2025-11-25 upstream by ``resources/subscribe``, a 2026-07-28 one on a
+        ``subscriptions/listen`` stream of its own."""
+        from toolkeeper.upstream.relayed import watch_resource
+
+        if (server, uri) in self._upstream_subs:
+            return
+        if len(self._upstream_subs) >= MAX_SUBSCRIPTIONS:
+            raise MCPError(code=types.INVALID_REQUEST, message="too many subscriptions")
+        pool = self.gw.upstreams.get()
+        if pool.on_message is None:
+            pool.on_message = self._upstream_message
+        cfg = pool.config(server)
+
+        def updated(changed: str) -> None:
+            self._upstream_message(cfg, types.ResourceUpdatedNotification(
+                params=types.ResourceUpdatedNotificationParams(uri=changed)))
+        try:
+            await pool.with_client(server, lambda c: watch_resource(c, uri, updated,
+                                                                    timeout_s))
+            self._upstream_subs.add((server, uri))
+        except MCPError as exc:  # e.g. an upstream without subscriptions: none come
+            log.info("upstream %s: no subscription to %s: %s", server, uri[:200],
+                     exc.message[:200])
 
     async def unsubscribe(self, ctx: Any, who: Principal, uri: str) -> types.EmptyResult:
         self._subs.pop((id(ctx.session), uri), None)
         return types.EmptyResult()
-
-    def _watch(self) -> None:
-        pool = self.gw.upstreams.get()
-        if pool.on_message is None:
-            pool.on_message = self._upstream_message
 
     def _upstream_message(self, cfg: Any, message: Any) -> bool:
         """On the pool's loop: an upstream's ``resources/updated`` goes to the subscribers
         whose agent may read that URI from that server."""
         if not isinstance(message, types.ResourceUpdatedNotification):
             return False
+        if (message.params.meta or {}).get(SUBSCRIPTION_ID):
+            return True  # a frame of our own listen stream: its iterator delivers it
         uri = str(message.params.uri)
         for (_sid, sub_uri), (session, who, loop) in list(self._subs.items()):
-            if sub_uri != uri:
-                continue
-            entry = self.owner(who, uri)
-            if entry is None or entry.implementation.get("server") != cfg.name:
-                continue
-            asyncio.run_coroutine_threadsafe(_send_updated(session, uri), loop)
+            if sub_uri == uri and self._serves(who, uri, cfg.name):
+                asyncio.run_coroutine_threadsafe(_send_updated(session, uri), loop)
+        for key, (who, loop) in list(self._listeners.items()):
+            if uri in self._listening.get(key, ()) and self._serves(who, uri, cfg.name):
+                asyncio.run_coroutine_threadsafe(self._publish(key, uri), loop)
         return True
+
+    def _serves(self, who: Principal, uri: str, server: str) -> bool:
+        entry = self.owner(who, uri)
+        return entry is not None and entry.implementation.get("server") == server
+
+    async def _publish(self, key: Any, uri: str) -> None:
+        from mcp.server.subscriptions import ResourceUpdated
+
+        if self.bus is not None:
+            await self.bus.publish_to(key, ResourceUpdated(uri=uri))
+
+    async def listen(self, who: Principal, key: Any, params: Any) -> None:
+        """2026-07-28: the resource subscriptions of ``who``'s ``subscriptions/listen``
+        stream — those it may read are watched upstream; updates go to its streams."""
+        wanted = list(getattr(params.notifications, "resource_subscriptions", None) or ())
+        uris = set(self._listening.get(key, ()))
+        for uri in wanted[:100]:
+            entry = self.owner(who, uri)
+            if entry is None:
+                continue
+            uris.add(uri)
+            await self.watch(str(entry.implementation.get("server")), uri,
+                             min(entry.execution.timeout_s, 30.0))
+        if uris and len(self._listeners) < MAX_SUBSCRIPTIONS:
+            self._listening[key] = uris
+            self._listeners[key] = (who, asyncio.get_running_loop())
 
 
 async def _send_updated(session: Any, uri: str) -> None:
@@ -220,6 +299,14 @@ async def _send_updated(session: Any, uri: str) -> None:
         await session.send_resource_updated(uri)
     except Exception as exc:  # a closed session: it is gone
         log.info("resources/updated not delivered: %s", exc)
+
+
+def _hidden(result: CallResult) -> bool:
+    """Whether a stopped read answers as not found: a denial about this URI (policy, scope,
+    gate, quarantine) or a URI the upstream does not know — never told from a missing one."""
+    if result.status is CallStatus.DENIED:
+        return result.reason not in _PASSING
+    return result.status is CallStatus.FAILED and result.reason == Reason.INVALID_ARGUMENTS
 
 
 def _not_found(uri: str) -> MCPError:

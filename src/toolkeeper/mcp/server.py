@@ -78,6 +78,8 @@ class McpFace:
         self.listings = Listings(gw)
         self.notifier = ChangeNotifier(self.listings)
         self.relay = Relay(gw)
+        self.relay.bus = self.notifier.bus
+        self.notifier.extras = self.relay.fingerprints
         self.levels = LogLevels()  # logging/setLevel per 2025-11-25 session (mcp/protocol.py)
         self.server = GatewayServer(
             "toolkeeper", version=__version__,
@@ -252,6 +254,7 @@ class McpFace:
                       ) -> types.SubscriptionsListenResult:
         """2026-07-28 ``subscriptions/listen``: the stream carries this agent's changes."""
         who = await self.principal(ctx)
+        await self.relay.listen(who, key_of(who), params)  # resource subscriptions
         with self.notifier.listening_as(key_of(who)):
             return await self._listen_handler(ctx, params)
 

@@ -1,14 +1,14 @@
 """How governed tools look to MCP clients (SPEC §7 MCP): names, annotations, the listing.
 
 A tool with one action is listed as ``{tool}``; a tool with several as ``{tool}_{action}``,
-one MCP tool per action. Names match ``^[A-Za-z0-9_-]{1,64}$`` and must not collide with
+one MCP tool per action. Names match MCP's rule (1-128 of ``[A-Za-z0-9_.-]``, not starting
+with a dot: :data:`~toolkeeper.model.tool.TOOL_NAME_RE`) and must not collide with
 another tool's names in the same tenant: :func:`check_names` refuses such a tool when it is
 registered, so a listing is always a function from name to (tool, action).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,9 +16,9 @@ from typing import Any
 from toolkeeper.errors import OperationRefused
 from toolkeeper.model.enums import SideEffect
 from toolkeeper.model.reasons import Reason
-from toolkeeper.model.tool import ToolDefinition
+from toolkeeper.model.tool import TOOL_NAME_RE, TOOL_NAME_RULE, ToolDefinition
 
-MCP_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+MCP_NAME_RE = TOOL_NAME_RE
 OPEN_WORLD = frozenset({"http", "mcp"})
 """Providers whose tools reach an open world (``openWorldHint``)."""
 
@@ -44,7 +44,7 @@ def check_names(tool: ToolDefinition, lookup: Callable[[str], ToolDefinition | N
     for name in mcp_names(tool):
         if not MCP_NAME_RE.match(name):
             raise OperationRefused(Reason.INVALID_ARGUMENTS, (
-                f"{tool.name}: MCP name {name!r} must match ^[A-Za-z0-9_-]{{1,64}}$ "
+                f"{tool.name}: MCP name {name!r} must match {TOOL_NAME_RULE} "
                 "(shorten the tool or action name)"))
         splits = [(name, None)] + [(name[:i], name[i + 1:])
                                    for i, c in enumerate(name) if c == "_"]

@@ -11,6 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from toolkeeper.model.enums import Risk, SideEffect, ToolStatus
 
 NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+"""An action's name."""
+TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")
+"""A tool's name: MCP 2026-07-28's rule (1-128 of ``[A-Za-z0-9_.-]``), never starting with a
+dot (a REST path segment ``.`` or ``..`` would not name it)."""
+TOOL_NAME_RULE = "^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$"
 DEFAULT_INPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": False}
 ImplementationType = Literal[
     "native", "function", "http", "mcp", "agent_call", "builtin", "rag_retrieval", "artifact",
@@ -111,8 +116,8 @@ class ToolDefinition(_Strict):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, value: str) -> str:
-        if not NAME_RE.match(value):
-            raise ValueError("tool name must match ^[A-Za-z0-9_-]{1,64}$")
+        if not TOOL_NAME_RE.match(value):
+            raise ValueError(f"tool name must match {TOOL_NAME_RULE}")
         return value
 
     @model_validator(mode="after")

@@ -154,6 +154,10 @@ class ProviderFactory:
             from toolkeeper.providers.retrieval import RagRetrievalPolicy
 
             return RagRetrievalPolicy
+        elif tool.implementation_type == "mcp_resources":
+            from toolkeeper.providers.mcp_relay import ResourcesPolicy
+
+            return ResourcesPolicy
         cls = obj if isinstance(obj, type) else type(obj)
         return cls.policy_model if issubclass(cls, BaseTool) else ToolPolicy
 

@@ -9,13 +9,15 @@ description and the roles), a resource's contents as embedded-resource blocks (a
 holding a secret or over the cap is replaced by a note). Errors as the ``mcp`` provider's:
 no connection → ``upstream_error`` (retryable), the upstream's error → ``upstream_error``,
 an answer of the wrong shape → ``invalid_output``; a URI this server does not list nor
-match with a template → ``invalid_arguments`` (nothing is sent).
+match with a template → ``invalid_arguments`` (nothing is sent), as is one the upstream
+answers as not found.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+from toolkeeper.bounds import Subset
 from toolkeeper.errors import ToolError, UpstreamError
 from toolkeeper.model.call import McpContent
 from toolkeeper.model.reasons import Reason
@@ -24,6 +26,8 @@ from toolkeeper.upstream.extras import PROMPT, claims
 
 MAX_MESSAGES = 1000
 MAX_CONTENTS = 1000
+NOT_FOUND_CODES = (-32002, -32602)
+"""An upstream's answers to a URI it does not know (2025-era ``-32002``, SEP-2164)."""
 
 
 class McpPromptProvider(NoPreview):
@@ -58,8 +62,17 @@ class McpPromptProvider(NoPreview):
         return McpContent(content=blocks, structured=structured)
 
 
+class ResourcesPolicy(ToolPolicy):
+    """What a profile lets its agents read of a server's resources."""
+
+    uri_prefixes: Annotated[tuple[str, ...] | None, Subset(open="none")] = None
+    """Only URIs starting with one of these may be read (``None``: every URI the server
+    lists or matches with a template); others are denied ``path_not_allowed`` — which an
+    MCP client reads as ``Resource not found``."""
+
+
 class McpResourcesProvider(NoPreview):
-    policy_model: type[ToolPolicy] = ToolPolicy
+    policy_model: type[ToolPolicy] = ResourcesPolicy
 
     def __init__(self, implementation: dict[str, Any]) -> None:
         self.server = str(implementation.get("server", ""))
@@ -72,10 +85,19 @@ class McpResourcesProvider(NoPreview):
         from pydantic import ValidationError
 
         uri = str(arguments.get("uri", ""))
+        prefixes = getattr(ctx.policy, "uri_prefixes", None)
+        if prefixes is not None and not uri.startswith(tuple(prefixes)):
+            ctx.deny(Reason.PATH_NOT_ALLOWED, "the policy does not let this URI be read")
         if not claims(self.implementation, uri):
             raise ToolError(Reason.INVALID_ARGUMENTS, f"{self.server} lists no resource and "
                             "no template matching this URI")
-        answer = await relay(ctx, self.server, "resources/read", {"uri": uri})
+        try:
+            answer = await relay(ctx, self.server, "resources/read", {"uri": uri})
+        except UpstreamError as exc:
+            if exc.details.get("code") in NOT_FOUND_CODES:  # the upstream has no such URI
+                raise ToolError(Reason.INVALID_ARGUMENTS, f"{self.server}: no resource at "
+                                "this URI") from None
+            raise
         try:
             result = types.ReadResourceResult.model_validate(answer)
         except ValidationError as exc:

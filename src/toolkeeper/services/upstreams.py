@@ -101,6 +101,8 @@ class UpstreamSync:
                         cfg.name, str(exc)[:300])
             return None
         report = SyncReport()
+        if found.get("prompts"):  # two prompts landing on one gateway name: as for tools
+            found["prompts"] = unambiguous(cfg, found["prompts"])
         sync_extras(self, cfg, found, report)
         return report
 

@@ -75,6 +75,8 @@ class LeanHttpClient:
     def __init__(self, url: str, *, headers: Mapping[str, str], timeout_s: float,
                  connect_timeout_s: float, auth: Bearer | None = None) -> None:
         self.url = url
+        self.extra_headers = dict(headers)
+        """The configured headers (a listen stream of the same server sends them too)."""
         self._auth = auth
         """The connection's own token (handshake, listings, calls without their own)."""
         self._headers = {**headers, "Accept": ACCEPT, "Content-Type": "application/json"}
@@ -103,6 +105,10 @@ class LeanHttpClient:
         self._ids = itertools.count(1)
         self._session: dict[str, str] = {}
         self.protocol_version: str | None = None
+
+    @property
+    def bearer(self) -> Bearer | None:
+        return self._auth
 
     @property
     def transport(self) -> str:

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
+from toolkeeper.upstream.relayed import tools_of
 from toolkeeper.upstream.servers import ServerConfig
 
 log = logging.getLogger("toolkeeper.upstream")
@@ -123,6 +124,13 @@ class UpstreamPool:
         from toolkeeper.upstream.relayed import relay_request
 
         return await relay_request(await self._client(server), method, params, timeout_s)
+
+    async def with_client(self, server: str,
+                          fn: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
+        """``fn(client)`` on the pool's loop with ``server``'s connected client."""
+        async def run() -> T:
+            return await fn(await self._client(server))
+        return await self.submit(run())
 
     def list_extras(self, server: str, timeout_s: float = 30.0) -> Any:
         """Blocking: the server's prompts, resources and templates now
@@ -259,10 +267,10 @@ class UpstreamPool:
         return client
 
     async def _own(self, cfg: ServerConfig, conn: _Conn, ready: asyncio.Future[Any]) -> None:
-        """Holds one client open until told to stop or until it breaks: the lean client for
-        HTTP servers that handshake in the 2025 era, else the SDK's."""
+        """Holds one client open until told to stop or it breaks: HTTP's lean one, else SDK's."""
         from mcp import Client
         from toolkeeper.upstream.http_client import HandshakeRefused, LeanHttpClient
+        from toolkeeper.upstream.listen import hearing
 
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -279,7 +287,8 @@ class UpstreamPool:
                     else:
                         if not ready.done():
                             ready.set_result(lean)
-                        await conn.stop.wait()
+                        with hearing(self._loop, cfg, lean, self._relist):  # its changes
+                            await conn.stop.wait()
                         return
                 transport = await self._transport(cfg, stack)
                 client = await stack.enter_async_context(Client(
@@ -337,12 +346,13 @@ class UpstreamPool:
         """2026-07-28 servers announce list changes on a ``subscriptions/listen`` stream
         (2025-11-25 ones as notifications: :meth:`_messages`)."""
         caps = getattr(client, "server_capabilities", None)
-        tools = getattr(caps, "tools", None)
-        if not getattr(tools, "list_changed", False) or \
+        if not any(getattr(getattr(caps, kind, None), "list_changed", False)
+                   for kind in ("tools", "prompts", "resources")) or \
                 getattr(client, "protocol_version", None) != "2026-07-28":
             return
         try:
-            async with client.listen(tools_list_changed=True) as sub:
+            async with client.listen(tools_list_changed=True, prompts_list_changed=True,
+                                     resources_list_changed=True) as sub:
                 async for _event in sub:
                     await self._relist(cfg, client)
         except asyncio.CancelledError:
@@ -355,7 +365,7 @@ class UpstreamPool:
         if self.on_listing is None:
             return
         try:
-            tools = await _tools(client)
+            tools = await tools_of(client)
             await self._loop.run_in_executor(None, self.on_listing, cfg, tools)
         except Exception:
             log.exception("re-listing upstream %s failed", cfg.name)
@@ -363,7 +373,7 @@ class UpstreamPool:
     async def _list(self, server: str) -> list[Any]:
         client = await self._client(server, relist=False)  # the caller syncs what it gets
         try:
-            return await _tools(client)
+            return await tools_of(client)
         except Exception:
             await self._drop(server)
             raise
@@ -407,18 +417,6 @@ class UpstreamPool:
         tasks = [c.task for c in conns if c.task is not None]
         if tasks:
             await asyncio.wait(tasks, timeout=3)
-
-
-async def _tools(client: Any) -> list[Any]:
-    """The server's tools; none when it serves only prompts or resources."""
-    from mcp.shared.exceptions import MCPError
-
-    try:
-        return list((await client.list_tools()).tools)
-    except MCPError as exc:
-        if exc.code == -32601:  # method not found
-            return []
-        raise
 
 
 def _bearer_auth(httpx2: Any, source: Bearer) -> Any:

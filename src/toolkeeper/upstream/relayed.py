@@ -5,6 +5,7 @@ request. Either way the answer is the wire dict, and every wait is bounded."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -14,6 +15,8 @@ from toolkeeper.upstream.extras import MAX_PROMPTS, MAX_RESOURCES, MAX_TEMPLATES
 
 log = logging.getLogger("toolkeeper.upstream")
 METHOD_NOT_FOUND = -32601
+_TASKS: set[asyncio.Task[None]] = set()
+"""Upstream listen streams (held here: the loop keeps only weak references)."""
 MAX_PAGES = 20
 """Of one listing (each page bounded by the client's own response cap)."""
 
@@ -23,6 +26,18 @@ def _dump(result: Any) -> dict[str, Any]:
         return result
     out: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
     return out
+
+
+async def tools_of(client: Any) -> list[Any]:
+    """The server's tools; none when it serves only prompts or resources."""
+    from mcp.shared.exceptions import MCPError
+
+    try:
+        return list((await client.list_tools()).tools)
+    except MCPError as exc:
+        if exc.code == METHOD_NOT_FOUND:
+            return []
+        raise
 
 
 async def relay_request(client: Any, method: str, params: dict[str, Any],
@@ -110,3 +125,43 @@ async def list_extras(client: Any, timeout_s: float) -> dict[str, list[Any] | No
             client, "resources/templates/list", "resource_templates",
             types.ListResourceTemplatesResult, MAX_TEMPLATES, timeout_s)
     return out
+
+
+async def watch_resource(client: Any, uri: str, updated: Any, timeout_s: float) -> None:
+    """On the pool's loop: ``updated(uri)`` whenever the upstream says ``uri`` changed. A
+    2026-07-28 SDK client gets a ``subscriptions/listen`` stream of its own (a task on this
+    loop until the connection ends); a 2025-era one ``resources/subscribe`` (its
+    notifications reach the pool's message handler). The lean HTTP client reads no
+    notifications: its servers' updates are not relayed (``MCPError``)."""
+    from mcp.shared.exceptions import MCPError
+
+    from toolkeeper.upstream.http_client import LeanHttpClient
+
+    if isinstance(client, LeanHttpClient):
+        raise MCPError(code=METHOD_NOT_FOUND, message="the lean HTTP client reads no "
+                       "notifications")
+    if getattr(client, "protocol_version", None) != "2026-07-28":
+        with anyio.fail_after(timeout_s):
+            await client.session.subscribe_resource(uri)
+        return
+    from mcp.shared.subscriptions import ResourceUpdated
+
+    ready = asyncio.get_running_loop().create_future()
+
+    async def listen() -> None:
+        try:
+            async with client.listen(resource_subscriptions=[uri]) as sub:
+                if not ready.done():
+                    ready.set_result(None)
+                async for event in sub:
+                    if isinstance(event, ResourceUpdated):
+                        updated(event.uri)
+        except Exception as exc:  # the connection's own failure handling takes over
+            if not ready.done():
+                ready.set_exception(exc)
+            log.info("upstream listen stream for %s ended: %s", uri[:200], exc)
+
+    _TASKS.add(task := asyncio.get_running_loop().create_task(listen()))
+    task.add_done_callback(_TASKS.discard)
+    with anyio.fail_after(timeout_s):
+        await ready

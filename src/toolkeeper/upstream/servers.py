@@ -132,10 +132,12 @@ class ServerConfig(BaseModel):
         return local_name(self.name if self.prefix is None else self.prefix, upstream_name)
 
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
 def local_name(prefix: str, tool: str) -> str:
     """``{prefix}_{tool}`` (``tool`` alone for an empty prefix), made a valid tool/MCP name
-    (unsafe characters → ``_``)."""
-    return _UNSAFE.sub("_", f"{prefix}_{tool}" if prefix else tool)[:64]
+    (MCP's rule: characters outside ``[A-Za-z0-9_.-]`` and a leading dot → ``_``; cut at
+    128)."""
+    name = _UNSAFE.sub("_", f"{prefix}_{tool}" if prefix else tool)[:128]
+    return "_" + name[1:] if name.startswith(".") else name
