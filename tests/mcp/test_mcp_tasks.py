@@ -319,6 +319,9 @@ async def _without_extension(srv: McpServer) -> None:
             assert err.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
         err = await rpc_error(c, "tools/call", name="background", arguments={"n": "x"})
         assert err.code == -32021  # a tool that runs only as a task
+        err = await rpc_error(c, "tools/call", name="background", arguments={"n": "x"},
+                              inputResponses={"k": {"action": "accept"}})
+        assert err.code == -32021  # a retry's answers do not make it synchronous
 
 
 async def test_tasks_need_the_extension_declared(srv: McpServer) -> None:

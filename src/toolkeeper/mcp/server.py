@@ -26,7 +26,7 @@ from toolkeeper.mcp.input_required import CONFIRM_SCHEMA, Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
 from toolkeeper.mcp.protocol import LogLevels, caller, continued, downstream_for
 from toolkeeper.mcp.relay import Relay
-from toolkeeper.mcp.task_wire import advertise
+from toolkeeper.mcp.task_wire import advertise, declared
 from toolkeeper.mcp.tasks import Tasks
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
 from toolkeeper.model.call import CallRequest, CallResult, Principal
@@ -189,7 +189,8 @@ class McpFace:
         self.notifier.track(ctx, key_of(who), None)
         entry, request = self.request_for(who, params.name, params.arguments, ctx.meta)
         retry = params.request_state is not None or params.input_responses is not None
-        if not retry and (task := await self.tasks.begin(ctx, who, entry, request)) is not None:
+        retry_task = retry and declared(ctx)  # a task made by escalate, with the answers
+        if not retry_task and (task := await self.tasks.begin(ctx, who, entry, request)):
             return cast(types.CallToolResult, task)  # CreateTaskResult: run in the background
 
         async def park(result: CallResult) -> Any:  # CreateTaskResult: waits for a human
