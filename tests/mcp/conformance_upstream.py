@@ -39,6 +39,8 @@ PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIA
 """A 1x1 PNG (the suite checks only the shape and the MIME type)."""
 WAV = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 MODERN = "2026-07-28"
+ANSWERED: list[str] = []
+"""Every completed run of ``multi_input`` (test_mcp_tasks counts them)."""
 _NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 _OK = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 SCHEMA_2020_12: dict[str, Any] = {
@@ -396,6 +398,28 @@ def _rounds(mcp: MCPServer) -> None:
             asked["ask"] = _ask("What is your name?")
         return types.InputRequiredResult(input_requests=asked, request_state="capability-gated")
 
+    @mcp.tool()
+    async def multi_input(ctx: Context) -> str | types.InputRequiredResult:
+        """Two questions at once (tasks-mrtr-input; toolkeeper runs it as a task by the
+        operator's servers[].tools.multi_input.task_support)."""
+        got = ctx.input_responses or {}
+        if {"first", "second"} <= got.keys() and ctx.request_state == "multi-input":
+            ANSWERED.append(done := f"got {_elicited(got['first'], 'name')} and "
+                                   f"{_elicited(got['second'], 'name')}")
+            return done
+        return types.InputRequiredResult(input_requests={
+            "first": _ask("First: your name?"), "second": _ask("Second: your name?")},
+            request_state="multi-input")
+
+    @mcp.tool()
+    async def test_tool_with_task(ctx: Context) -> str | types.InputRequiredResult:
+        """Asks the user's name, then answers with it (tasks-mrtr-composition: the retry
+        with the answer becomes toolkeeper's task)."""
+        got = ctx.input_responses or {}
+        if "user_name" in got:
+            return f"Hello, {_elicited(got['user_name'], 'name') or '?'}, from a task!"
+        return types.InputRequiredResult(input_requests={"user_name": _ask("What is your name?")})
+
 
 def _prompts(mcp: MCPServer) -> None:
     @mcp.prompt()
@@ -525,7 +549,7 @@ def fronted(tmp: Path, **serving_kwargs: Any) -> Iterator[Any]:
         config = tmp / "toolkeeper.yaml"
         config.write_text(yaml.safe_dump({"version": 1, "servers": [
             {"name": "conf", "url": url, "prefix": "", "side_effect": "pure",
-             "risk": "low"}]}))
+             "risk": "low", "tools": {"multi_input": {"task_support": "optional"}}}]}))
         with serving(f"sqlite:///{tmp}/tk.db", extra=CONFORMANCE_TOOLS, config=config,
                      **serving_kwargs) as s:
             fronting = [t.name for t in s.gw.catalog.all_tools()

@@ -17,10 +17,11 @@ from typing import Any, ClassVar
 import httpx
 import mcp_types as types
 import pytest
+from conformance_upstream import ANSWERED, upstream
 from cryptography.exceptions import InvalidTag
 from mcp.client.extension import advertise
 from mcp.shared.exceptions import MCPError
-from mcp_fixtures import McpServer, connect, serving
+from mcp_fixtures import McpServer, confirm_with, connect, serving
 from pydantic import TypeAdapter
 from sqlalchemy import update
 
@@ -35,7 +36,7 @@ from toolkeeper import (
     SideEffect,
     ToolContext,
 )
-from toolkeeper.mcp import task_wire
+from toolkeeper.mcp import task_asks, task_wire
 from toolkeeper.mcp import tasks as tasks_module
 from toolkeeper.store.mcp_tasks import McpTaskRepo, TaskRow
 from toolkeeper.store.schema import approvals
@@ -318,6 +319,9 @@ async def _without_extension(srv: McpServer) -> None:
             assert err.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
         err = await rpc_error(c, "tools/call", name="background", arguments={"n": "x"})
         assert err.code == -32021  # a tool that runs only as a task
+        err = await rpc_error(c, "tools/call", name="background", arguments={"n": "x"},
+                              inputResponses={"k": {"action": "accept"}})
+        assert err.code == -32021  # a retry's answers do not make it synchronous
 
 
 async def test_tasks_need_the_extension_declared(srv: McpServer) -> None:
@@ -408,3 +412,103 @@ async def test_arguments_the_approver_edited_are_the_ones_that_run(srv: McpServe
         done = await settle(c, created["taskId"])
     assert done["result"]["structuredContent"] == {"moved": "as-edited"}
     assert (runs_of("as-asked"), runs_of("as-edited")) == (0, 1)
+
+
+# -- an upstream tool's questions inside a task (toolkeeper.mcp.task_asks) ---------------
+
+@pytest.fixture(scope="module")
+def fronting(tmp_path_factory: pytest.TempPathFactory) -> Iterator[McpServer]:
+    """toolkeeper fronting the conformance fixture upstream; its ``multi_input`` (two
+    questions at once) runs as a task by the operator's ``task_support``."""
+    tmp = tmp_path_factory.mktemp("asks")
+    with upstream() as url:
+        config = tmp / "toolkeeper.yaml"
+        config.write_text(json.dumps({"version": 1, "servers": [
+            {"name": "conf", "url": url, "prefix": "", "side_effect": "pure", "risk": "low",
+             "tools": {"multi_input": {"task_support": "optional"}}}]}))
+        with serving(f"sqlite:///{tmp}/tk.db", config=config) as s:
+            s.gw.registry.put_profile(Profile(name="auto", autonomy=3, activations=(
+                Activation(tool="multi_input"), Activation(tool="test_tool_with_task"))),
+                replace=True)
+            yield s
+
+
+async def _input_required(c: Client, task_id: str, timeout: float = 15.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while (got := await rpc(c, "tasks/get", taskId=task_id))["status"] != "input_required":
+        assert got["status"] == "working" and time.monotonic() < deadline, got
+        await asyncio.sleep(0.1)
+    return got
+
+
+def _named(name: str) -> dict[str, Any]:
+    return {"action": "accept", "content": {"name": name}}
+
+
+async def _upstream_round(srv: McpServer) -> None:
+    before = len(ANSWERED)
+    async with tasks_client(srv, "bot") as c:
+        created = await rpc(c, "tools/call", name="multi_input", arguments={})
+        assert created["resultType"] == "task"
+        tid = created["taskId"]
+        got = await _input_required(c, tid)
+        assert sorted(got["inputRequests"]) == ["first", "second"]
+        assert {a["method"] for a in got["inputRequests"].values()} == {"elicitation/create"}
+        async with tasks_client(srv, "sup") as other:  # another agent's task: not found
+            err = await rpc_error(other, "tasks/update", taskId=tid,
+                                  inputResponses={"first": _named("Eve")})
+            assert err.code == -32602 and err.message == "Task not found"
+        ack = await rpc(c, "tasks/update", taskId=tid, inputResponses={
+            "first": _named("Ada"), "unasked": _named("x"), "second": {"action": "nonsense"}})
+        assert ack["resultType"] == "complete" and "status" not in ack
+        got = await rpc(c, "tasks/get", taskId=tid)  # one answer of two: still waiting
+        assert got["status"] == "input_required" and list(got["inputRequests"]) == ["second"]
+        row = srv.gw.store.mcp_tasks.get(tid, "default", "bot", time.time())
+        assert row is not None and "Ada" not in json.dumps(row.request)  # sealed at rest
+        assert "multi-input" not in json.dumps(row.request)  # the upstream's state too
+        await rpc(c, "tasks/update", taskId=tid, inputResponses={"second": _named("Bob")})
+        await rpc(c, "tasks/update", taskId=tid, inputResponses={"second": _named("Bob")})
+        done = await settle(c, tid)
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == "got Ada and Bob"
+    assert ANSWERED[before:] == ["got Ada and Bob"]  # the upstream tool ran to the end once
+
+
+async def test_an_upstream_question_in_a_task_is_answered_by_update(
+        fronting: McpServer) -> None:
+    await _upstream_round(fronting)
+
+
+async def test_a_task_resumed_before_every_answer_is_caught(
+        fronting: McpServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule broken on purpose (the first answer resumes the call): the test fails."""
+    monkeypatch.setattr(task_asks.TaskAsks, "still_open", staticmethod(lambda p, a: {}))
+    await fails(_upstream_round(fronting))
+
+
+async def _escalated(srv: McpServer) -> None:
+    async with connect(srv, "bot", "2026-07-28", extensions=[advertise(TASKS)],
+                       elicitation_callback=confirm_with("accept")) as c:
+        asked = await rpc(c, "tools/call", name="test_tool_with_task", arguments={})
+        assert asked["resultType"] == "input_required" and "taskId" not in asked
+        created = await rpc(c, "tools/call", name="test_tool_with_task", arguments={},
+                            inputResponses={"user_name": _named("Alice")},
+                            requestState=asked["requestState"])
+        assert created["resultType"] == "task" and "requestState" not in created
+        done = await settle(c, created["taskId"])
+        assert done["result"]["content"][0]["text"] == "Hello, Alice, from a task!"
+        again = await rpc_error(c, "tools/call", name="test_tool_with_task", arguments={},
+                                inputResponses={"user_name": _named("Mallory")},
+                                requestState=asked["requestState"])
+        assert again.code == -32602  # the state was used once
+
+
+async def test_a_retry_with_the_answers_becomes_a_task(fronting: McpServer) -> None:
+    await _escalated(fronting)
+
+
+async def test_a_retry_answered_synchronously_is_caught(
+        fronting: McpServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rule broken on purpose (no task for a retry): the test fails."""
+    monkeypatch.setattr(task_asks, "declared", lambda ctx: False)
+    await fails(_escalated(fronting))

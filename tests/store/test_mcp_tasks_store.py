@@ -55,6 +55,32 @@ def test_a_task_is_its_agents_claimed_once_and_terminal_for_good(db_url: str) ->
         store.close()
 
 
+def test_an_upstreams_questions_are_answered_once(db_url: str) -> None:
+    """``ask``: a compare-and-set on the phase and the row's last update, so of two answers
+    given at once one wins, and of two last answers only one resumes the call."""
+    store = Store.open(db_url)
+    try:
+        repo = store.mcp_tasks
+        repo.create(_row("tsk_3", 1000.0, phase="running", approval_id=None))
+        asks = {"a": {"method": "elicitation/create"}, "b": {"method": "elicitation/create"}}
+        assert repo.ask("tsk_3", 1001.0, phases=("running",), phase="upstream",
+                        status="input_required", input_requests=asks)
+        assert not repo.ask("tsk_3", 1002.0, phases=("running",), phase="upstream")
+        seen = repo.get("tsk_3", "t1", "bot", 1002.0)
+        assert seen is not None and seen.updated_at == 1001.0
+        partial = [repo.ask("tsk_3", 1003.0 + i, phases=("upstream",), updated_at=1001.0,
+                            input_requests={"b": asks["b"]}) for i in range(2)]
+        assert partial == [True, False]  # the second read the row before the first wrote
+        resumes = [repo.ask("tsk_3", 1005.0 + i, phases=("upstream",), updated_at=1003.0,
+                            phase="running", status="working", input_requests=None)
+                   for i in range(2)]
+        assert resumes == [True, False]
+        assert repo.cancel("tsk_3", 1010.0)
+        assert not repo.ask("tsk_3", 1011.0, phases=("running",), phase="upstream")
+    finally:
+        store.close()
+
+
 @pytest.mark.empty_database
 def test_migration_0011_adds_and_drops_the_tasks_table(db_url: str) -> None:
     from alembic import command

@@ -51,6 +51,7 @@ CONFIRM_SCHEMA = {"type": "object", "required": ["confirm"], "properties": {
 MAX_RESPONSES_CHARS = 256 * 1024
 """The agent's ``inputResponses`` relayed upstream, at most (JSON bytes)."""
 Park = Callable[[CallResult], Awaitable[Any]]
+Escalate = Callable[[dict[str, Any]], Awaitable[Any]]
 _REQUEST = TypeAdapter[Any](types.InputRequest)
 _RESULT_TYPE: dict[str, Any] = {"elicitation/create": types.ElicitResult,
                                 "sampling/createMessage": types.CreateMessageResult,
@@ -85,10 +86,12 @@ class Rounds:
         self.states = RequestStates(gw)
 
     async def call(self, ctx: Ctx, who: Principal, name: str, request: CallRequest,
-                   params: types.CallToolRequestParams, *, park: Park | None = None
+                   params: types.CallToolRequestParams, *, park: Park | None = None,
+                   escalate: Escalate | None = None
                    ) -> types.CallToolResult | types.InputRequiredResult:
         """``park``: what a first round that stopped for a human becomes instead (a task,
-        ``toolkeeper.mcp.tasks``), if anything."""
+        ``toolkeeper.mcp.tasks``), if anything; ``escalate``: what a retry answering an
+        upstream's questions becomes instead (a task, ``toolkeeper.mcp.task_asks``)."""
         modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
         call = call_digest(request.tool, request.action or "", request.arguments)
         opened, resume = await self._resume(ctx, who, call, params, modern)
@@ -96,6 +99,9 @@ class Rounds:
             answer = (params.input_responses or {}).get("confirm")
             done = await self._after_confirm(ctx, who, request, opened.carried, answer)
             return await self._reply(ctx, who, name, request, call, *done)
+        if resume is not None and escalate is not None \
+                and (task := await escalate(resume)) is not None:
+            return cast(types.CallToolResult, task)
         result, asked = await self.run(ctx, who, request, resume, modern=modern)
         if park is not None and (task := await park(result)) is not None:
             return cast(types.CallToolResult, task)
@@ -125,14 +131,14 @@ class Rounds:
         if not modern:
             return None, None
         if params.request_state is None:  # answers to a stateless upstream question
-            responses = params.input_responses
-            return None, None if responses is None else {"inputResponses": _responses(responses)}
+            given = params.input_responses
+            return None, None if given is None else {"inputResponses": responses(given)}
         try:
             opened = await self.states.take(params.request_state, who, call)
         except StateRefused as exc:
             log.info("requestState refused (%s): %s", exc.detail, exc)
             raise exc.wire() from None
-        return opened, {"inputResponses": _responses(params.input_responses),
+        return opened, {"inputResponses": responses(params.input_responses),
                         **({"requestState": opened.carried} if opened.carried else {})}
 
     @contextmanager
@@ -286,7 +292,7 @@ class Rounds:
         return answers
 
 
-def _responses(given: Any) -> dict[str, Any]:
+def responses(given: Any) -> dict[str, Any]:
     """The agent's ``inputResponses`` as wire dicts, bounded."""
     out = {k: v.model_dump(mode="json", by_alias=True, exclude_none=True)
            if hasattr(v, "model_dump") else v for k, v in (given or {}).items()}
@@ -297,4 +303,4 @@ def _responses(given: Any) -> dict[str, Any]:
     return out
 
 
-__all__ = ["CONFIRM_SCHEMA", "Rounds", "capabilities"]
+__all__ = ["CONFIRM_SCHEMA", "Rounds", "capabilities", "responses"]

@@ -26,7 +26,7 @@ from toolkeeper.mcp.input_required import CONFIRM_SCHEMA, Rounds
 from toolkeeper.mcp.notify import ChangeNotifier
 from toolkeeper.mcp.protocol import LogLevels, caller, continued, downstream_for
 from toolkeeper.mcp.relay import Relay
-from toolkeeper.mcp.task_wire import advertise
+from toolkeeper.mcp.task_wire import advertise, declared
 from toolkeeper.mcp.tasks import Tasks
 from toolkeeper.mcp.views import Listings, key_of, read, resources, templates
 from toolkeeper.model.call import CallRequest, CallResult, Principal
@@ -188,18 +188,23 @@ class McpFace:
         who = await self.principal(ctx)
         self.notifier.track(ctx, key_of(who), None)
         entry, request = self.request_for(who, params.name, params.arguments, ctx.meta)
-        if (task := await self.tasks.begin(ctx, who, entry, request)) is not None:
+        retry = params.request_state is not None or params.input_responses is not None
+        retry_task = retry and declared(ctx)  # a task made by escalate, with the answers
+        if not retry_task and (task := await self.tasks.begin(ctx, who, entry, request)):
             return cast(types.CallToolResult, task)  # CreateTaskResult: run in the background
 
         async def park(result: CallResult) -> Any:  # CreateTaskResult: waits for a human
             return await self.tasks.park(ctx, who, entry, request, result)
+
+        async def escalate(resume: dict[str, Any]) -> Any:  # CreateTaskResult: the answers
+            return await self.tasks.asks.escalate(ctx, who, entry, request, resume)
         # confirmations and an upstream's questions (toolkeeper.mcp.input_required); the
         # agent's progress, log level, capabilities, trace context (toolkeeper.mcp.protocol)
         token = DOWNSTREAM.set(ds := downstream_for(ctx, self.levels))
         try:
             with continued(ds):
                 return await self.rounds.call(ctx, who, entry.name, request, params,
-                                              park=park)
+                                              park=park, escalate=escalate)
         finally:
             DOWNSTREAM.reset(token)
 

@@ -22,6 +22,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import anyio
@@ -34,6 +35,8 @@ from toolkeeper.canonical import digest
 from toolkeeper.errors import OperationRefused
 from toolkeeper.mcp import results
 from toolkeeper.mcp.state import state_key
+from toolkeeper.mcp.task_asks import KEY as ASKED
+from toolkeeper.mcp.task_asks import TaskAsks
 from toolkeeper.mcp.task_wire import (
     ArgumentSeal,
     TaskParams,
@@ -52,9 +55,11 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.services.events import system_event
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.mcp_tasks import TERMINAL, TaskRow
+from toolkeeper.upstream.downstream import DOWNSTREAM
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
+    from toolkeeper.mcp.input_required import Rounds
 
 log = logging.getLogger("toolkeeper.mcp")
 Ctx = ServerRequestContext[Any, Any]
@@ -78,6 +83,7 @@ class Face(Protocol):
     """What tasks need of :class:`toolkeeper.mcp.server.McpFace`."""
 
     gw: Gateway
+    rounds: Rounds
 
     async def principal(self, ctx: Ctx) -> Principal: ...
 
@@ -107,6 +113,7 @@ class Tasks:
         self._runs: set[asyncio.Task[None]] = set()
         self._next_purge = 0.0
         self._sealer: ArgumentSeal | None = None
+        self.asks = TaskAsks(self)  # an upstream's questions inside a task (task_asks.py)
 
     def register(self, server: Any, guard: Callable[[Any], Any]) -> None:
         server.add_request_handler("tasks/get", TaskParams, guard(self._get))
@@ -214,6 +221,7 @@ class Tasks:
         """The stored call, again, with the approval it waited for: with the arguments the
         approver edited when they did (and the approval kept them unmasked)."""
         kept = dict(row.request)
+        kept.pop(ASKED, None)
         arguments = self._seal().open(kept.pop("sealed_arguments"), row.id, row.tenant_id,
                                       row.agent)
         rec = None if row.approval_id is None else \
@@ -230,16 +238,22 @@ class Tasks:
 
     # -- running the call -----------------------------------------------------------------
 
-    def _spawn(self, who: Principal, row: TaskRow, request: CallRequest) -> None:
+    def _spawn(self, who: Principal, row: TaskRow, request: CallRequest,
+               resume: dict[str, Any] | None = None) -> None:
         run = asyncio.get_running_loop().create_task(self._run(who, row.id, row.tool,
-                                                               request))
+                                                               request, resume))
         self._runs.add(run)
         run.add_done_callback(self._runs.discard)
 
-    async def _run(self, who: Principal, task_id: str, name: str,
-                   request: CallRequest) -> None:
-        try:
-            result = await self.gw.call_served(request, who)
+    async def _run(self, who: Principal, task_id: str, name: str, request: CallRequest,
+                   resume: dict[str, Any] | None = None) -> None:
+        if (base := DOWNSTREAM.get()) is not None:  # the request that started it is over:
+            DOWNSTREAM.set(replace(base, progress=None, log=None))  # nothing relayed to it
+        try:  # an upstream's questions park the task (toolkeeper.mcp.task_asks)
+            result, asked = await self.face.rounds.run(None, who, request, resume, modern=True)
+            if asked is not None:
+                await self.asks.park(who, task_id, request, asked)
+                return
         except Exception:
             log.exception("MCP task %s: the call failed", task_id)
             oops = "internal error (logged by the gateway)"
@@ -318,12 +332,15 @@ class Tasks:
         lease = self._lease(who, str(row.request["tool"]))
         if not await self._db(self.repo.claim, row.id, phases, time.time(), lease):
             return False
-        self._spawn(who, row, await self._rerun(row))
+        self._spawn(who, row, await self._rerun(row), self.asks.resume_stored(row))
         return True
 
     async def _update(self, ctx: Ctx, params: UpdateParams) -> dict[str, Any]:
         """Answers to the task's input requests (unknown or answered keys are ignored)."""
         who, row = await self._find(ctx, params)
+        if row.phase == ASKED:
+            await self.asks.update(who, row, params.input_responses)
+            return {}
         asks = row.input_requests or {}
         for key, raw in params.input_responses.items():
             if key not in asks or row.phase != "confirm" or row.approval_id is None:

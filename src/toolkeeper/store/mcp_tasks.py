@@ -30,7 +30,8 @@ class TaskRow:
     tool: str
     status: str
     phase: str
-    """``running`` (the call runs), ``approval`` / ``confirm`` (waits for a human), ``done``."""
+    """``running`` (the call runs), ``approval`` / ``confirm`` (waits for a human),
+    ``upstream`` (waits for answers to an upstream tool's questions), ``done``."""
     status_message: str | None
     approval_id: str | None
     request: dict[str, Any]
@@ -88,6 +89,17 @@ class McpTaskRepo:
         return self._set(tasks.c.phase == "running", task_id, now, phase="done",
                          status=status, status_message=message, result=result, error=error,
                          lease_until=None, input_requests=None)
+
+    def ask(self, task_id: str, now: float, *, phases: tuple[str, ...],
+            updated_at: float | None = None, **values: Any) -> bool:
+        """An upstream's questions (``toolkeeper.mcp.task_asks``): park the running call,
+        keep answers, resume it. Compare-and-set on the phase and, when given, on the row's
+        last update (two answers at once: one wins; the other's keys stay open in tasks/get)."""
+        c = tasks.c
+        cond: Any = c.phase.in_(phases)
+        if updated_at is not None:
+            cond = and_(cond, c.updated_at == updated_at)
+        return self._set(cond, task_id, now, **values)
 
     def cancel(self, task_id: str, now: float) -> bool:
         """Cancelled unless already terminal; ``True`` when this call cancelled it."""

@@ -50,15 +50,18 @@ def definition(cfg: ServerConfig, tool: Any) -> ToolDefinition:
     output = dict(tool.output_schema) if tool.output_schema else None
     scopes = tuple(override.scopes_required or ()) if override else ()
     confirm = bool(override and override.requires_confirmation)
+    tasks = (override.task_support if override else None) or "forbidden"
     config = digest({"side_effect": side, "risk": risk, "requires_confirmation": confirm,
-                     "scopes_required": list(scopes), "timeout_s": cfg.timeout_s})
+                     "scopes_required": list(scopes), "timeout_s": cfg.timeout_s,
+                     **({"task_support": tasks} if tasks != "forbidden" else {})})
     return ToolDefinition(
         name=cfg.local(tool.name), description=(tool.description or "")[:4000],
         tenant_id=cfg.tenant, implementation_type="mcp",
         implementation={"server": cfg.name, "tool": tool.name,
                         "upstream_hash": upstream_hash(tool), "config_hash": config,
                         **_param_headers(schema)},
-        execution=ExecutionMeta(timeout_s=cfg.timeout_s),  # retried only if retry-safe
+        # retried only if retry-safe
+        execution=ExecutionMeta(timeout_s=cfg.timeout_s, task_support=tasks),
         actions={"run": ActionSpec()}, input_schema=schema, output_schema=output,
         side_effect=SideEffect(side), risk_default=Risk(risk),
         requires_confirmation=confirm, scopes_required=scopes,

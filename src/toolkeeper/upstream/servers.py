@@ -22,6 +22,9 @@ class ToolOverride(BaseModel):
     risk: Risk | None = None
     requires_confirmation: bool | None = None
     scopes_required: tuple[str, ...] | None = None
+    task_support: Literal["forbidden", "optional", "required"] | None = None
+    """Over MCP with the tasks extension: run this tool's calls as toolkeeper's tasks
+    (the upstream sees a plain call; its questions park the task ``input_required``)."""
 
 
 class UpstreamOAuth(BaseModel):
