@@ -6,17 +6,15 @@ bounded. Upstreams: ``relay_fixture.py`` (stdio) and a raw HTTP server."""
 
 from __future__ import annotations
 
-import json
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support.loopback import CannedMcp, serving
 from toolkeeper import Gateway
 from toolkeeper.mcp.relay import Relay
 from toolkeeper.model.call import Principal
@@ -103,52 +101,21 @@ def test_what_quarantines_a_servers_resources() -> None:
     assert resources_drifted(pinned, described) and resources_drifted(pinned, templated)
 
 
-class _Upstream(BaseHTTPRequestHandler):
+class _Upstream(CannedMcp):
     """A 2025-11-25 upstream over HTTP whose prompts/list is set by the test."""
 
     prompts: Any = None
 
-    def do_POST(self) -> None:
-        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        answers = {
-            "initialize": {"protocolVersion": "2025-11-25",
-                           "capabilities": {"prompts": {}},
-                           "serverInfo": {"name": "raw", "version": "1"}},
-            "prompts/list": {"prompts": type(self).prompts}}
-        if "id" not in message:
-            self.send_response(202)
-            self.end_headers()
-            return
-        found = answers.get(message["method"])
-        reply = {"jsonrpc": "2.0", "id": message["id"], **(
-            {"result": found} if found is not None else
-            {"error": {"code": -32601, "message": "Method not found"}})}
-        body = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_DELETE(self) -> None:
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
+    def answers(self) -> dict[str, Any]:
+        return {"initialize": {"protocolVersion": "2025-11-25", "capabilities": {"prompts": {}},
+                               "serverInfo": {"name": "raw", "version": "1"}},
+                "prompts/list": {"prompts": type(self).prompts}}
 
 
 def _raw(tmp: Path, prompts: Any) -> Iterator[Gateway]:
     handler = type("Handler", (_Upstream,), {"prompts": prompts})
-    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
-    try:
-        server = {"name": "raw", "url": f"http://127.0.0.1:{http.server_port}/mcp"}
-        with _open(tmp, server, []) as gw:
-            yield gw
-    finally:
-        http.shutdown()
-        http.server_close()
+    with serving(handler) as base, _open(tmp, {"name": "raw", "url": f"{base}/mcp"}, []) as gw:
+        yield gw
 
 
 def test_a_malformed_prompt_listing_imports_nothing(tmp_path: Path) -> None:

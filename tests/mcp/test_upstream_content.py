@@ -9,15 +9,12 @@ redacted of secrets and capped. Upstreams: the real ``@modelcontextprotocol/serv
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
-import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from mcp import Client, StdioServerParameters
 from peers import entry, node
+from tests.support.loopback import CannedMcp, serving
 from toolkeeper import Gateway
 from toolkeeper.bench.procs import free_port, listening
 from toolkeeper.secrets import MASK
@@ -249,46 +247,22 @@ def test_a_blob_that_holds_a_secret_is_withheld_whole(served: Served) -> None:
     assert res["details"] == {"withheld_blocks": 1} and res["status"] == "succeeded"
 
 
-class _Garbled(BaseHTTPRequestHandler):
+class _Garbled(CannedMcp):
     """An upstream whose ``tools/call`` answers something that is no ``CallToolResult`` (an
     image block without data); everything else as a 2025-11-25 server would."""
 
-    def do_POST(self) -> None:
-        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        answers = {
+    def answers(self) -> dict[str, Any]:
+        return {
             "initialize": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                            "serverInfo": {"name": "garbled", "version": "1"}},
             "tools/list": {"tools": [{"name": "look", "inputSchema": {"type": "object"}}]},
             "tools/call": {"content": [{"type": "image", "mimeType": "image/png"}]}}
-        if "id" not in message:
-            self.send_response(202)
-            self.end_headers()
-            return
-        found = answers.get(message["method"])
-        reply = {"jsonrpc": "2.0", "id": message["id"], **(
-            {"result": found} if found is not None else
-            {"error": {"code": -32601, "message": "Method not found"}})}
-        body = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_DELETE(self) -> None:
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
 
 def test_an_answer_that_is_no_tool_result_is_invalid_output(tmp_path: Path) -> None:
-    http = ThreadingHTTPServer(("127.0.0.1", 0), _Garbled)
-    threading.Thread(target=http.serve_forever, daemon=True).start()
-    try:
+    with serving(_Garbled) as base:
         doc = {"version": 1, "servers": [{"name": "raw", "side_effect": "pure", "risk": "low",
-                                          "url": f"http://127.0.0.1:{http.server_port}/mcp"}],
+                                          "url": f"{base}/mcp"}],
                "profiles": [{"name": "p", "autonomy": 3, "activations": [{"tool": "raw_look"}]}],
                "agents": [{"name": "a", "profile": "p"}]}
         cfg = tmp_path / "toolkeeper.yaml"
@@ -298,6 +272,3 @@ def test_an_answer_that_is_no_tool_result_is_invalid_output(tmp_path: Path) -> N
         assert (res.status.value, res.reason) == ("failed", "invalid_output"), res
         assert res.output is None and res.mcp is None
         assert "raw: the answer is not a tool result" in (res.message or "")
-    finally:
-        http.shutdown()
-        http.server_close()

@@ -71,3 +71,28 @@ class JsonHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+class CannedMcp(JsonHandler):
+    """A 2025-11-25 MCP server over plain HTTP (JSON answers, no sessions) that answers each
+    method from :meth:`answers`, and -32601 for others; for upstreams no SDK server can be
+    made to be (malformed listings, garbled results)."""
+
+    def answers(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def do_POST(self) -> None:
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "id" not in message:  # a notification
+            self.send_response(202)
+            self.end_headers()
+            return
+        found = self.answers().get(message["method"])
+        self.reply({"jsonrpc": "2.0", "id": message["id"], **(
+            {"result": found} if found is not None else
+            {"error": {"code": -32601, "message": "Method not found"}})})
+
+    def do_DELETE(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+
