@@ -105,28 +105,7 @@ def build() -> Server[Any]:
     return Server("asking", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-def _http(port: int) -> None:
-    import contextlib
-
-    import uvicorn
-    from mcp.server.streamable_http_manager import (
-        StreamableHTTPASGIApp,
-        StreamableHTTPSessionManager,
-    )
-    from starlette.applications import Starlette
-    from starlette.routing import Route
-
-    manager = StreamableHTTPSessionManager(app=build())
-
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> Any:
-        async with manager.run():
-            yield
-
-    app = Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))],
-                    lifespan=lifespan)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
-
-
 if __name__ == "__main__":
-    _http(int(sys.argv[1]))
+    from upstream_fixture import serve_http
+
+    serve_http(build(), int(sys.argv[1]))

@@ -85,6 +85,12 @@ async def _stdio() -> None:
 
 
 def _http(port: int) -> None:
+    serve_http(build(), port)
+
+
+def serve_http(server: Any, port: int) -> None:
+    """``server`` (the SDK's low-level server) over streamable HTTP at
+    ``http://127.0.0.1:<port>/mcp`` until killed."""
     import contextlib
 
     import uvicorn
@@ -95,7 +101,7 @@ def _http(port: int) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    manager = StreamableHTTPSessionManager(app=build())
+    manager = StreamableHTTPSessionManager(app=server)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Any) -> Any:
