@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select, update
 
+from tests.support.migrations import table_names
 from toolkeeper.providers.agent_chains import MARGIN_S, InFlight
 from toolkeeper.store import Store
 from toolkeeper.store.schema import agent_calls_in_flight as calls
@@ -78,21 +79,13 @@ def test_a_live_call_keeps_counting_beside_an_expired_one(
 @pytest.mark.empty_database
 def test_migration_0009_adds_the_table_and_downgrades_cleanly(db_url: str) -> None:
     from alembic import command
-    from sqlalchemy import create_engine, inspect
 
     from toolkeeper.store.migrate import alembic_config, current, upgrade
 
-    def tables() -> set[str]:
-        engine = create_engine(db_url)
-        try:
-            return set(inspect(engine).get_table_names())
-        finally:
-            engine.dispose()
-
     upgrade(db_url, "0009")
-    assert "agent_calls_in_flight" in tables()
+    assert "agent_calls_in_flight" in table_names(db_url)
     command.downgrade(alembic_config(db_url), "0008")
-    assert current(db_url) == "0008" and "agent_calls_in_flight" not in tables()
+    assert current(db_url) == "0008" and "agent_calls_in_flight" not in table_names(db_url)
     upgrade(db_url)
     store = Store.open(db_url)
     try:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.migrations import table_names
 from toolkeeper.store import Store
 from toolkeeper.store.mcp_tasks import TaskRow
 
@@ -84,18 +85,10 @@ def test_an_upstreams_questions_are_answered_once(db_url: str) -> None:
 @pytest.mark.empty_database
 def test_migration_0011_adds_and_drops_the_tasks_table(db_url: str) -> None:
     from alembic import command
-    from sqlalchemy import create_engine, inspect
 
     from toolkeeper.store.migrate import alembic_config, upgrade
 
-    def tables() -> set[str]:
-        engine = create_engine(db_url)
-        try:
-            return set(inspect(engine).get_table_names())
-        finally:
-            engine.dispose()
-
     upgrade(db_url, "0011")
-    assert "mcp_tasks" in tables()
+    assert "mcp_tasks" in table_names(db_url)
     command.downgrade(alembic_config(db_url), "0010")
-    assert "mcp_tasks" not in tables()
+    assert "mcp_tasks" not in table_names(db_url)
