@@ -21,7 +21,6 @@ arguments, expired, replayed — is refused with ``-32602`` and ``data.reason`` 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import os
@@ -35,7 +34,7 @@ import orjson
 from mcp.shared.exceptions import MCPError
 
 from toolkeeper.canonical import digest
-from toolkeeper.mcp.state import state_key
+from toolkeeper.mcp.state import b64url, state_key, unb64url
 from toolkeeper.model.reasons import Reason
 
 if TYPE_CHECKING:
@@ -87,13 +86,10 @@ def principal_digest(who: Principal) -> str:
     return digest([who.tenant_id, who.agent, who.token_id, who.issuer, who.subject])
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
-
-
 def _unb64(text: str) -> bytes:
-    raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    if _b64(raw) != text:
+    """:func:`unb64url`, refusing any text but the one encoding of its bytes."""
+    raw = unb64url(text)
+    if b64url(raw) != text:
         raise ValueError("non-canonical base64url")
     return raw
 
@@ -128,7 +124,7 @@ class RequestStates:
                   "e": round(min(limit, expires_at if expires_at is not None else limit), 3),
                   "n": os.urandom(16).hex(), "x": carried}
         payload = orjson.dumps(claims)
-        return PREFIX + _b64(payload) + "." + _b64(self._mac(payload))
+        return PREFIX + b64url(payload) + "." + b64url(self._mac(payload))
 
     def open(self, state: Any, who: Principal, call: str, *,
              now: float | None = None) -> Opened:

@@ -21,7 +21,6 @@ listing.
 
 from __future__ import annotations
 
-import base64
 import contextvars
 import hashlib
 import hmac
@@ -41,6 +40,8 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from starlette.types import Receive, Scope, Send
 
+from toolkeeper.mcp.state import b64url, unb64url
+
 if TYPE_CHECKING:
     from mcp.shared.transport_context import TransportContext
 
@@ -57,14 +58,6 @@ _MAX_ID = 8192
 """Longer ids are refused unread (capabilities are small; a header is not a store)."""
 
 
-def _b64(raw: bytes) -> str:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
 class SessionSeal:
     """Mints and verifies sealed session ids."""
 
@@ -77,14 +70,14 @@ class SessionSeal:
         if not isinstance(user, AuthenticatedUser):
             return ""
         ident = orjson.dumps(authorization_context(user), option=orjson.OPT_SORT_KEYS)
-        return _b64(hashlib.sha256(ident).digest()[:16])
+        return b64url(hashlib.sha256(ident).digest()[:16])
 
     def _mac(self, payload: str) -> str:
-        return _b64(hmac.new(self._key, payload.encode("ascii"), hashlib.sha256).digest())
+        return b64url(hmac.new(self._key, payload.encode("ascii"), hashlib.sha256).digest())
 
     def mint(self, owner: str, body: bytes | None) -> str:
         """An id for a session opened by ``owner`` with the ``initialize`` in ``body``."""
-        claims: dict[str, Any] = {"o": owner, "n": _b64(os.urandom(12))}
+        claims: dict[str, Any] = {"o": owner, "n": b64url(os.urandom(12))}
         try:
             message = orjson.loads(body) if body else None
         except orjson.JSONDecodeError:
@@ -98,7 +91,7 @@ class SessionSeal:
                 else LATEST_HANDSHAKE_VERSION
             claims["c"] = params.get("capabilities")
             claims["i"] = params.get("clientInfo")
-        payload = _b64(orjson.dumps(claims))
+        payload = b64url(orjson.dumps(claims))
         return f"{_PREFIX}{payload}.{self._mac(payload)}"
 
     def open(self, session_id: str, owner: str) -> dict[str, Any] | None:
@@ -110,7 +103,7 @@ class SessionSeal:
                                    self._mac(payload).encode("ascii")):
             return None
         try:
-            claims = orjson.loads(_unb64(payload))
+            claims = orjson.loads(unb64url(payload))
         except ValueError:
             return None
         if not isinstance(claims, dict) or claims.get("o") != owner \
