@@ -12,6 +12,10 @@
         result = gw.call_sync("add", arguments={"a": 1, "b": 2}, agent="helper")
 """
 
+import importlib as _importlib
+from typing import TYPE_CHECKING
+from typing import Any as _Any
+
 # first, before anything imports httpx: its command-line client stays unimported
 from toolkeeper import _httpx_cli  # noqa: F401
 from toolkeeper.errors import (
@@ -28,7 +32,6 @@ from toolkeeper.errors import (
     UpstreamError,
     UserError,
 )
-from toolkeeper.gateway import Gateway
 from toolkeeper.model import (
     ActionSpec,
     Activation,
@@ -60,11 +63,44 @@ from toolkeeper.model import (
     ToolDefinition,
     ToolStatus,
 )
-from toolkeeper.pipeline.runtime import Settings
-from toolkeeper.providers.base import ToolContext, ToolPolicy
-from toolkeeper.providers.native import BaseTool, tool
-from toolkeeper.store import Store
 from toolkeeper.version import __version__
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway import Gateway
+    from toolkeeper.pipeline.runtime import Settings
+    from toolkeeper.providers.base import ToolContext, ToolPolicy
+    from toolkeeper.providers.native import BaseTool, tool
+    from toolkeeper.store import Store
+
+# The server side loads when first named: ``toolkeeper.client``, the Toolbox's remote backend
+# and the framework adapters import this package without it, and the slim distribution
+# (toolkeeper-client) does not ship it at all.
+_SERVER = {
+    "Gateway": "toolkeeper.gateway",
+    "Settings": "toolkeeper.pipeline.runtime",
+    "ToolContext": "toolkeeper.providers.base",
+    "ToolPolicy": "toolkeeper.providers.base",
+    "BaseTool": "toolkeeper.providers.native",
+    "tool": "toolkeeper.providers.native",
+    "Store": "toolkeeper.store",
+}
+
+
+def __getattr__(name: str) -> _Any:
+    module = _SERVER.get(name)
+    if module is None:
+        raise AttributeError(f"module 'toolkeeper' has no attribute {name!r}")
+    try:
+        value = getattr(_importlib.import_module(module), name)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("toolkeeper"):
+            raise ImportError(
+                f"toolkeeper.{name} is part of the server; this is the client distribution "
+                "(toolkeeper-client). Install the server with: pip install toolkeeper"
+            ) from exc
+        raise
+    globals()[name] = value
+    return value
 
 __all__ = [
     "ActionSpec",
