@@ -8,11 +8,28 @@ and :func:`build_tools`, which turns them into an agent framework's tools.
         result = await turn.execute("git", {"cmd": "status"}, action="status")
 """
 
+from typing import TYPE_CHECKING
+from typing import Any as _Any
+
 from toolkeeper.toolbox.backend import Approver, Backend, Decision
 from toolkeeper.toolbox.build import FRAMEWORKS, Framework, build_tools
-from toolkeeper.toolbox.inprocess import InProcessBackend
 from toolkeeper.toolbox.toolbox import BatchItem, Toolbox, Turn, new_turn_group_id
 from toolkeeper.toolbox.types import Approval, ToolInfo, ToolMetadata, UnavailableInfo
+
+if TYPE_CHECKING:
+    from toolkeeper.toolbox.inprocess import InProcessBackend
+
+
+def __getattr__(name: str) -> _Any:
+    """``InProcessBackend`` loads the gateway, so it loads when first named (the remote
+    backend and the adapters use this package without a server)."""
+    if name != "InProcessBackend":
+        raise AttributeError(f"module 'toolkeeper.toolbox' has no attribute {name!r}")
+    from toolkeeper.toolbox.inprocess import InProcessBackend
+
+    globals()[name] = InProcessBackend
+    return InProcessBackend
+
 
 __all__ = [
     "FRAMEWORKS",

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkeeper.errors import UserError
-from toolkeeper.gateway import Gateway
-from toolkeeper.toolbox.inprocess import InProcessBackend
 from toolkeeper.toolbox.toolbox import Toolbox
+
+if TYPE_CHECKING:
+    from toolkeeper.gateway import Gateway
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +72,11 @@ def _toolbox(target: Any, agent: str | None, tenant_id: str) -> Toolbox:
         return target
     if agent is None:
         raise UserError("build_tools needs agent= (the agent whose tools to build)")
-    if isinstance(target, Gateway):
+    # a Gateway exists only once its module is loaded; the client distribution has none
+    gateway = sys.modules.get("toolkeeper.gateway")
+    if gateway is not None and isinstance(target, gateway.Gateway):
+        from toolkeeper.toolbox.inprocess import InProcessBackend
+
         return Toolbox(InProcessBackend(target), agent=agent, tenant_id=tenant_id)
     backend = getattr(target, "toolbox_backend", None)
     if callable(backend):  # a toolkeeper.client client
