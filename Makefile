@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run clean screenshots
+.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run clean screenshots strands
 
 venv: $(STAMP)
 
@@ -39,7 +39,7 @@ $(PEERS_STAMP): $(STAMP) $(PEERS)/package.json $(PEERS)/package-lock.json
 # TEST_WORKERS=0 runs it in this process (e.g. for -s or pdb).
 SLOW := $(if $(filter true 1,$(CI)),-m "not chaos and not soak",-m "not slow and not chaos and not soak")
 TEST_WORKERS ?= 2
-test: venv peers
+test: venv peers strands
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(SLOW) $(PYTEST_ARGS)
 
 test-all: venv peers
@@ -92,6 +92,22 @@ $(BENCH_PEERS_STAMP): Makefile
 	test -x $(BENCH_PEERS)/bin/python || $(PYTHON) -m venv $(BENCH_PEERS)
 	$(BENCH_PEERS)/bin/python -m pip install --quiet "$(FASTMCP)"
 	touch $(BENCH_PEERS_STAMP)
+
+# Strands in its own venv: every strands-agents release requires mcp<2.2, the server pins
+# mcp 2.3. The adapter's tests (tests/adapters/test_strands.py) run their scripts there with
+# the checkout's src on the path, over `serve` and in-process: the server's dependencies go
+# in too, less mcp (the server loads mcp only for its MCP face).
+STRANDS := .venv-strands
+STRANDS_STAMP := $(STRANDS)/.installed
+STRANDS_AGENTS := strands-agents==1.62.0
+
+strands: $(STRANDS_STAMP)
+
+$(STRANDS_STAMP): Makefile pyproject.toml
+	test -x $(STRANDS)/bin/python || $(PYTHON) -m venv $(STRANDS)
+	$(STRANDS)/bin/python -c 'import tomllib; print("\n".join(d for d in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if not d.startswith("mcp")))' > $(STRANDS)/server-requirements.txt
+	$(STRANDS)/bin/python -m pip install --quiet "$(STRANDS_AGENTS)" -r $(STRANDS)/server-requirements.txt
+	touch $(STRANDS_STAMP)
 
 # The PostgreSQL figures come from a throwaway cluster the wrapper starts (PostgreSQL's own
 # durability defaults) unless TOOLKEEPER_BENCH_PG_URL names a server already.
