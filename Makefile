@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run clean screenshots
+.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run clean screenshots client-dist
 
 venv: $(STAMP)
 
@@ -92,6 +92,27 @@ $(BENCH_PEERS_STAMP): Makefile
 	test -x $(BENCH_PEERS)/bin/python || $(PYTHON) -m venv $(BENCH_PEERS)
 	$(BENCH_PEERS)/bin/python -m pip install --quiet "$(FASTMCP)"
 	touch $(BENCH_PEERS_STAMP)
+
+# toolkeeper-client (clients/python; docs/guides/client.md): the slim distribution's wheel in
+# dist/, built from the same src/toolkeeper through the symlink tree clients/python/src, with
+# the venv's setuptools (`make venv` first). Another venv depends on the file $(CLIENT_WHEEL)
+# and installs it, e.g. `pip install "$(abspath $(CLIENT_WHEEL))[langchain]"`. Built from a
+# dereferenced copy so no build/ or egg-info is left beside the sources (a stale build/lib
+# would ship a module that left the list).
+CLIENT_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' src/toolkeeper/version.py)
+CLIENT_WHEEL := dist/toolkeeper_client-$(CLIENT_VERSION)-py3-none-any.whl
+CLIENT_SOURCES := clients/python/pyproject.toml clients/python/README.md \
+	$(shell find -L clients/python/src \( -name '*.py' -o -name py.typed \) -not -path '*__pycache__*')
+CLIENT_BUILD := build/toolkeeper-client
+
+client-dist: $(CLIENT_WHEEL)
+
+$(CLIENT_WHEEL): $(CLIENT_SOURCES)
+	rm -rf $(CLIENT_BUILD) && mkdir -p $(CLIENT_BUILD) dist
+	cp -RL clients/python/. $(CLIENT_BUILD)
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation -w dist $(CLIENT_BUILD)
+	rm -rf $(CLIENT_BUILD)
+	touch $@
 
 # The PostgreSQL figures come from a throwaway cluster the wrapper starts (PostgreSQL's own
 # durability defaults) unless TOOLKEEPER_BENCH_PG_URL names a server already.
