@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run clean screenshots strands
+.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run clean screenshots client-dist strands
 
 venv: $(STAMP)
 
@@ -93,20 +93,43 @@ $(BENCH_PEERS_STAMP): Makefile
 	$(BENCH_PEERS)/bin/python -m pip install --quiet "$(FASTMCP)"
 	touch $(BENCH_PEERS_STAMP)
 
+# toolkeeper-client (clients/python; docs/guides/client.md): the slim distribution's wheel in
+# dist/, built from the same src/toolkeeper through the symlink tree clients/python/src, with
+# the venv's setuptools (`make venv` first). Another venv depends on the file $(CLIENT_WHEEL)
+# and installs it, e.g. `pip install "$(abspath $(CLIENT_WHEEL))[langchain]"`. Built from a
+# dereferenced copy so no build/ or egg-info is left beside the sources (a stale build/lib
+# would ship a module that left the list).
+CLIENT_VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' src/toolkeeper/version.py)
+CLIENT_WHEEL := dist/toolkeeper_client-$(CLIENT_VERSION)-py3-none-any.whl
+CLIENT_SOURCES := clients/python/pyproject.toml clients/python/README.md \
+	$(shell find -L clients/python/src \( -name '*.py' -o -name py.typed \) -not -path '*__pycache__*')
+CLIENT_BUILD := build/toolkeeper-client
+
+client-dist: $(CLIENT_WHEEL)
+
+$(CLIENT_WHEEL): $(CLIENT_SOURCES)
+	rm -rf $(CLIENT_BUILD) && mkdir -p $(CLIENT_BUILD) dist
+	cp -RL clients/python/. $(CLIENT_BUILD)
+	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation -w dist $(CLIENT_BUILD)
+	rm -rf $(CLIENT_BUILD)
+	touch $@
+
 # Strands in its own venv: every strands-agents release requires mcp<2.2, the server pins
-# mcp 2.3. The adapter's tests (tests/adapters/test_strands.py) run their scripts there with
-# the checkout's src on the path, over `serve` and in-process: the server's dependencies go
-# in too, less mcp (the server loads mcp only for its MCP face).
+# mcp 2.3. There go the toolkeeper-client wheel with its `strands` extra (the adapter's tests
+# run their scripts over `serve` with it) and the server's dependencies less mcp: their
+# in-process half puts the checkout's src first on the path (the server loads mcp only for
+# its MCP face). tests/adapters/test_strands.py.
 STRANDS := .venv-strands
 STRANDS_STAMP := $(STRANDS)/.installed
-STRANDS_AGENTS := strands-agents==1.62.0
 
 strands: $(STRANDS_STAMP)
 
-$(STRANDS_STAMP): Makefile pyproject.toml
+$(STRANDS_STAMP): Makefile pyproject.toml $(CLIENT_WHEEL)
 	test -x $(STRANDS)/bin/python || $(PYTHON) -m venv $(STRANDS)
 	$(STRANDS)/bin/python -c 'import tomllib; print("\n".join(d for d in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if not d.startswith("mcp")))' > $(STRANDS)/server-requirements.txt
-	$(STRANDS)/bin/python -m pip install --quiet "$(STRANDS_AGENTS)" -r $(STRANDS)/server-requirements.txt
+	$(STRANDS)/bin/python -m pip install --quiet "$(abspath $(CLIENT_WHEEL))[strands]" \
+		-r $(STRANDS)/server-requirements.txt
+	$(STRANDS)/bin/python -m pip install --quiet --no-deps --force-reinstall "$(abspath $(CLIENT_WHEEL))"
 	touch $(STRANDS_STAMP)
 
 # The PostgreSQL figures come from a throwaway cluster the wrapper starts (PostgreSQL's own

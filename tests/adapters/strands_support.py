@@ -1,9 +1,11 @@
 """Running Strands code under ``.venv-strands`` (``make strands``) from the main suite:
 strands-agents requires mcp<2.2 and the server pins mcp 2.3, so the two never share a venv.
 
-The worktree's ``src`` goes on the child's path (the slim client and, in-process, the server
-with its dependencies less mcp, which the make target installs there). Without the venv a
-test skips loudly, except under ``CI=true``, where ``make test`` has made it: it fails.
+The venv holds strands-agents, the ``toolkeeper-client`` wheel and the server's dependencies
+less mcp. Over ``serve`` a script runs with the wheel (the repository root on its path, for
+``tests``, never ``src``); in-process the checkout's ``src`` goes first on the path (the
+whole package, shadowing the wheel's part of it). Without the venv a test skips loudly,
+except under ``CI=true``, where ``make test`` has made it: there it fails.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ def strands_python() -> Path:
     return STRANDS_PYTHON
 
 
-def run_strands(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
-    """``.venv-strands/bin/python *args`` with the repository and its ``src`` on the path."""
-    path = os.pathsep.join((str(REPO), str(REPO / "src")))
+def run_strands(*args: str, server: bool, timeout: float = 300,
+                **env: str) -> subprocess.CompletedProcess[str]:
+    """``.venv-strands/bin/python *args``: with the checkout's ``src`` first on the path when
+    ``server`` (in-process), else with the installed client wheel."""
+    path = os.pathsep.join((str(REPO), str(REPO / "src")) if server else (str(REPO),))
     return subprocess.run([str(strands_python()), *args], env=child_env(PYTHONPATH=path, **env),
                           capture_output=True, text=True, timeout=timeout, check=False)

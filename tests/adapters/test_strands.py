@@ -70,7 +70,8 @@ class Ran:
 
 
 def _ran(mode: str, args: list[str], db: str, ledger: Path) -> Ran:
-    done = run_strands(str(SCENARIOS), mode, *args, TOOLKEEPER_TEST_LEDGER=str(ledger))
+    done = run_strands(str(SCENARIOS), mode, *args, server=mode == "inprocess",
+                       TOOLKEEPER_TEST_LEDGER=str(ledger))
     assert done.returncode == 0, done.stderr[-4000:]
     return Ran(mode, json.loads(done.stdout.splitlines()[-1]), db, ledger)
 
