@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import sys
 import tempfile
 import traceback
@@ -287,6 +288,26 @@ async def over_async_client(url: str, tokens: dict[str, str]) -> Any:
         return said(await agent.invoke_async(responses))
 
 
+def server_down(infos: list[Any], token: str) -> Any:
+    """Building over a server that is down fails, bounded, naming why; tools built before
+    it went down have every call told ``unavailable``."""
+    from toolkeeper.client import Client
+
+    with socket.socket() as probe:  # a port nothing listens on once it is closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with Client(f"http://127.0.0.1:{port}", token, timeout=2) as down:
+        box = down.toolbox("bot")
+        try:
+            build_tools(box, framework="strands")
+            refused = None
+        except Exception as exc:  # the refusal is what this scenario reports
+            refused = str(getattr(exc, "reason", type(exc).__name__))
+        result = agent_of(tools_of(infos, box), [("post_note", {"text": "note-down"}, "c1")])(
+            "go")
+    return {"refused": refused, "stop": result.stop_reason, "told": said(result)}
+
+
 def remote(url: str, tokens: dict[str, str]) -> dict[str, Any]:
     from toolkeeper.client import Client
 
@@ -295,6 +316,7 @@ def remote(url: str, tokens: dict[str, str]) -> dict[str, Any]:
             Client(url, "tk_revoked_or_never_issued", timeout=10) as stranger:
         seen = run_all(Run(bot.toolbox("bot"), tokens, walled.toolbox("walled"),
                            stranger.toolbox("bot")))
+        seen["server_down"] = server_down(bot.toolbox("bot").enabled_sync(), tokens["bot"])
     seen["async_client"] = asyncio.run(over_async_client(url, tokens))
     seen["server_modules"] = [m for m in SERVER_SIDE if m in sys.modules]
     return seen

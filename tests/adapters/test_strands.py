@@ -214,6 +214,16 @@ def test_an_agent_the_server_refuses(ran: Ran) -> None:
     assert ran.executions("post_note", "note-stranger") == 0
 
 
+def test_a_server_that_is_down(ran: Ran) -> None:
+    if ran.mode != "remote":
+        pytest.skip("in-process there is no server to be down")
+    seen = ran["server_down"]
+    assert seen["refused"] == "unavailable"  # bounded: the client's retries, then this
+    told = seen["told"]["c1"]
+    assert (seen["stop"], told["status"], told["said"]["status"], told["said"]["reason"]) == (
+        "end_turn", "error", "failed", "unavailable")
+
+
 def test_remote_over_the_async_client_and_without_the_server(ran: Ran) -> None:
     if ran.mode != "remote":
         pytest.skip("the AsyncClient and the import check are the remote mode's")

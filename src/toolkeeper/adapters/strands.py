@@ -17,9 +17,9 @@ so malformed ones come back to the model as ``invalid_arguments`` with JSON poin
 call stopped at an ``approve``/``confirm``/``preview`` gate raises a Strands interrupt
 (``ToolContext.interrupt``, named ``"toolkeeper"``, its reason what the human needs to
 decide): the run stops with ``stop_reason == "interrupt"``. The pause is raised inside the
-tool, after every ``BeforeToolCallEvent`` hook and intervention handler has run: toolkeeper
-has no "ask the gate without running" call, so a hook would run an allowed call before the
-application's own interventions could refuse it. The human's decision reaches toolkeeper
+tool, after every ``BeforeToolCallEvent`` hook and intervention handler (the application's
+guardrails) has run, so nothing reaches toolkeeper before they have decided, and the tools
+need no hook registered beside them. The human's decision reaches toolkeeper
 through :func:`resolve_interrupts` with the application's approver credential — never the
 agent's own — and comes back to the tool as the interrupt's response on resume: the tool
 re-submits the exact call under the same idempotency key (derived from the conversation,
