@@ -110,11 +110,11 @@ class Run:
     the toolbox of an agent whose profile denies everything, and one of an agent the server
     does not know (remote: a token it refuses)."""
 
-    def __init__(self, box: Toolbox, tokens: dict[str, str], walled: Toolbox,
+    def __init__(self, box: Toolbox, tokens: dict[str, str], blocked: Toolbox,
                  stranger: Toolbox) -> None:
         self.box = box
         self.tokens = tokens
-        self.walled = walled
+        self.blocked = blocked
         self.stranger = stranger
         self.tools = build_tools(box, framework="strands")
 
@@ -230,11 +230,11 @@ class Run:
     def denies_everything(self) -> Any:
         """An agent whose profile denies everything is given no tools; tools built while
         they were allowed (its profile changed since) have every call refused."""
-        built = build_tools(self.walled, framework="strands")
-        tools = tools_of(self.box.enabled_sync(), self.walled)
+        built = build_tools(self.blocked, framework="strands")
+        tools = tools_of(self.box.enabled_sync(), self.blocked)
         result = agent_of(tools, [("lookup", {"city": "Oslo"}, "c1"),
-                                  ("post_note", {"text": "note-walled"}, "c2"),
-                                  ("transfer", {"account": "walled", "amount": 5}, "c3")])("go")
+                                  ("post_note", {"text": "note-blocked"}, "c2"),
+                                  ("transfer", {"account": "blocked", "amount": 5}, "c3")])("go")
         return {"built": [t.tool_name for t in built], "stop": result.stop_reason,
                 "interrupts": len(result.interrupts or ()), "told": said(result)}
 
@@ -312,9 +312,9 @@ def remote(url: str, tokens: dict[str, str]) -> dict[str, Any]:
     from toolkeeper.client import Client
 
     with Client(url, tokens["bot"], timeout=10) as bot, \
-            Client(url, tokens["walled"], timeout=10) as walled, \
+            Client(url, tokens["blocked"], timeout=10) as blocked, \
             Client(url, "tk_revoked_or_never_issued", timeout=10) as stranger:
-        seen = run_all(Run(bot.toolbox("bot"), tokens, walled.toolbox("walled"),
+        seen = run_all(Run(bot.toolbox("bot"), tokens, blocked.toolbox("blocked"),
                            stranger.toolbox("bot")))
         seen["server_down"] = server_down(bot.toolbox("bot").enabled_sync(), tokens["bot"])
     seen["async_client"] = asyncio.run(over_async_client(url, tokens))
@@ -329,7 +329,7 @@ def inprocess(db: str, tokens: dict[str, str], config: str) -> dict[str, Any]:
     with Gateway.open(db, config=config) as gw:
         backend = InProcessBackend(gw)
         return run_all(Run(Toolbox(backend, agent="bot"), tokens,
-                           Toolbox(backend, agent="walled"), Toolbox(backend, agent="nobody")))
+                           Toolbox(backend, agent="blocked"), Toolbox(backend, agent="nobody")))
 
 
 if __name__ == "__main__":

@@ -30,15 +30,8 @@ from toolkeeper.store.records import OutcomeRecord
 pytestmark = pytest.mark.slow  # Strands in its own venv, and a real server: CI, make test-all
 
 SCENARIOS = Path(__file__).with_name("strands_scenarios.py")
-WALLED = """\
-  - name: walls
-    autonomy: 2
-    activations: [{tool: lookup}, {tool: transfer}, {tool: post_note}]
-    gates: {low: {2: deny}, medium: {2: deny}, high: {2: deny}, critical: {2: deny}}
-"""
-STRANDS_CONFIG = CONFIG.replace("agents:\n",
-                                WALLED + "agents:\n  - {name: walled, profile: walls}\n")
-TOKENS = {"bot": TokenSpec("agent", "bot"), "walled": TokenSpec("agent", "walled"),
+# "blocked": the agent of the server that denies everything (profile "nothing")
+TOKENS = {"bot": TokenSpec("agent", "bot"), "blocked": TokenSpec("agent", "blocked"),
           "approver": TokenSpec("approver")}
 TOOLS = {"lookup", "transfer", "post_note", "send_email", "deploy"}
 
@@ -84,11 +77,11 @@ def ran(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     ledger.mkdir()
     if request.param == "inprocess":
         db, config = f"sqlite:///{work}/tk.db", work / "toolkeeper.yaml"
-        config.write_text(STRANDS_CONFIG)
+        config.write_text(CONFIG)
         tokens = _tokens(db, config, TOKENS)
         yield _ran("inprocess", [db, json.dumps(tokens), str(config)], db, ledger)
         return
-    with serving_toolkeeper(work, STRANDS_CONFIG, TOKENS,
+    with serving_toolkeeper(work, CONFIG, TOKENS,
                             TOOLKEEPER_TEST_LEDGER=str(ledger)) as server:
         yield _ran("remote", [server.url, json.dumps(server.tokens)], server.db, ledger)
 
@@ -202,7 +195,7 @@ def test_an_agent_whose_profile_denies_everything(ran: Ran) -> None:
     assert (seen["stop"], seen["interrupts"]) == ("end_turn", 0)
     assert {k: (v["status"], v["said"]["reason"]) for k, v in seen["told"].items()} == {
         c: ("error", "gate_denied") for c in ("c1", "c2", "c3")}
-    assert ran.executions("post_note", "note-walled") == ran.executions("transfer", "walled") == 0
+    assert ran.executions("post_note", "note-blocked") == ran.executions("transfer", "blocked") == 0
 
 
 def test_an_agent_the_server_refuses(ran: Ran) -> None:
