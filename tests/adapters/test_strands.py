@@ -207,9 +207,8 @@ def test_an_agent_the_server_refuses(ran: Ran) -> None:
     assert ran.executions("post_note", "note-stranger") == 0
 
 
+@pytest.mark.parametrize("ran", ["remote"], indirect=True)  # in-process no server is down
 def test_a_server_that_is_down(ran: Ran) -> None:
-    if ran.mode != "remote":
-        pytest.skip("in-process there is no server to be down")
     seen = ran["server_down"]
     assert seen["refused"] == "unavailable"  # bounded: the client's retries, then this
     told = seen["told"]["c1"]
@@ -217,9 +216,8 @@ def test_a_server_that_is_down(ran: Ran) -> None:
         "end_turn", "error", "failed", "unavailable")
 
 
+@pytest.mark.parametrize("ran", ["remote"], indirect=True)
 def test_remote_over_the_async_client_and_without_the_server(ran: Ran) -> None:
-    if ran.mode != "remote":
-        pytest.skip("the AsyncClient and the import check are the remote mode's")
     assert ran["async_client"] == {
         "c1": {"status": "success", "said": {"transferred": 50, "to": "acct-async"}}}
     assert ran.executions("transfer", "acct-async") == 1
