@@ -1,0 +1,1 @@
+../../../../src/toolkeeper/__init__.py

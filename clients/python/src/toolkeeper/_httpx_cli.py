@@ -1,0 +1,1 @@
+../../../../src/toolkeeper/_httpx_cli.py

@@ -1,0 +1,1 @@
+../../../../../src/toolkeeper/toolbox/__init__.py

@@ -1,0 +1,1 @@
+../../../../src/toolkeeper/version.py
