@@ -14,10 +14,10 @@ from toolkeeper import UserError
 from toolkeeper.toolbox import FRAMEWORKS, build_tools
 
 EXTRAS = {"pydantic_ai": "pydantic-ai", "openai_agents": "openai-agents",
-          "langchain": "langchain"}
+          "langchain": "langchain", "google_adk": "google-adk"}
 
 
-def test_the_three_frameworks_and_their_extras() -> None:
+def test_the_frameworks_and_their_extras() -> None:
     assert {name: fw.extra for name, fw in FRAMEWORKS.items()} == EXTRAS
 
 
@@ -46,6 +46,17 @@ def test_a_missing_extra_names_the_install_line(make_box: Any, framework: str,
     with pytest.raises(UserError) as err:
         build_tools(gateway_of(box), agent="bot", framework=framework)
     assert f"pip install 'toolkeeper[{EXTRAS[framework]}]'" in str(err.value)
+
+
+def test_a_missing_namespace_package_names_the_install_line(
+        make_box: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``google.adk`` when not even ``google`` is installed: find_spec raises, not None."""
+    monkeypatch.setitem(sys.modules, "google", None)
+    monkeypatch.delitem(sys.modules, "google.adk", raising=False)
+    monkeypatch.delitem(sys.modules, "toolkeeper.adapters.google_adk", raising=False)
+    with pytest.raises(UserError) as err:
+        build_tools(make_box(tools=[add]), framework="google_adk")
+    assert "pip install 'toolkeeper[google-adk]'" in str(err.value)
 
 
 def test_the_target_must_be_a_toolbox_gateway_or_client(make_box: Any) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
+from toolkeeper.model.reasons import Reason
 
 GATED = frozenset({CallStatus.APPROVAL_REQUIRED, CallStatus.CONFIRMATION_REQUIRED,
                    CallStatus.PREVIEW_REQUIRED})
@@ -39,3 +40,24 @@ def output_of(result: CallResult) -> Any:
     if result.output is None and result.mcp is not None:
         return result.mcp.get("structuredContent", result.mcp.get("content"))
     return result.output
+
+
+def pause_record(result: CallResult, arguments: Any, turn_group_id: str | None) -> dict[str, Any]:
+    """What an adapter keeps of a gated call (plain JSON): what the human deciding is shown
+    (kind, reason, tool, action, arguments, preview) and what the resumed call needs back
+    (``approval_id``, ``preview_token``, ``turn_group_id``)."""
+    record: dict[str, Any] = {
+        "kind": KIND[result.status], "status": result.status.value,
+        "reason": str(result.reason), "message": result.message, "tool": result.tool,
+        "action": result.action, "arguments": arguments, "approval_id": result.approval_id,
+        "preview_token": result.preview_token, "preview": result.preview,
+        "turn_group_id": turn_group_id}
+    return {k: v for k, v in record.items() if v is not None}
+
+
+def rejected(tool: str | None, action: str | None, note: str | None) -> dict[str, Any]:
+    """What the model is told of a call the human rejected (reason ``approval_denied``)."""
+    said = {"status": CallStatus.DENIED.value, "reason": Reason.APPROVAL_DENIED.value,
+            "message": "the reviewer rejected the call" + (f": {note}" if note else ""),
+            "tool": tool, "action": action}
+    return {k: v for k, v in said.items() if v is not None}

@@ -1,0 +1,298 @@
+"""The Google ADK adapter in a real agent loop (issue 29 item 3): an ADK ``LlmAgent`` run by
+a ``Runner`` over an in-memory session, driven by a scripted ``BaseLlm`` over an in-process
+gateway — allowed, denied, approve-gated (ADK's tool confirmation: asked, approved by an
+approver, resumed, executed once), rejected, confirmed in ADK only, malformed, previewed,
+and a gateway that denies everything.
+
+``lookup`` is pure and allowed; ``transfer`` is irreversible and high risk, which profile
+``p`` gates with ``approve`` — and with ``deny`` once an adjuster raises an amount over 1000
+to critical; ``post_note`` is irreversible and allowed; ``send_email`` is previewed first;
+``deploy`` requires confirmation. Executions are counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from google.genai import types
+
+from tests.adapters.adk_support import Chat, Script, asked, executed, said
+from tests.adapters.agent_support import open_gateway
+from toolkeeper import (
+    Activation,
+    ApprovalStatus,
+    Autonomy,
+    Gate,
+    Gateway,
+    OperationRefused,
+    Principal,
+    Profile,
+    Reason,
+    Risk,
+    Role,
+)
+from toolkeeper.adapters.google_adk import (
+    CONFIRMATION,
+    Reject,
+    ToolkeeperTool,
+    build_async,
+    pending_confirmations,
+    resolve_confirmations,
+)
+from toolkeeper.errors import UserError
+from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
+
+ALICE = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
+TRANSFER_50 = ("transfer", {"account": "acme", "amount": 50}, "c1")
+
+
+@pytest.fixture
+def counts() -> dict[str, int]:
+    return {}
+
+
+@pytest.fixture
+def gw(db_url: str, counts: dict[str, int]) -> Iterator[Gateway]:
+    gateway = open_gateway(db_url, counts)
+    yield gateway
+    gateway.close()
+
+
+@pytest.fixture
+def box(gw: Gateway) -> Toolbox:
+    return Toolbox(InProcessBackend(gw), agent="bot")
+
+
+@pytest.fixture
+def tools(box: Toolbox) -> list[ToolkeeperTool]:
+    """Built from synchronous code: ``build_tools`` is the one entry point."""
+    built: list[ToolkeeperTool] = build_tools(box, framework="google_adk")
+    return built
+
+
+async def paused(script: Script, tools: list[ToolkeeperTool],
+                 **chat: Any) -> tuple[Chat, dict[str, Any]]:
+    """The run up to ADK's confirmation request for every call of ``script``."""
+    session = Chat(script.agent(tools), **chat)
+    events = await session.send("go")
+    assert asked(events) == [c[2] for c in script.calls]
+    asks = pending_confirmations(await session.session())
+    assert sorted(asks) == sorted(c[2] for c in script.calls)
+    return session, asks
+
+
+async def test_tools_are_the_enabled_actions_with_their_schemas_unchanged(
+        box: Toolbox, tools: list[ToolkeeperTool]) -> None:
+    script = Script(calls=[("lookup", {"city": "Oslo"}, "c1")])
+    await Chat(script.agent(tools)).send("weather?")
+    seen = {d.name: d.parameters_json_schema for d in script.seen}
+    enabled = {info.name: info.input_schemas["run"] for info in await box.enabled()}
+    assert seen == enabled and set(seen) == {"lookup", "transfer", "post_note",
+                                                 "send_email", "deploy"}
+    assert [t.name for t in await build_async(box)] == [t.name for t in tools]
+
+
+async def test_an_allowed_call_returns_its_output_to_the_model(
+        gw: Gateway, tools: list[ToolkeeperTool]) -> None:
+    chat = Chat(Script(calls=[("lookup", {"city": "Oslo"}, "c1")]).agent(tools))
+    events = await chat.send("weather?")
+    assert asked(events) == []
+    assert said(events) == {"c1": {"city": "Oslo", "sky": "clear"}}
+    (outcome,) = gw.calls.list("default")
+    assert outcome.turn_group_id == events[0].invocation_id
+    assert outcome.key.endswith(f"google-adk:{chat.session_id}:c1")
+
+
+async def test_a_denied_call_reaches_the_model_as_its_reason(
+        tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    script = Script(calls=[("transfer", {"account": "acme", "amount": 5000}, "c1")])
+    events = await Chat(script.agent(tools)).send("pay acme 5000")
+    assert asked(events) == []
+    told = said(events)["c1"]
+    assert (told["status"], told["reason"], told["tool"]) == ("denied", "gate_denied",
+                                                             "transfer")
+    assert counts == {}
+
+
+async def test_an_approve_gate_asks_adk_and_the_approved_call_runs_once(
+        gw: Gateway, box: Toolbox, tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    chat, asks = await paused(Script(calls=[TRANSFER_50]), tools)
+    ask = asks["c1"]
+    assert (ask["kind"], ask["tool"], ask["arguments"]) == (
+        "approve", "transfer", {"account": "acme", "amount": 50})
+    assert gw.approvals.get(ask["approval_id"], "default").status is ApprovalStatus.PENDING
+    assert counts == {}
+
+    answer = await resolve_confirmations(box, await chat.session(),
+                                         {"c1": True}, approver=ALICE)
+    resumed = await chat.send(answer)
+    assert executed(resumed) == said(resumed) == {"c1": {"transferred": 50, "to": "acme"}}
+    assert counts == {"transfer": 1}
+    record = gw.store.approvals.get(ask["approval_id"])
+    assert record is not None and record.status is ApprovalStatus.CONSUMED
+    assert record.decided_by == "alice"
+    (outcome,) = [o for o in gw.calls.list("default") if o.tool == "transfer"]
+    assert outcome.turn_group_id == ask["turn_group_id"]
+    assert outcome.key.endswith(f"google-adk:{chat.session_id}:c1")
+    assert pending_confirmations(await chat.session()) == {}
+
+    # the same answer delivered again (a client retry, a resubmitted form): runs nothing
+    await chat.send(answer)
+    assert counts == {"transfer": 1}
+
+
+@pytest.mark.filterwarnings("ignore:.*ResumabilityConfig.*:UserWarning")
+async def test_a_resumable_app_pauses_before_the_model_speaks_again(
+        box: Toolbox, tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    script = Script(calls=[TRANSFER_50])
+    chat, _ = await paused(script, tools, resumable=True)
+    assert script.turns == 1  # paused on the request: the model was not asked again
+    answer = await resolve_confirmations(box, await chat.session(),
+                                         {"c1": True}, approver=ALICE)
+    assert said(await chat.send(answer)) == {"c1": {"transferred": 50, "to": "acme"}}
+    assert counts == {"transfer": 1}
+
+
+async def test_the_model_is_told_the_call_waits_for_a_human(
+        tools: list[ToolkeeperTool]) -> None:
+    """A non-resumable app lets the model answer meanwhile: it sees the gate's stop."""
+    chat = Chat(Script(calls=[TRANSFER_50]).agent(tools))
+    told = said(await chat.send("go"))["c1"]
+    assert (told["status"], told["reason"]) == ("approval_required", "approval_required")
+    assert told["approval_id"]
+
+
+async def test_a_rejected_call_tells_the_model_and_never_runs(
+        gw: Gateway, box: Toolbox, tools: list[ToolkeeperTool],
+        counts: dict[str, int]) -> None:
+    chat, asks = await paused(Script(calls=[TRANSFER_50]), tools)
+    answer = await resolve_confirmations(box, await chat.session(),
+                                         {"c1": Reject("not before the audit")},
+                                         approver=ALICE)
+    told = said(await chat.send(answer))["c1"]
+    assert (told["status"], told["reason"], told["tool"]) == ("denied", "approval_denied",
+                                                             "transfer")
+    assert "not before the audit" in told["message"]
+    assert gw.approvals.get(asks["c1"]["approval_id"], "default").status is \
+        ApprovalStatus.DENIED
+    assert counts == {}
+
+
+async def test_the_agents_own_credential_cannot_approve(
+        gw: Gateway, box: Toolbox, tools: list[ToolkeeperTool],
+        counts: dict[str, int]) -> None:
+    chat, asks = await paused(Script(calls=[TRANSFER_50]), tools)
+    _, agent_token = gw.store.tokens.create(tenant_id="default", role="agent", agent="bot")
+    with pytest.raises(OperationRefused) as refused:
+        await resolve_confirmations(box, await chat.session(), {"c1": True},
+                                    approver=agent_token)
+    assert refused.value.reason == Reason.APPROVER_NOT_ALLOWED
+    assert gw.approvals.get(asks["c1"]["approval_id"], "default").status is \
+        ApprovalStatus.PENDING
+    assert counts == {}
+
+
+async def test_confirming_only_in_adk_does_not_run_the_call(
+        tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    """An application that answers ADK itself has not told toolkeeper: nothing runs."""
+    chat, asks = await paused(Script(calls=[TRANSFER_50]), tools)
+    answer = types.Content(role="user", parts=[types.Part(
+        function_response=types.FunctionResponse(
+            name=CONFIRMATION, id=asks["c1"]["request_id"], response={"confirmed": True}))])
+    told = said(await chat.send(answer))["c1"]
+    assert (told["status"], told["reason"]) == ("approval_required", "approval_pending")
+    assert counts == {}
+
+
+async def test_undecided_and_unknown_calls_are_refused_clearly(
+        box: Toolbox, tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    chat, asks = await paused(Script(calls=[TRANSFER_50]), tools)
+    session = await chat.session()
+    for decisions in ({}, {"c9": True}):
+        with pytest.raises(UserError, match="no pending toolkeeper confirmation"):
+            await resolve_confirmations(box, session, decisions, approver=ALICE)
+    assert pending_confirmations(await chat.session()) == asks
+    assert counts == {}
+
+
+async def test_a_rerun_dedupes_an_executed_call(
+        tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    """The model repeats a call (same session, same function call id): one note."""
+    chat = Chat(Script(calls=[("post_note", {"text": "shipped"}, "c1")]).agent(tools))
+    first = await chat.send("tell the team")
+    again = await chat.send("tell the team")
+    assert said(first) == said(again) == {"c1": {"posted": "shipped"}}
+    assert counts == {"post_note": 1}
+
+
+@pytest.mark.parametrize(("name", "args"), [
+    ("lookup", {"city": 5}), ("lookup", {"town": "Oslo"}), ("lookup", {}),
+    ("transfer", {"account": "acme", "amount": "lots"})])
+async def test_malformed_arguments_come_back_as_invalid_arguments(
+        tools: list[ToolkeeperTool], counts: dict[str, int], name: str, args: Any) -> None:
+    events = await Chat(Script(calls=[(name, args, "c1")]).agent(tools)).send("go")
+    assert asked(events) == []
+    told = said(events)["c1"]
+    assert (told["status"], told["reason"]) == ("denied", "invalid_arguments")
+    pointers = [e["pointer"] for e in told["details"]["errors"]]
+    assert pointers and all(p == "" or p.startswith("/") for p in pointers)
+    assert counts == {}
+
+
+async def test_a_previewed_call_shows_the_preview_and_runs_once_approved(
+        box: Toolbox, tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    script = Script(calls=[("send_email", {"to": "ops@example.com", "body": "hi"}, "c1")])
+    chat, asks = await paused(script, tools)
+    assert (asks["c1"]["kind"], asks["c1"]["preview"]["summary"]) == (
+        "preview", "email ops@example.com: hi")
+    answer = await resolve_confirmations(box, await chat.session(), {"c1": True},
+                                         approver=ALICE)
+    assert said(await chat.send(answer)) == {"c1": {"sent_to": "ops@example.com"}}
+    assert counts == {"send_email": 1}
+
+
+async def test_a_confirm_gate_is_confirmed_and_runs_once(
+        gw: Gateway, box: Toolbox, tools: list[ToolkeeperTool],
+        counts: dict[str, int]) -> None:
+    chat, asks = await paused(Script(calls=[("deploy", {"service": "api"}, "c1")]), tools)
+    assert (asks["c1"]["kind"], asks["c1"]["status"]) == ("confirm", "confirmation_required")
+    answer = await resolve_confirmations(box, await chat.session(), {"c1": True},
+                                         approver=ALICE)
+    assert said(await chat.send(answer)) == {"c1": {"deployed": "api"}}
+    assert counts == {"deploy": 1}
+    record = gw.store.approvals.get(asks["c1"]["approval_id"])
+    assert record is not None and record.status is ApprovalStatus.CONSUMED
+
+
+async def test_two_gated_calls_in_one_turn_are_decided_apart(
+        box: Toolbox, tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    script = Script(calls=[TRANSFER_50, ("deploy", {"service": "api"}, "c2")])
+    chat, _ = await paused(script, tools)
+    answer = await resolve_confirmations(box, await chat.session(),
+                                         {"c1": Reject(), "c2": True}, approver=ALICE)
+    told = said(await chat.send(answer))
+    assert told["c1"]["reason"] == "approval_denied" and told["c2"] == {"deployed": "api"}
+    assert counts == {"deploy": 1}
+
+
+async def test_a_gateway_that_denies_everything(
+        gw: Gateway, box: Toolbox, tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    """Bad input (issue 29): the tools were built, then the operator made profile ``p``
+    deny everything. Every call comes back denied with its reason; no confirmation is asked,
+    nothing runs (validation still comes first); tools built now are none."""
+    gw.registry.put_profile(Profile(
+        name="p", autonomy=Autonomy.GUARDED,
+        activations=tuple(Activation(tool=t.name) for t in tools),
+        gates={risk: {Autonomy.GUARDED: Gate.DENY} for risk in Risk}), replace=True)
+    calls = [("lookup", {"city": "Oslo"}, "c1"), ("transfer", TRANSFER_50[1], "c2"),
+             ("deploy", {"service": "api"}, "c3"), ("lookup", {"town": 5}, "c4")]
+    events = await Chat(Script(calls=calls).agent(tools)).send("go")
+    assert asked(events) == []
+    told = said(events)
+    assert {cid: (t["status"], t["reason"]) for cid, t in told.items()} == {
+        "c1": ("denied", "gate_denied"), "c2": ("denied", "gate_denied"),
+        "c3": ("denied", "gate_denied"), "c4": ("denied", "invalid_arguments")}
+    assert counts == {}
+    assert await build_async(box) == []
