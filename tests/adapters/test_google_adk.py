@@ -94,6 +94,13 @@ async def test_tools_are_the_enabled_actions_with_their_schemas_unchanged(
     assert [t.name for t in await build_async(box)] == [t.name for t in tools]
 
 
+async def test_build_tools_works_with_an_event_loop_running(box: Toolbox) -> None:
+    """An agent module loaded by an async server (``adk web``) builds its tools in a
+    coroutine's thread: the listing is asked on a worker thread, not this loop."""
+    built = build_tools(box, framework="google_adk")
+    assert [t.name for t in built] == [t.name for t in await build_async(box)]
+
+
 async def test_an_allowed_call_returns_its_output_to_the_model(
         gw: Gateway, tools: list[ToolkeeperTool]) -> None:
     chat = Chat(Script(calls=[("lookup", {"city": "Oslo"}, "c1")]).agent(tools))
@@ -221,6 +228,19 @@ async def test_a_confirmation_request_the_model_makes_up_is_not_pending(
     assert list(asks) == ["c1"] and asks["c1"]["tool"] == "transfer"
     assert len(gw.approvals.list("default")) == len(real) + 1
     assert counts == {}
+
+
+async def test_decided_in_toolkeeper_then_confirmed_in_adk_runs_once(
+        box: Toolbox, tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    """The other order the guide gives for ADK's own dialogs: the approver decides in
+    toolkeeper (console, CLI, REST), then the app confirms in ADK."""
+    chat, asks = await paused(Script(calls=[TRANSFER_50]), tools)
+    await box.approve(asks["c1"]["approval_id"], by=ALICE)
+    answer = types.Content(role="user", parts=[types.Part(
+        function_response=types.FunctionResponse(
+            name=CONFIRMATION, id=asks["c1"]["request_id"], response={"confirmed": True}))])
+    assert said(await chat.send(answer)) == {"c1": {"transferred": 50, "to": "acme"}}
+    assert counts == {"transfer": 1}
 
 
 async def test_undecided_and_unknown_calls_are_refused_clearly(

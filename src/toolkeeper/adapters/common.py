@@ -3,11 +3,14 @@ what kind of decision each asks for, and what the model sees of a call."""
 
 from __future__ import annotations
 
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.reasons import Reason
+from toolkeeper.toolbox import Toolbox, ToolInfo
 
 GATED = frozenset({CallStatus.APPROVAL_REQUIRED, CallStatus.CONFIRMATION_REQUIRED,
                    CallStatus.PREVIEW_REQUIRED})
@@ -61,3 +64,15 @@ def rejected(tool: str | None, action: str | None, note: str | None) -> dict[str
             "message": "the reviewer rejected the call" + (f": {note}" if note else ""),
             "tool": tool, "action": action}
     return {k: v for k, v in said.items() if v is not None}
+
+
+def enabled_now(toolbox: Toolbox) -> list[ToolInfo]:
+    """The agent's enabled tools, from synchronous code — also code that an event loop is
+    running (an agent module loaded by an async server): a worker thread with its own loop
+    asks then, rather than this thread's running one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return toolbox.enabled_sync()
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        return worker.submit(toolbox.enabled_sync).result()

@@ -40,6 +40,7 @@ from typing import Any
 from toolkeeper.adapters.common import (
     GATED,
     call_key,
+    enabled_now,
     output_of,
     pause_record,
     rejected,
@@ -155,10 +156,11 @@ def tools_of(infos: list[ToolInfo], toolbox: Toolbox, **options: Any) -> list[To
 
 def build(toolbox: Toolbox, **options: Any) -> list[ToolkeeperTool]:
     """The tools ``build_tools(…, framework="google_adk")`` returns, for
-    ``LlmAgent(tools=…)`` (from synchronous code; in a coroutine use :func:`build_async`).
-    ``options``: ``turn_group`` (``ToolContext`` → turn group id; default the Toolbox turn
-    entered around the run, else the ADK invocation id)."""
-    return tools_of(toolbox.enabled_sync(), toolbox, **options)
+    ``LlmAgent(tools=…)`` (from synchronous code, even with an event loop running; in a
+    coroutine :func:`build_async` does not block it). ``options``: ``turn_group``
+    (``ToolContext`` → turn group id; default the Toolbox turn entered around the run, else
+    the ADK invocation id)."""
+    return tools_of(enabled_now(toolbox), toolbox, **options)
 
 
 async def build_async(toolbox: Toolbox, **options: Any) -> list[ToolkeeperTool]:
