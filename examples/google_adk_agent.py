@@ -6,7 +6,7 @@
 The model is scripted (a small ``BaseLlm``) so the example needs no API key: it looks up an
 invoice (a pure tool, allowed), then pays it (irreversible, high risk: the profile's gate
 says ``approve``). The tool asks for ADK's tool confirmation: ADK emits an
-``adk_request_confirmation`` call. A human approver — the application's credential, never
+``adk_request_confirmation`` call and the turn ends. A human approver — the application's credential, never
 the agent's — approves it through ``resolve_confirmations``, whose answer resumes the run,
 and the invoice is paid exactly once. Replace ``Scripted()`` with a real model
 (``model="gemini-flash-latest"``…) and nothing else changes.
@@ -51,10 +51,8 @@ class Scripted(BaseLlm):
             part = types.Part(function_call=types.FunctionCall(
                 name="pay_invoice", args={"number": found["number"],
                                           "amount": found["amount"]}, id="c-2"))
-        elif "paid" in (answers[-1].response or {}):
+        else:
             part = types.Part(text=f"Done: {json.dumps(answers[-1].response)}")
-        else:  # the payment waits for a human (the tool answered approval_required)
-            part = types.Part(text="The payment waits for an approver.")
         yield LlmResponse(content=types.Content(role="model", parts=[part]),
                           usage_metadata=types.GenerateContentResponseUsageMetadata(
                               prompt_token_count=0, candidates_token_count=0))

@@ -162,11 +162,14 @@ async def test_a_resumable_app_pauses_before_the_model_speaks_again(
     assert counts == {"transfer": 1}
 
 
-async def test_the_model_is_told_the_call_waits_for_a_human(
-        tools: list[ToolkeeperTool]) -> None:
-    """A non-resumable app lets the model answer meanwhile: it sees the gate's stop."""
-    chat = Chat(Script(calls=[TRANSFER_50]).agent(tools))
-    told = said(await chat.send("go"))["c1"]
+async def test_the_pause_ends_the_turn(tools: list[ToolkeeperTool]) -> None:
+    """As ADK's own confirmation gate: the model is not asked to sum up the pause (a real
+    one would call the tool again: a second call, a second approval). The placeholder
+    answer in the session is the gate's stop."""
+    script = Script(calls=[TRANSFER_50])
+    chat = Chat(script.agent(tools))
+    told = executed(await chat.send("go"))["c1"]
+    assert script.turns == 1
     assert (told["status"], told["reason"]) == ("approval_required", "approval_required")
     assert told["approval_id"]
 

@@ -2,22 +2,19 @@
 item 3): the ADK ``Runner`` loop of ``test_google_adk`` (its scripted ``BaseLlm``) over tools
 built from ``Client``/``AsyncClient`` — allowed, denied, approve-gated (ADK's confirmation
 asked, approved with the approver token, resumed, executed once, the answer sent again:
-nothing more), rejected, re-run, and agent ``nobody`` whose profile denies everything.
-
-The server is this module's own: the adapters' configuration plus profile ``nothing``
-(every tool activated, every gate ``deny``) and its agent ``nobody``.
-"""
+nothing more), rejected, re-run; tools held by agent ``blocked``, whose profile denies
+everything, and by a toolbox whose server went down (the rest of issue 29's bad input is
+in ``test_deny_everything_remote``)."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-import yaml
 
 from tests.adapters.adk_support import Chat, Script, asked, said
-from tests.adapters.remote_support import AGENT, CONFIG, Remote, unique
-from tests.support.serve import TokenSpec, serving_toolkeeper
+from tests.adapters.remote_support import AGENT, Remote, unique
 from toolkeeper import ApprovalStatus, OperationRefused, Reason
 from toolkeeper.adapters.google_adk import (
     ToolkeeperTool,
@@ -30,31 +27,6 @@ from toolkeeper.client import AsyncClient, Client
 from toolkeeper.toolbox import build_tools
 
 pytestmark = pytest.mark.slow  # a real server or peer process: CI and `make test-all`
-
-NOBODY = "nobody"
-
-
-def _config() -> str:
-    config = yaml.safe_load(CONFIG)
-    tools = [a["tool"] for a in config["profiles"][0]["activations"]]
-    config["profiles"].append({
-        "name": "nothing", "autonomy": 2, "activations": [{"tool": t} for t in tools],
-        "gates": {risk: {2: "deny"} for risk in ("low", "medium", "high", "critical")}})
-    config["agents"].append({"name": NOBODY, "profile": "nothing"})
-    return str(yaml.safe_dump(config))
-
-
-@pytest.fixture(scope="module")
-def remote(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Remote]:
-    work = tmp_path_factory.mktemp("adk-serve")
-    ledger = work / "ledger"
-    ledger.mkdir()
-    tokens = {AGENT: TokenSpec("agent", AGENT), NOBODY: TokenSpec("agent", NOBODY),
-              "approver": TokenSpec("approver")}
-    with serving_toolkeeper(work, _config(), tokens,
-                            TOOLKEEPER_TEST_LEDGER=str(ledger)) as server:
-        yield Remote(server, ledger)
-
 
 @pytest.fixture
 def tools(remote: Remote) -> Iterator[list[ToolkeeperTool]]:
@@ -149,12 +121,13 @@ async def test_a_rerun_dedupes_an_executed_call(remote: Remote,
     assert remote.executions("post_note", note) == 1
 
 
-async def test_a_server_that_denies_everything(remote: Remote, atk: AsyncClient) -> None:
-    """Bad input (issue 29): agent ``nobody`` is offered no tool; tools it holds anyway
-    (built from another listing, kept from before a policy change) are refused on every
-    call with a short reason, no confirmation is asked, and nothing runs."""
-    async with AsyncClient(remote.url, remote.server.tokens[NOBODY], timeout=10) as nobody:
-        box = nobody.toolbox(NOBODY)
+async def test_tools_held_by_an_agent_denied_everything(remote: Remote,
+                                                        atk: AsyncClient) -> None:
+    """Agent ``blocked`` is offered no tool; tools it holds anyway (built from another
+    listing, kept from before a policy change) are refused on every call with a short
+    reason, no confirmation is asked, and nothing runs."""
+    async with AsyncClient(remote.url, remote.server.tokens["blocked"], timeout=10) as tk:
+        box = tk.toolbox("blocked")
         assert await build_async(box) == []
         held = tools_of(await atk.toolbox(AGENT).enabled(), box)
         account, note = unique("acct"), unique("note")
@@ -164,8 +137,23 @@ async def test_a_server_that_denies_everything(remote: Remote, atk: AsyncClient)
         events = await Chat(Script(calls=calls).agent(held)).send("go")
     assert asked(events) == []
     told = said(events)
-    assert {cid: t["status"] for cid, t in told.items()} == {
-        cid: "denied" for cid in ("c1", "c2", "c3", "c4")}
-    assert {t["reason"] for t in told.values()} == {"gate_denied"}
+    assert {cid: (t["status"], t["reason"]) for cid, t in told.items()} == {
+        cid: ("denied", "gate_denied") for cid in ("c1", "c2", "c3", "c4")}
     assert remote.executions("transfer", account) == 0
     assert remote.executions("post_note", note) == remote.executions("deploy", note) == 0
+
+
+async def test_a_server_gone_down_mid_run_is_unavailable_to_the_model(
+        atk: AsyncClient) -> None:
+    """Tools built while the server was up; its calls now reach a closed port: the model is
+    told ``unavailable`` within the client's bound, and the run goes on."""
+    infos = await atk.toolbox(AGENT).enabled()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    async with AsyncClient(f"http://127.0.0.1:{port}", "tk_whatever", timeout=2) as down:
+        tools = tools_of(infos, down.toolbox(AGENT))
+        events = await Chat(Script(calls=[("lookup", {"city": "Oslo"}, "c1")]).agent(
+            tools)).send("weather?")
+    told = said(events)["c1"]
+    assert told["reason"] == "unavailable"

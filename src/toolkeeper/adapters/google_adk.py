@@ -20,7 +20,8 @@ ADK session and the model's function call id. A call stopped at an
 ``approve``/``confirm``/``preview`` gate asks for ADK's tool confirmation
 (``ToolContext.request_confirmation``): ADK emits an ``adk_request_confirmation`` function
 call whose payload is what the human needs to decide, and the tool keeps the same record in
-the session state (``toolkeeper:pending:<call id>``), which only tools write. The human's
+the session state (``toolkeeper:pending:<call id>``), which only tools write; the turn ends
+there (the model is not asked to sum up the pause, as with ADK's own confirmation gate). The human's
 decision reaches toolkeeper through :func:`resolve_confirmations` with the application's
 approver credential — never the agent's own — which returns the user message carrying
 ADK's ``FunctionResponse`` (``{"confirmed": …}``) for each decided call. On that message
@@ -146,6 +147,9 @@ class ToolkeeperTool(BaseTool):
             tool_context.request_confirmation(
                 hint=result.message or f"toolkeeper asks a human to {record['kind']} this call",
                 payload={"toolkeeper": True, **record})
+            # as ADK's own confirmation gate does: the pause ends the turn; a model asked to
+            # sum it up would call the tool again (a second call, a second approval)
+            tool_context.actions.skip_summarization = True
         return answer(result)
 
 
