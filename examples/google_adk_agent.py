@@ -6,9 +6,9 @@
 The model is scripted (a small ``BaseLlm``) so the example needs no API key: it looks up an
 invoice (a pure tool, allowed), then pays it (irreversible, high risk: the profile's gate
 says ``approve``). The tool asks for ADK's tool confirmation: ADK emits an
-``adk_request_confirmation`` call and the turn ends. A human approver — the application's credential, never
-the agent's — approves it through ``resolve_confirmations``, whose answer resumes the run,
-and the invoice is paid exactly once. Replace ``Scripted()`` with a real model
+``adk_request_confirmation`` call and the turn ends. A human approver — the application's
+credential, never the agent's — approves it through ``resolve_confirmations``, whose answer
+resumes the run, and the invoice is paid exactly once. Replace ``Scripted()`` with a real model
 (``model="gemini-flash-latest"``…) and nothing else changes.
 """
 
