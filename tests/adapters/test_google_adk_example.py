@@ -1,5 +1,5 @@
-"""examples/google_adk_agent.py runs offline and pays the approved invoice exactly once; the
-lines docs/guides/google-adk.md shows of it are its lines."""
+"""examples/google_adk_agent.py runs offline and pays the approved invoice exactly once; what
+docs/guides/google-adk.md shows of it (its output, its lines) is what it prints and has."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def test_the_google_adk_example_runs_offline(db_url: str) -> None:
     assert "(approve, approval ap_" in lines[0]
     assert lines[1:] == ['agent: Done: {"paid": "INV-7", "amount": 120}',
                          "pay_invoice executions: 1"]
+    shown = re.findall(r"```text\n(.*?)```", GUIDE.read_text(), flags=re.S)
+    assert shown == ["\n".join(re.sub(r"ap_[\w-]+", "ap_…", line) for line in lines) + "\n"]
 
 
 def _statements(code: str) -> list[str]:
