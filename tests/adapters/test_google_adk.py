@@ -12,6 +12,9 @@ to critical; ``post_note`` is irreversible and allowed; ``send_email`` is previe
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,6 +23,7 @@ from google.genai import types
 
 from tests.adapters.adk_support import Chat, Script, asked, executed, said
 from tests.adapters.agent_support import open_gateway
+from tests.support.processes import child_env
 from toolkeeper import (
     Activation,
     ApprovalStatus,
@@ -81,6 +85,18 @@ async def paused(script: Script, tools: list[ToolkeeperTool],
     asks = pending_confirmations(await session.session())
     assert sorted(asks) == sorted(c[2] for c in script.calls)
     return session, asks
+
+
+def test_the_adapter_loads_no_server_module() -> None:
+    """It ships in the slim client: importing it loads no gateway, store, pipeline, API."""
+    code = ("import json, sys, toolkeeper.adapters.google_adk; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('toolkeeper'))))")
+    done = subprocess.run([sys.executable, "-c", code], env=child_env(), capture_output=True,
+                          text=True, timeout=60, check=True)
+    loaded = json.loads(done.stdout)
+    server = ("gateway", "store", "pipeline", "api", "services", "mcp", "providers")
+    assert "toolkeeper.adapters.google_adk" in loaded
+    assert [m for m in loaded if m.split(".")[1:2] and m.split(".")[1] in server] == []
 
 
 async def test_tools_are_the_enabled_actions_with_their_schemas_unchanged(
