@@ -128,6 +128,25 @@ async def test_an_allowed_call_returns_its_output_to_the_model(
     assert outcome.key.endswith(f"google-adk:{chat.session_id}:c1")
 
 
+async def test_adks_before_tool_callback_runs_before_anything_reaches_toolkeeper(
+        gw: Gateway, tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
+    """ADK's own checks (a ``before_tool_callback``, a plugin's) come first: a call they
+    answer is never submitted — no call record, no approval, nothing run."""
+    seen: list[str] = []
+
+    def guard(tool: Any, args: dict[str, Any], tool_context: Any) -> dict[str, Any] | None:
+        seen.append(tool.name)
+        return {"blocked": "by the app's guard"} if tool.name == "transfer" else None
+
+    agent = Script(calls=[TRANSFER_50, ("post_note", {"text": "hi"}, "c2")]).agent(tools)
+    agent.before_tool_callback = guard
+    events = await Chat(agent).send("go")
+    assert asked(events) == [] and sorted(seen) == ["post_note", "transfer"]
+    assert said(events) == {"c1": {"blocked": "by the app's guard"}, "c2": {"posted": "hi"}}
+    assert [o.tool for o in gw.calls.list("default")] == ["post_note"]
+    assert gw.approvals.list("default") == [] and counts == {"post_note": 1}
+
+
 async def test_a_denied_call_reaches_the_model_as_its_reason(
         tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
     script = Script(calls=[("transfer", {"account": "acme", "amount": 5000}, "c1")])
