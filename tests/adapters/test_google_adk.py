@@ -281,13 +281,20 @@ async def test_decided_in_toolkeeper_then_confirmed_in_adk_runs_once(
     assert counts == {"transfer": 1}
 
 
-async def test_undecided_and_unknown_calls_are_refused_clearly(
+async def test_undecided_unknown_and_stale_are_refused_clearly(
         box: Toolbox, tools: list[ToolkeeperTool], counts: dict[str, int]) -> None:
-    chat, asks = await paused(Script(calls=[TRANSFER_50]), tools)
-    session = await chat.session()
-    for decisions in ({}, {"c9": True}):
-        with pytest.raises(UserError, match="no pending toolkeeper confirmation"):
+    chat = Chat(Script(calls=[TRANSFER_50]).agent(tools))
+    made = await chat.runner.session_service.create_session(app_name="tk", user_id="u")
+    chat.session_id = made.id
+    await chat.send("go")
+    asks = pending_confirmations(await chat.session())
+    assert list(asks) == ["c1"]
+    for session, decisions in ((await chat.session(), {}),
+                               (await chat.session(), {"c9": True}),
+                               (made, {"c1": True})):  # the object the run started with
+        with pytest.raises(UserError, match="no pending toolkeeper confirmation") as err:
             await resolve_confirmations(box, session, decisions, approver=ALICE)
+        assert "get_session" in str(err.value)
     assert pending_confirmations(await chat.session()) == asks
     assert counts == {}
 

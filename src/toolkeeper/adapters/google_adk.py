@@ -216,7 +216,8 @@ async def resolve_confirmations(toolbox: Toolbox, session: Session,
     unknown = sorted(set(decisions) - set(pending))
     if unknown or not decisions:
         raise UserError(f"no pending toolkeeper confirmation for function call(s) {unknown}; "
-                        f"pending: {sorted(pending)}")
+                        f"pending: {sorted(pending)} (read from the session as it is after "
+                        "the run: session_service.get_session)")
     parts = []
     for cid, decision in decisions.items():
         record = pending[cid]
