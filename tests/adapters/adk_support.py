@@ -44,7 +44,9 @@ class Script(BaseLlm):
         else:
             parts = [types.Part(function_call=types.FunctionCall(name=n, args=a, id=cid))
                      for n, a, cid in self.calls]
-        yield LlmResponse(content=types.Content(role="model", parts=parts))
+        yield LlmResponse(content=types.Content(role="model", parts=parts),
+                          usage_metadata=types.GenerateContentResponseUsageMetadata(
+                              prompt_token_count=0, candidates_token_count=0))
 
     def agent(self, tools: Sequence[BaseTool]) -> LlmAgent:
         return LlmAgent(name="bot", model=self, instruction="use the tools", tools=list(tools))
