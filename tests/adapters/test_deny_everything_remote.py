@@ -21,7 +21,7 @@ from toolkeeper.toolbox import build_tools
 
 pytestmark = pytest.mark.slow  # a real server process: CI and `make test-all`
 
-FRAMEWORKS = ("pydantic_ai", "openai_agents", "langchain")
+FRAMEWORKS = ("pydantic_ai", "openai_agents", "langchain", "google_adk")
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ def test_an_agent_denied_everything_is_given_no_tools(remote: Remote) -> None:
         why = {u.name: u.why_unavailable for u in box.unavailable_sync()}
         assert set(why) == {"lookup", "transfer", "post_note", "deploy"}
         assert set(why.values()) == {"gate_denied"}
-        for framework in ("openai_agents", "langchain"):
+        for framework in ("openai_agents", "langchain", "google_adk"):
             assert list(build_tools(box, framework=framework)) == []
 
 
@@ -85,6 +85,11 @@ async def _use(tk: AsyncClient, framework: str) -> Any:
 
         tools = await build_async(box)
         return sdk_said(await Runner.run(SdkScript(calls=[]).agent(tools), "hi", context={}))
+    if framework == "google_adk":
+        from tests.adapters.adk_support import Chat, Script
+        from toolkeeper.adapters.google_adk import build_async as adk_build
+
+        return await Chat(Script().agent(await adk_build(box))).send("hi")
     from toolkeeper.adapters.langchain import abuild
 
     graph = agent_graph(ChatScript(calls=[]), await abuild(box))

@@ -14,12 +14,12 @@ from toolkeeper import UserError
 from toolkeeper.toolbox import FRAMEWORKS, build_tools
 
 EXTRAS = {"pydantic_ai": "toolkeeper[pydantic-ai]", "openai_agents": "toolkeeper[openai-agents]",
-          "langchain": "toolkeeper[langchain]",
+          "langchain": "toolkeeper[langchain]", "google_adk": "toolkeeper[google-adk]",
           # strands-agents requires mcp<2.2: it installs only beside the client distribution
           "strands": "toolkeeper-client[strands]"}
 
 
-def test_the_four_frameworks_and_their_extras() -> None:
+def test_the_five_frameworks_and_their_extras() -> None:
     assert {name: f"{fw.distribution}[{fw.extra}]"
             for name, fw in FRAMEWORKS.items()} == EXTRAS
 
@@ -43,6 +43,17 @@ def test_a_missing_extra_names_the_install_line(make_box: Any, framework: str,
     with pytest.raises(UserError) as err:
         build_tools(gateway_of(box), agent="bot", framework=framework)
     assert f"pip install '{EXTRAS[framework]}'" in str(err.value)
+
+
+def test_a_missing_namespace_package_names_the_install_line(
+        make_box: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``google.adk`` when not even ``google`` is installed: find_spec raises, not None."""
+    monkeypatch.setitem(sys.modules, "google", None)
+    monkeypatch.delitem(sys.modules, "google.adk", raising=False)
+    monkeypatch.delitem(sys.modules, "toolkeeper.adapters.google_adk", raising=False)
+    with pytest.raises(UserError) as err:
+        build_tools(make_box(tools=[add]), framework="google_adk")
+    assert "pip install 'toolkeeper[google-adk]'" in str(err.value)
 
 
 def test_the_target_must_be_a_toolbox_gateway_or_client(make_box: Any) -> None:

@@ -11,6 +11,7 @@ framework          install                                          imports
 ``openai_agents``  ``pip install 'toolkeeper[openai-agents]'``      ``agents``
 ``langchain``      ``pip install 'toolkeeper[langchain]'``          ``langchain_core``,
                                                                     ``langgraph``
+``google_adk``     ``pip install 'toolkeeper[google-adk]'``         ``google.adk``
 ``strands``        ``pip install 'toolkeeper-client[strands]'``     ``strands``
 =================  ===============================================  ==================
 

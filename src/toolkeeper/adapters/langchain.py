@@ -36,10 +36,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from toolkeeper.adapters.common import GATED, KIND, call_key, output_of, stop_message
+from toolkeeper.adapters.common import (
+    GATED,
+    call_key,
+    output_of,
+    pause_record,
+    stop_message,
+)
+from toolkeeper.adapters.common import rejected as rejected_call
 from toolkeeper.model.call import CallResult
-from toolkeeper.model.enums import CallStatus
-from toolkeeper.model.reasons import Reason
 from toolkeeper.toolbox import Approver, Toolbox, ToolInfo
 
 try:
@@ -86,13 +91,7 @@ def answer(result: CallResult) -> str:
 
 def pause_value(result: CallResult, arguments: Any, turn_group_id: str | None) -> dict[str, Any]:
     """The ``interrupt()`` value: what the application shows the human who decides."""
-    value: dict[str, Any] = {
-        "toolkeeper": True, "kind": KIND[result.status], "status": result.status.value,
-        "reason": str(result.reason), "message": result.message, "tool": result.tool,
-        "action": result.action, "arguments": arguments, "approval_id": result.approval_id,
-        "preview_token": result.preview_token, "preview": result.preview,
-        "turn_group_id": turn_group_id}
-    return {k: v for k, v in value.items() if v is not None}
+    return {"toolkeeper": True, **pause_record(result, arguments, turn_group_id)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,10 +121,7 @@ class Decision:
 
 
 def rejected(pause: Mapping[str, Any], note: str | None) -> str:
-    said = {"status": CallStatus.DENIED.value, "reason": Reason.APPROVAL_DENIED.value,
-            "message": "the reviewer rejected the call" + (f": {note}" if note else ""),
-            "tool": pause.get("tool"), "action": pause.get("action")}
-    return json.dumps({k: v for k, v in said.items() if v is not None})
+    return json.dumps(rejected_call(pause.get("tool"), pause.get("action"), note))
 
 
 class ToolkeeperTool(BaseTool):

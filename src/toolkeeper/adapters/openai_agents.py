@@ -34,11 +34,16 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolkeeper.adapters.common import GATED, KIND, call_key, output_of, stop_message
+from toolkeeper.adapters.common import (
+    GATED,
+    call_key,
+    output_of,
+    pause_record,
+    rejected,
+    stop_message,
+)
 from toolkeeper.errors import UserError
 from toolkeeper.model.call import CallResult
-from toolkeeper.model.enums import CallStatus
-from toolkeeper.model.reasons import Reason
 from toolkeeper.toolbox import Approver, Toolbox, ToolInfo, new_turn_group_id
 
 try:
@@ -157,13 +162,7 @@ def pending_record(result: CallResult, arguments: Any,
                    turn_group_id: str | None) -> dict[str, Any]:
     """What the run context keeps of a gated call: what the human deciding is shown and
     what the resumed call needs back."""
-    record: dict[str, Any] = {
-        "kind": KIND[result.status], "status": result.status.value,
-        "reason": str(result.reason), "message": result.message, "tool": result.tool,
-        "action": result.action, "arguments": arguments, "approval_id": result.approval_id,
-        "preview_token": result.preview_token, "preview": result.preview,
-        "turn_group_id": turn_group_id}
-    return {k: v for k, v in record.items() if v is not None}
+    return pause_record(result, arguments, turn_group_id)
 
 
 def function_tool(toolbox: Toolbox, info: ToolInfo, action: str, *,
@@ -286,7 +285,4 @@ async def _deny(box: Toolbox, record: Mapping[str, Any], note: str | None,
 
 def rejection(record: Mapping[str, Any], note: str | None) -> str:
     """What the model is told of a call the human rejected."""
-    said = {"status": CallStatus.DENIED.value, "reason": Reason.APPROVAL_DENIED.value,
-            "message": "the reviewer rejected the call" + (f": {note}" if note else ""),
-            "tool": record.get("tool"), "action": record.get("action")}
-    return json.dumps({k: v for k, v in said.items() if v is not None})
+    return json.dumps(rejected(record.get("tool"), record.get("action"), note))

@@ -30,11 +30,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolkeeper.adapters.common import GATED, KIND, call_key, output_of, stop_message
+from toolkeeper.adapters.common import (
+    GATED,
+    call_key,
+    output_of,
+    pause_record,
+    rejected,
+    stop_message,
+)
 from toolkeeper.errors import UserError
 from toolkeeper.model.call import CallResult
-from toolkeeper.model.enums import CallStatus
-from toolkeeper.model.reasons import Reason
 from toolkeeper.toolbox import Approver, Toolbox, ToolInfo
 
 try:
@@ -177,13 +182,7 @@ def pending_metadata(result: CallResult, arguments: Any,
                      turn_group_id: str | None) -> dict[str, Any]:
     """What ``DeferredToolRequests.metadata[tool_call_id]`` tells the application (and the
     human deciding) of a gated call, and what the resumed call needs back."""
-    meta: dict[str, Any] = {
-        "toolkeeper": True, "kind": KIND[result.status], "status": result.status.value,
-        "reason": str(result.reason), "message": result.message, "tool": result.tool,
-        "action": result.action, "arguments": arguments, "approval_id": result.approval_id,
-        "preview_token": result.preview_token, "preview": result.preview,
-        "turn_group_id": turn_group_id}
-    return {k: v for k, v in meta.items() if v is not None}
+    return {"toolkeeper": True, **pause_record(result, arguments, turn_group_id)}
 
 
 def build(toolbox: Toolbox, **options: Any) -> ToolkeeperToolset:
@@ -257,7 +256,4 @@ async def _deny(box: Toolbox, meta: Mapping[str, Any], note: str | None,
     approval_id = meta.get("approval_id")
     if approval_id is not None:
         await box.deny(approval_id, by=approver, note=note)
-    said = {"status": CallStatus.DENIED.value, "reason": Reason.APPROVAL_DENIED.value,
-            "message": "the reviewer rejected the call" + (f": {note}" if note else ""),
-            "tool": meta.get("tool"), "action": meta.get("action")}
-    return ToolDenied(json.dumps({k: v for k, v in said.items() if v is not None}))
+    return ToolDenied(json.dumps(rejected(meta.get("tool"), meta.get("action"), note)))

@@ -35,6 +35,7 @@ FRAMEWORKS: dict[str, Framework] = {
     "pydantic_ai": Framework("pydantic-ai", ("pydantic_ai",)),
     "openai_agents": Framework("openai-agents", ("agents",)),
     "langchain": Framework("langchain", ("langchain_core", "langgraph")),
+    "google_adk": Framework("google-adk", ("google.adk",)),
     # every strands-agents release requires mcp<2.2, the server mcp 2.3: the client's extra
     "strands": Framework("strands", ("strands",), "toolkeeper-client"),
 }
@@ -47,7 +48,7 @@ NOT_YET: dict[str, str] = {}
 def build_tools(target: Toolbox | Gateway | Any, *, framework: str, agent: str | None = None,
                 tenant_id: str = "default", **options: Any) -> Any:
     """The tools of ``agent`` for ``framework`` (``pydantic_ai``, ``openai_agents``,
-    ``langchain``, ``strands``) over ``target``: a
+    ``langchain``, ``google_adk``, ``strands``) over ``target``: a
     :class:`Toolbox`, a :class:`Gateway` (in-process) or a ``toolkeeper.client`` client
     (``Client``/``AsyncClient``; the client sits in the layer above, so it is recognised
     by its ``toolbox_backend()`` method, and its token fixes the tenant). ``options`` go to
@@ -92,7 +93,11 @@ def _missing(spec: Framework) -> UserError:
 
 def _adapter(framework: str, spec: Framework) -> Any:
     for module in spec.modules:
-        if importlib.util.find_spec(module) is None:
+        try:
+            found = importlib.util.find_spec(module)
+        except ModuleNotFoundError:  # a dotted name (google.adk) whose parent is missing
+            found = None
+        if found is None:
             raise _missing(spec)
     try:
         return importlib.import_module(f"toolkeeper.adapters.{framework}")
