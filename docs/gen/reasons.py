@@ -135,6 +135,13 @@ when it names none.
 """
 
 
+def _heading(stage: str) -> str:
+    """``resolve`` -> ``Resolve``; a comment that starts with a name (``web_fetch built-in``)
+    keeps it as written."""
+    first = stage.split(" ", 1)[0]
+    return stage[0].upper() + stage[1:] if first.isalpha() else stage
+
+
 def render() -> str:
     """The page."""
     execute, refusals = status_tables()
@@ -143,7 +150,7 @@ def render() -> str:
     for entry in entries():
         stages.setdefault(entry.stage, []).append(entry)
     for stage, members in stages.items():
-        parts.append(f"## {stage[0].upper()}{stage[1:]}\n\n")
+        parts.append(f"## {_heading(stage)}\n\n")
         rows = []
         for e in members:
             refusal = ", ".join(str(s) for s in sorted(refusals.get(e.code, ()))) or str(
