@@ -51,7 +51,7 @@ def section(page: str, heading: str) -> str | None:
 
 def missing_reasons(page: str) -> list[str]:
     """Reason codes absent from reference/reasons.md, or whose row lacks a status the REST
-    face gives them."""
+    face gives them or a meaning."""
     from toolkeeper.api.errors import STATUS_OF_REASON
     from toolkeeper.api.routes.execute import _HTTP_OF_CALL
     from toolkeeper.model.reasons import Reason
@@ -63,6 +63,8 @@ def missing_reasons(page: str) -> list[str]:
         if row is None or any(f"| {s} " not in row and f", {s}" not in row
                               and f" {s}," not in row for s in wanted):
             missing.append(reason.value)
+        elif row.rstrip().endswith("|  |"):  # every code says what it means (its docstring)
+            missing.append(f"{reason.value}: no meaning")
     return missing
 
 
