@@ -362,3 +362,20 @@ def test_layering_diagram_is_the_contract() -> None:
     diagram = [word for line in block("docs/architecture.md: Layering #0").splitlines()
                for word in re.findall(r"[a-z_]+", line) if word not in labels]
     assert diagram == contract
+
+
+def test_the_console_words_the_pages_quote_are_the_consoles() -> None:
+    """What the console says after an approval, quoted by the console guide and the
+    approvals page, is built from the console's own strings (around the approval id)."""
+    script = (REPO / "src/toolkeeper/ui/static/approvals.js").read_text()
+    # the sentence's pieces between the places where approvals.js joins in other values
+    pieces = ["the agent runs it by sending the same call again",
+              " (same tool, action and arguments)",
+              ": the gateway finds this approval from the call itself, or by approval_id ",
+              " if the agent sends it"]
+    for piece in pieces:
+        assert f'"{piece}"' in script or f'"; {piece}"' in script, piece
+    quoted = "".join(pieces[:3]) + "ap_…" + pieces[3]
+    for page in ("docs/guides/console.md", "docs/concepts/approvals.md"):
+        text = re.sub(r"\s+", " ", (REPO / page).read_text())
+        assert f'"{quoted}"' in text, page
