@@ -17,7 +17,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 NOT_SITE = {"api-notes-for-helpers.md"}  # mkdocs.yml exclude_docs
 FENCE = re.compile(r"^ *(```|~~~)")
-LEAKED = re.compile(r"^\s*([-*+]|\d+[.)]) \S")
+LEAKED = re.compile(r"^\s*([-*+]|1[.)]) \S")  # CommonMark: only "1." starts a list in a paragraph
 NESTED_BY_TWO = re.compile(r"^ {1,3}([-*+]|\d+[.)]) \S")
 
 
