@@ -107,6 +107,9 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
         gw.registry.check_artifacts()  # changed while the gateway was down
         if recover:
             gw.calls.recover()
+        # the heads as opened, and the file made now: `audit verify` run while this gateway
+        # serves checks against it instead of warning that no checkpoint file exists
+        gw.store.audit.checkpoint(force=True)
     except BaseException:
         gw.close()
         raise
