@@ -73,6 +73,7 @@ lint: venv
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/ruff check docs && $(BIN)/mypy docs/gen docs/hooks.py  # the site's reference generators
 
 # Renders the console's screenshots of README.md again into docs/screenshots (real Chromium).
 screenshots: venv peers

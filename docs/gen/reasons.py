@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +101,7 @@ def statuses_in_source() -> dict[str, set[int]]:
 _STATUS_LINE = re.compile(rb"HTTP/1\.[01] ([45]\d\d) ")
 
 
-def _reasons_in(nodes: list[ast.AST]) -> list[str]:
+def _reasons_in(nodes: Sequence[ast.AST]) -> list[str]:
     """The member names of every ``Reason.X`` among ``nodes``."""
     return [a.attr for a in nodes if isinstance(a, ast.Attribute)
             and isinstance(a.value, ast.Name) and a.value.id == "Reason"]

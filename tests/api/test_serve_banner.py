@@ -54,6 +54,15 @@ def test_the_recovery_command_is_named_at_every_start_the_first_included(
     assert "tokens created now" not in again and RECOVERY in again
 
 
+def test_the_first_start_says_which_key_keyed_the_audit_chains(tmp_path: Path) -> None:
+    key_file = tmp_path / "tk.db.audit-key"
+    first = _banner(tmp_path)
+    assert (f"this store's audit chains are now keyed with the key file {key_file}, made now; "
+            f"every process opening it needs that key (TOOLKEEPER_AUDIT_KEY_FILE={key_file})"
+            ) in first
+    assert "audit chains are now keyed" not in _banner(tmp_path)
+
+
 def _mcp_answers(url: str, token: str) -> int:
     """An MCP ``initialize``, as a client given the banner's MCP address sends it."""
     return httpx.post(url, timeout=10, json={

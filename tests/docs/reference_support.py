@@ -7,11 +7,11 @@ import importlib.util
 import json
 import re
 import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.docs import REPO
+
 GEN = REPO / "docs" / "gen"
 
 

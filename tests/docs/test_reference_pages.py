@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.docs.reference_support import CHECKS, load_gen
+from tests.docs.reference_support import CHECKS, REPO, load_gen
 
 AGREED = {f"reference/{name}.md" for name in ("reasons", "rest", "cli", "config", "metrics",
                                                 "builtins")}
@@ -21,6 +21,12 @@ AGREED = {f"reference/{name}.md" for name in ("reasons", "rest", "cli", "config"
 
 def test_every_agreed_reference_page_is_generated_and_checked() -> None:
     assert set(load_gen().PAGES) == AGREED == set(CHECKS)
+
+
+def test_no_reference_page_is_committed() -> None:
+    """A committed copy would go stale, and the build would quietly show the generated page
+    in its place."""
+    assert [uri for uri in AGREED if (REPO / "docs" / uri).exists()] == []
 
 
 @pytest.mark.parametrize("uri", sorted(AGREED))

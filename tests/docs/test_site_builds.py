@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.support.docs import REPO
 from tests.support.processes import child_env
 
-REPO = Path(__file__).resolve().parents[2]
 # MkDocs 1.6 prints a banner about its successor on every build
 ENV = {"NO_MKDOCS_2_WARNING": "1"}
 
