@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run runtime checkers clean screenshots
+.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run runtime checkers clean screenshots docs docs-serve
 
 venv: $(STAMP)
 
@@ -73,10 +73,22 @@ lint: venv
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/ruff check docs && $(BIN)/mypy docs/gen docs/hooks.py  # the site's reference generators
 
 # Renders the console's screenshots of README.md again into docs/screenshots (real Chromium).
 screenshots: venv peers
 	TOOLKEEPER_UPDATE_SCREENSHOTS=1 $(BIN)/pytest -q tests/ui/test_operator_scenario_browser.py
+
+# The documentation site (mkdocs.yml) into site/; its reference pages are generated from the
+# code at build time (docs/gen). `make test` builds it --strict too (tests/docs).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The site with live reload of docs/ at http://127.0.0.1:8000/ (DOCS_ADDR=host:port to move it);
+# the reference pages are rendered from the code it imported: restart it after changing the code.
+DOCS_ADDR ?= 127.0.0.1:8000
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr $(DOCS_ADDR)
 
 # The peers the benchmarks compare with, in their own venv (their pins need not fit ours):
 # FastMCP, run as a proxy by the MCP benchmark. Installed here, so the registry is needed

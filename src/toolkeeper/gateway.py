@@ -384,10 +384,12 @@ class Gateway:
                                            old=str(old), new=str(new), error=error)])
 
     def _housekeeping(self) -> None:
-        """Runs about once a second on the audit writer thread: SQLite checkpoint, periodic
-        recovery of stale ``in_progress`` outcomes (SPEC §4), and, each on a thread of its
-        own, listing the upstream MCP servers again for drift and the retention sweeps."""
+        """Runs about once a second on the audit writer thread: SQLite checkpoint, the audit
+        checkpoint file when due, periodic recovery of stale ``in_progress`` outcomes (SPEC
+        §4), and, each on a thread of its own, listing the upstream MCP servers again for
+        drift and the retention sweeps."""
         self.store.db.checkpoint()
+        self.store.audit.checkpoint()  # the heads that moved, every audit_checkpoint_every_s
         if self.store.registry.definitions_version() != self._definitions_seen:
             self.reload()  # another process changed tools, profiles or agents
         tokens_now = changes.version(self.store.db, "tokens")
