@@ -22,6 +22,7 @@ import pytest
 
 from tests.deploy.checkers import ROOT
 from tests.support.serve import free_port
+from tests.support.waiting import wait_until
 
 MAKE = shutil.which("make")
 
@@ -125,6 +126,10 @@ def test_make_run_on_a_fresh_checkout_serves_the_demo(tmp_path: Path) -> None:
         urls = dict(re.findall(r"^\s+(API|docs|UI|OpenAPI)\s+(http://\S+)", "\n".join(seen),
                                re.M))
         assert set(urls) == {"API", "docs", "UI", "OpenAPI"}, seen[-20:]
+        # the banner is printed as uvicorn starts: wait (bounded) for it to listen
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                   .status_code == 200, timeout=60, what="the demo server answers /healthz",
+                   ignoring=(httpx.HTTPError,))
         for name, url in urls.items():
             answer = httpx.get(url, timeout=10, follow_redirects=True)
             assert answer.status_code == 200, (name, url, answer.status_code)
