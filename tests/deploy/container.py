@@ -18,15 +18,27 @@ import os
 import shutil
 import subprocess
 import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.deploy.checkers import DOCKERFILE, ROOT
 from tests.support.required import missing
+from tests.support.waiting import wait_until
 
 BASE = "localhost/toolkeeper-test-base:bookworm"
 IMAGE = "localhost/toolkeeper:test"
 MIRROR = "http://deb.debian.org/debian"
+
+
+@dataclass(frozen=True)
+class Container:
+    name: str
+    volume: Path
+    log: Path
 
 
 def tools() -> dict[str, str]:
@@ -106,3 +118,36 @@ def bundle(runc: str, rootfs: str, config: dict[str, Any], where: Path,
     ]
     (where / "config.json").write_text(json.dumps(spec))
     return data
+
+
+@contextmanager
+def running(runc: str, rootfs: str, config: dict[str, Any], where: Path,
+            env: dict[str, str]) -> Iterator[Container]:
+    """The image running detached (its stdout and stderr in ``where/container.log``) until
+    the block ends; then stopped with SIGTERM (bounded) and deleted."""
+    where.mkdir(parents=True, exist_ok=True)
+    volume = bundle(runc, rootfs, config, where, env)
+    name = f"tk-test-{uuid.uuid4().hex[:8]}"
+    log_path = where / "container.log"
+    with log_path.open("w") as log:
+        started = subprocess.run([runc, "run", "--detach", name], cwd=where, stdout=log,
+                                 stderr=subprocess.STDOUT, timeout=120)
+    assert started.returncode == 0, log_path.read_text()
+    try:
+        yield Container(name, volume, log_path)
+    finally:
+        subprocess.run([runc, "kill", name, "TERM"], capture_output=True, timeout=30)
+        try:
+            wait_until(lambda: json.loads(sh(runc, "state", name).stdout)["status"] == "stopped",
+                       timeout=30, what=f"container {name} stops", ignoring=(AssertionError,))
+        finally:
+            subprocess.run([runc, "delete", "--force", name], capture_output=True, timeout=30)
+
+
+def run_once(runc: str, rootfs: str, config: dict[str, Any], where: Path,
+             env: dict[str, str], args: list[str]) -> str:
+    """The image with ``args`` instead of its command, in the foreground; its output."""
+    where.mkdir(parents=True, exist_ok=True)
+    bundle(runc, rootfs, {**config, "Cmd": args}, where, env)
+    return sh(runc, "run", f"tk-once-{uuid.uuid4().hex[:8]}", cwd=where, timeout=300,
+              stdin=subprocess.DEVNULL).stdout
