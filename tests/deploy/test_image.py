@@ -1,8 +1,8 @@
 """The image from deploy/Dockerfile, built and run on this machine (tests/deploy/container.py
 says how, and why not with ``podman run``): on its own it serves /healthz and /readyz as
 user 10001 on a read-only root filesystem, writes only to its volume, and its own
-HEALTHCHECK passes; on PostgreSQL its ``db upgrade`` migrates an empty database and two
-replicas serve one store (a token printed by one is accepted by the other)."""
+HEALTHCHECK passes; in compose.yaml's topology its ``db upgrade`` migrates an empty
+PostgreSQL and two replicas on it and Redis serve one store behind compose's nginx.conf."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from tests.deploy.container import IMAGE, build, ensure_base, run_once, running, sh, tools
+from tests.deploy.nginx import proxy
 from tests.support.pgcluster import PgCluster
 from tests.support.serve import free_port
 from tests.support.waiting import wait_until
@@ -73,26 +74,40 @@ def key() -> str:
     return base64.b64encode(os.urandom(32)).decode()
 
 
-def test_the_image_migrates_postgresql_and_two_replicas_share_it(
+def test_the_compose_topology_migrates_and_serves_behind_the_proxy(
         image: tuple[dict[str, str], dict[str, Any], str], pg_cluster: PgCluster,
-        tmp_path: Path) -> None:
+        redis_url: str, tmp_path: Path) -> None:
+    """compose.yaml's services without compose: the image's ``db upgrade`` on an empty
+    PostgreSQL, two replicas of the image on it and on Redis, compose's nginx.conf in
+    front; a token one replica printed is accepted through the proxy and by the other,
+    and with the first replica stopped the proxy still answers."""
     found, config, rootfs = image
     runc = found["runc"]
     url = pg_cluster.fresh_database(f"tk_image_{os.urandom(4).hex()}")
-    shared = {"TOOLKEEPER_DATABASE_URL": url, "TOOLKEEPER_HOST": "127.0.0.1",
-              "TOOLKEEPER_SECRETS_BACKEND": "embedded", "TOOLKEEPER_SECRETS_KEY": key(),
-              "TOOLKEEPER_AUDIT_KEY": key()}
+    shared = {"TOOLKEEPER_DATABASE_URL": url, "TOOLKEEPER_REDIS_URL": redis_url,
+              "TOOLKEEPER_HOST": "127.0.0.1", "TOOLKEEPER_SECRETS_BACKEND": "embedded",
+              "TOOLKEEPER_SECRETS_KEY": key(), "TOOLKEEPER_AUDIT_KEY": key()}
     out = run_once(runc, rootfs, config, tmp_path / "migrate", shared, ["db", "upgrade"])
     assert "database at revision" in out, out
     ports = free_port(), free_port()
+    front = f"http://127.0.0.1:{free_port()}"
     with running(runc, rootfs, config, tmp_path / "one",
                  {**shared, "TOOLKEEPER_PORT": str(ports[0])}) as one:
         ready(f"http://127.0.0.1:{ports[0]}")
         with running(runc, rootfs, config, tmp_path / "two",
-                     {**shared, "TOOLKEEPER_PORT": str(ports[1])}):
+                     {**shared, "TOOLKEEPER_PORT": str(ports[1])}), \
+                proxy(tmp_path / "nginx", int(front.rsplit(":", 1)[1]),
+                      {"toolkeeper-1": ports[0], "toolkeeper-2": ports[1]}):
             ready(f"http://127.0.0.1:{ports[1]}")
+            ready(front)
             printed = re.search(r"admin token \(tenant default\): (\S+)", one.log.read_text())
             assert printed, one.log.read_text()[-2000:]
-            me = httpx.get(f"http://127.0.0.1:{ports[1]}/me", timeout=10,
-                           headers={"Authorization": f"Bearer {printed.group(1)}"})
-            assert me.status_code == 200 and "admin" in me.json()["roles"], me.text
+            auth = {"Authorization": f"Bearer {printed.group(1)}"}
+            for base in (f"http://127.0.0.1:{ports[1]}", front, front):
+                me = httpx.get(f"{base}/me", timeout=10, headers=auth)
+                assert me.status_code == 200 and "admin" in me.json()["roles"], me.text
+            sh(runc, "kill", one.name, "TERM")
+            wait_until(lambda: json.loads(sh(runc, "state", one.name).stdout)["status"]
+                       == "stopped", timeout=30, what="replica one stops")
+            for _ in range(4):  # nginx passes each request to the replica still up
+                assert httpx.get(f"{front}/readyz", timeout=10).status_code == 200
