@@ -103,7 +103,19 @@ def test_the_chart_has_what_operators_need(rendered: dict[str, Path]) -> None:
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         job = kinds["Job"]
         assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
-        assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["db", "upgrade"]
+        job_pod = job["spec"]["template"]["spec"]
+        assert job_pod["containers"][0]["args"] == ["db", "upgrade"]
+        # a pre-install hook runs before the chart's ServiceAccount exists
+        assert "serviceAccountName" not in job_pod
+        # what the Job needs exists before it: hooks of a lower weight
+        needed = [d for d in docs(path) if d["kind"] in ("Secret", "ConfigMap")]
+        for d in needed:
+            hook = d["metadata"]["annotations"]
+            assert "pre-install" in hook["helm.sh/hook"] and int(hook["helm.sh/hook-weight"]) < \
+                int(job["metadata"]["annotations"]["helm.sh/hook-weight"]), d["kind"]
+        mounts = {m["mountPath"] for m in job_pod["containers"][0]["volumeMounts"]}
+        env_names = {e["name"] for e in job_pod["containers"][0]["env"]}
+        assert "TOOLKEEPER_CONFIG" not in env_names or "/etc/toolkeeper" in mounts
         env = {e["name"]: e for e in container["env"]}
         assert env["TOOLKEEPER_AUDIT_KEY"]["valueFrom"]["secretKeyRef"]["key"] == "audit-key"
         assert env["TOOLKEEPER_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
