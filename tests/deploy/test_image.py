@@ -16,8 +16,19 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
-from tests.deploy.container import IMAGE, build, ensure_base, run_once, running, sh, tools
+from tests.deploy.checkers import render
+from tests.deploy.container import (
+    IMAGE,
+    Container,
+    build,
+    ensure_base,
+    run_once,
+    running,
+    sh,
+    tools,
+)
 from tests.deploy.nginx import proxy
 from tests.support.pgcluster import PgCluster
 from tests.support.serve import free_port
@@ -39,10 +50,17 @@ def image() -> Iterator[tuple[dict[str, str], dict[str, Any], str]]:
         sh(podman, "image", "unmount", IMAGE)
 
 
-def ready(base: str) -> None:
-    """Wait (bounded) for /healthz, then ask /readyz."""
-    wait_until(lambda: httpx.get(f"{base}/healthz", timeout=2).status_code == 200,
-               timeout=120, what=f"{base}/healthz answers", ignoring=(httpx.HTTPError,))
+def ready(base: str, runc: str | None = None, box: Container | None = None) -> None:
+    """Wait (bounded) for /healthz, then ask /readyz; with ``box``, fail at once when its
+    container has stopped (its log in the message)."""
+    def answers() -> bool:
+        if box is not None and runc is not None and json.loads(
+                sh(runc, "state", box.name).stdout)["status"] == "stopped":
+            raise AssertionError(f"container stopped:\n{box.log.read_text()[-3000:]}")
+        return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+
+    wait_until(answers, timeout=120, what=f"{base}/healthz answers",
+               ignoring=(httpx.HTTPError,))
     assert httpx.get(f"{base}/readyz", timeout=10).json() == {"status": "ready"}
 
 
@@ -57,7 +75,7 @@ def test_the_image_serves_on_a_read_only_root(
     # loopback: without a network namespace the default 0.0.0.0 would bind the machine's
     env = {"TOOLKEEPER_HOST": "127.0.0.1", "TOOLKEEPER_PORT": str(port)}
     with running(runc, rootfs, config, tmp_path, env) as box:
-        ready(f"http://127.0.0.1:{port}")
+        ready(f"http://127.0.0.1:{port}", runc, box)
         state = json.loads(sh(runc, "state", box.name).stdout)
         status = Path(f"/proc/{state['pid']}/status").read_text()
         assert "Uid:\t10001\t10001\t10001\t10001" in status, status
@@ -74,26 +92,59 @@ def key() -> str:
     return base64.b64encode(os.urandom(32)).decode()
 
 
+def from_chart(where: Path, values: dict[str, Any]) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The chart rendered with ``values`` on top of tests/deploy/values/embedded.yaml: for
+    the migration Job and the Deployment, the container's args and environment, each
+    ``secretKeyRef`` resolved from the Secret the chart made."""
+    where.mkdir(parents=True, exist_ok=True)
+    (where / "values.yaml").write_text(yaml.safe_dump(values))
+    manifests = render(where / "manifests.yaml", "embedded.yaml", str(where / "values.yaml"))
+    docs = [d for d in yaml.safe_load_all(manifests.read_text()) if d]
+    (secret,) = [d["stringData"] for d in docs if d["kind"] == "Secret"]
+    out = {}
+    for doc in docs:
+        if doc["kind"] in ("Job", "Deployment"):
+            (container,) = doc["spec"]["template"]["spec"]["containers"]
+            env = {}
+            for item in container["env"]:
+                ref = item.get("valueFrom", {}).get("secretKeyRef")
+                if ref is None:
+                    env[item["name"]] = item["value"]
+                elif ref["key"] in secret:
+                    env[item["name"]] = secret[ref["key"]]
+                else:
+                    assert ref.get("optional"), ref
+            out[doc["kind"]] = (container["args"], env)
+    return out
+
+
 def test_the_compose_topology_migrates_and_serves_behind_the_proxy(
         image: tuple[dict[str, str], dict[str, Any], str], pg_cluster: PgCluster,
         redis_url: str, tmp_path: Path) -> None:
-    """compose.yaml's services without compose: the image's ``db upgrade`` on an empty
-    PostgreSQL, two replicas of the image on it and on Redis, compose's nginx.conf in
-    front; a token one replica printed is accepted through the proxy and by the other,
-    and with the first replica stopped the proxy still answers."""
+    """compose.yaml's services without compose, configured as the Helm chart configures
+    its Job and pods: the image's ``db upgrade`` on an empty PostgreSQL, two replicas of
+    the image on it and on Redis, compose's nginx.conf in front; a token one replica
+    printed is accepted through the proxy and by the other, and with the first replica
+    stopped the proxy still answers."""
     found, config, rootfs = image
     runc = found["runc"]
     url = pg_cluster.fresh_database(f"tk_image_{os.urandom(4).hex()}")
-    shared = {"TOOLKEEPER_DATABASE_URL": url, "TOOLKEEPER_REDIS_URL": redis_url,
-              "TOOLKEEPER_HOST": "127.0.0.1", "TOOLKEEPER_SECRETS_BACKEND": "embedded",
-              "TOOLKEEPER_SECRETS_KEY": key(), "TOOLKEEPER_AUDIT_KEY": key()}
-    out = run_once(runc, rootfs, config, tmp_path / "migrate", shared, ["db", "upgrade"])
+    # the environment and arguments the Helm chart gives its Job and its pods
+    chart = from_chart(tmp_path / "chart", {"secrets": {"values": {
+        "databaseUrl": url, "redisUrl": redis_url, "auditKey": key(), "secretsKey": key()}}})
+    job_args, job_env = chart["Job"]
+    out = run_once(runc, rootfs, config, tmp_path / "migrate", job_env, job_args)
     assert "database at revision" in out, out
+    serve_args, serve_env = chart["Deployment"]
+    assert serve_args == config["Cmd"] == ["serve"]
+    assert serve_env["TOOLKEEPER_REDIS_URL"] == redis_url
+    # loopback (no network namespace here) instead of the chart's 0.0.0.0:8700
+    shared = {**serve_env, "TOOLKEEPER_HOST": "127.0.0.1"}
     ports = free_port(), free_port()
     front = f"http://127.0.0.1:{free_port()}"
     with running(runc, rootfs, config, tmp_path / "one",
                  {**shared, "TOOLKEEPER_PORT": str(ports[0])}) as one:
-        ready(f"http://127.0.0.1:{ports[0]}")
+        ready(f"http://127.0.0.1:{ports[0]}", runc, one)
         with running(runc, rootfs, config, tmp_path / "two",
                      {**shared, "TOOLKEEPER_PORT": str(ports[1])}), \
                 proxy(tmp_path / "nginx", int(front.rsplit(":", 1)[1]),
