@@ -91,8 +91,9 @@ def build(podman: str, base: str) -> dict[str, Any]:
 
 
 def bundle(runc: str, rootfs: str, config: dict[str, Any], where: Path,
-           env: dict[str, str]) -> Path:
-    """An OCI bundle in ``where`` running the image as its config says, ``env`` added."""
+           env: dict[str, str], mounts: dict[str, Path] | None = None) -> Path:
+    """An OCI bundle in ``where`` running the image as its config says, ``env`` added,
+    ``mounts`` (container path → host directory) bound read-only."""
     sh(runc, "spec", cwd=where)
     spec = json.loads((where / "config.json").read_text())
     uid, _, gid = config["User"].partition(":")
@@ -115,6 +116,8 @@ def bundle(runc: str, rootfs: str, config: dict[str, Any], where: Path,
         {"destination": volume, "type": "bind", "source": str(data), "options": ["rbind", "rw"]},
         {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs",
          "options": ["nosuid", "nodev", "mode=1777", "size=64m"]},
+        *({"destination": inside, "type": "bind", "source": str(host),
+           "options": ["rbind", "ro"]} for inside, host in (mounts or {}).items()),
     ]
     (where / "config.json").write_text(json.dumps(spec))
     return data
@@ -122,11 +125,11 @@ def bundle(runc: str, rootfs: str, config: dict[str, Any], where: Path,
 
 @contextmanager
 def running(runc: str, rootfs: str, config: dict[str, Any], where: Path,
-            env: dict[str, str]) -> Iterator[Container]:
+            env: dict[str, str], mounts: dict[str, Path] | None = None) -> Iterator[Container]:
     """The image running detached (its stdout and stderr in ``where/container.log``) until
     the block ends; then stopped with SIGTERM (bounded) and deleted."""
     where.mkdir(parents=True, exist_ok=True)
-    volume = bundle(runc, rootfs, config, where, env)
+    volume = bundle(runc, rootfs, config, where, env, mounts)
     name = f"tk-test-{uuid.uuid4().hex[:8]}"
     log_path = where / "container.log"
     with log_path.open("w") as log:

@@ -10,11 +10,13 @@ import base64
 import json
 import os
 import re
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import hvac.exceptions
 import pytest
 import yaml
 
@@ -30,6 +32,8 @@ from tests.deploy.container import (
     tools,
 )
 from tests.deploy.nginx import proxy
+from tests.secrets.backends import admin, vault_put
+from tests.support.openbao import OpenBaoServer
 from tests.support.pgcluster import PgCluster
 from tests.support.serve import free_port
 from tests.support.waiting import wait_until
@@ -95,12 +99,17 @@ def key() -> str:
 def from_chart(where: Path, values: dict[str, Any]) -> dict[str, tuple[list[str], dict[str, str]]]:
     """The chart rendered with ``values`` on top of tests/deploy/values/embedded.yaml: for
     the migration Job and the Deployment, the container's args and environment, each
-    ``secretKeyRef`` resolved from the Secret the chart made."""
+    ``secretKeyRef`` resolved from the Secret the chart made; the config it renders (if
+    any) written to ``where/config/toolkeeper.yaml``."""
     where.mkdir(parents=True, exist_ok=True)
     (where / "values.yaml").write_text(yaml.safe_dump(values))
     manifests = render(where / "manifests.yaml", "embedded.yaml", str(where / "values.yaml"))
     docs = [d for d in yaml.safe_load_all(manifests.read_text()) if d]
     (secret,) = [d["stringData"] for d in docs if d["kind"] == "Secret"]
+    for doc in docs:
+        if doc["kind"] == "ConfigMap":
+            (where / "config").mkdir()
+            (where / "config" / "toolkeeper.yaml").write_text(doc["data"]["toolkeeper.yaml"])
     out = {}
     for doc in docs:
         if doc["kind"] in ("Job", "Deployment"):
@@ -162,3 +171,45 @@ def test_the_compose_topology_migrates_and_serves_behind_the_proxy(
                        == "stopped", timeout=30, what="replica one stops")
             for _ in range(4):  # nginx passes each request to the replica still up
                 assert httpx.get(f"{front}/readyz", timeout=10).status_code == 200
+
+
+def test_the_chart_s_vault_settings_log_the_image_in_to_openbao(
+        image: tuple[dict[str, str], dict[str, Any], str], openbao: OpenBaoServer,
+        tmp_path: Path) -> None:
+    """``secrets.backend: vault`` with AppRole: the config and the environment the chart
+    renders start the image's server against a real OpenBao, which logs in with the
+    chart's role id and secret id (a secret id good for one login: the server used it)."""
+    found, config, rootfs = image
+    prefix = f"tk-{uuid.uuid4().hex[:8]}"
+    vault_put(openbao, prefix)("crm", "api_key", "the-crm-key")
+    role_id, secret_id = approle(openbao, prefix)
+    chart = from_chart(tmp_path / "chart", {
+        "secrets": {"backend": "vault", "values": {
+            "databaseUrl": "sqlite:////var/lib/toolkeeper/toolkeeper.db", "auditKey": key(),
+            "vaultRoleId": role_id, "vaultSecretId": secret_id}},
+        "vault": {"address": openbao.url, "pathPrefix": prefix, "verify": False}})
+    _, env = chart["Deployment"]
+    assert env["TOOLKEEPER_SECRETS_BACKEND"] == "vault" and "TOOLKEEPER_SECRETS_KEY" not in env
+    port = free_port()
+    with running(found["runc"], rootfs, config, tmp_path / "box",
+                 {**env, "TOOLKEEPER_HOST": "127.0.0.1", "TOOLKEEPER_PORT": str(port)},
+                 mounts={"/etc/toolkeeper": tmp_path / "chart" / "config"}) as box:
+        ready(f"http://127.0.0.1:{port}", found["runc"], box)
+    with pytest.raises(hvac.exceptions.InvalidRequest):  # used up by the server's login
+        admin(openbao).auth.approle.login(role_id=role_id, secret_id=secret_id)
+
+
+def approle(server: OpenBaoServer, prefix: str) -> tuple[str, str]:
+    """An AppRole that may read and list ``secret/{prefix}``, and a secret id for one login."""
+    client = admin(server)
+    if "approle/" not in client.sys.list_auth_methods()["data"]:
+        client.sys.enable_auth_method("approle")
+    client.sys.create_or_update_policy(name=prefix, policy=(
+        f'path "secret/data/{prefix}/*" {{ capabilities = ["read"] }}\n'
+        f'path "secret/metadata/{prefix}" {{ capabilities = ["list"] }}\n'
+        f'path "secret/metadata/{prefix}/" {{ capabilities = ["list"] }}\n'))
+    client.auth.approle.create_or_update_approle(prefix, token_policies=[prefix],
+                                                 token_ttl="1h", secret_id_num_uses=1)
+    role_id = client.auth.approle.read_role_id(prefix)["data"]["role_id"]
+    secret_id = client.auth.approle.generate_secret_id(prefix)["data"]["secret_id"]
+    return role_id, secret_id
