@@ -38,6 +38,8 @@ _GUIDES = "docs/guides/"
 CONFIGS: dict[str, str | None] = {
     "docs/guides/identity.md: Your identity provider #0": None,
     "docs/guides/mcp-clients.md: Upstream MCP servers #0": None,
+    f"{_GUIDES}vault.md: Which key a store is keyed with #0":
+        _HERE + "test_the_keying_note_is_what_the_cli_prints",
     "docs/guides/vault.md: Vault and OpenBao #0": None,
     "docs/guides/config-as-code.md: Retrieval #0": None,
     "docs/identity-sso.md: Configure #0": None,
@@ -82,6 +84,8 @@ COVERED: dict[str, str] = {
         _HERE + "test_pipeline_diagram_puts_each_reason_under_its_step",
     "docs/guides/config-as-code.md: Start a project: `toolkeeper init` #0":
         _HERE + "test_init_block_starts_a_project",
+    "docs/guides/config-as-code.md: Check and apply #0":
+        _HERE + "test_the_example_config_applies_to_its_own_store",
     "docs/guides/config-as-code.md: Built-in tools #0":
         _README + "test_builtins_config_sets_valid_policies_for_every_builtin",
     "docs/guides/config-as-code.md: Retrieval #0": _HERE + "test_retrieval_config_passes_check",
@@ -96,6 +100,8 @@ COVERED: dict[str, str] = {
     "docs/guides/toolbox.md: In-process #0":
         "tests/toolbox/test_toolbox_readme.py::test_toolbox_guide_example_runs",
     "docs/guides/toolbox.md: Remote #0": _DEMO,
+    f"{_GUIDES}vault.md: Which key a store is keyed with #0":
+        _HERE + "test_the_keying_note_is_what_the_cli_prints",
     "docs/guides/vault.md: Vault and OpenBao #0":
         "tests/secrets/test_vault.py::test_the_readme_vault_example_is_valid_config",
     "docs/architecture.md: Layout #0": _HERE + "test_layout_names_every_package",
@@ -200,24 +206,47 @@ def test_config_blocks_are_valid_config(key: str) -> None:
         assert [(v.rule, v.path, v.message) for v in found] == []
 
 
+def _shell(work: Path, text: str) -> subprocess.CompletedProcess[str]:
+    """Run a block's lines with bash in the venv, in ``work`` (this checkout's sources kept
+    first on ``PYTHONPATH`` when a line sets it)."""
+    from tests.support.processes import child_env
+
+    env = {k: v for k, v in child_env().items() if not k.startswith("TOOLKEEPER_")}
+    text = re.sub(r"PYTHONPATH=(\S+)", r"PYTHONPATH=\1:$PYTHONPATH", text)
+    return subprocess.run(["bash", "-euc", "source .venv/bin/activate\n" + text], cwd=work,
+                          env=env, capture_output=True, text=True, timeout=180)
+
+
 def test_init_block_starts_a_project(tmp_path: Path) -> None:
     """``toolkeeper init`` then the call its comment shows, in a new directory, in the venv:
     the call succeeds with the output the comment names."""
-    from tests.support.processes import child_env
-
     (tmp_path / ".venv").symlink_to(REPO / ".venv")
-    lines = [line for line in block(f"{_GUIDES}config-as-code.md: Start a project: "
-                                    "`toolkeeper init` #0").splitlines()]
-    commands = [line for line in lines if line and not line.startswith("#")]
+    lines = block(f"{_GUIDES}config-as-code.md: Start a project: `toolkeeper init` #0"
+                  ).splitlines()
     said = next(line for line in lines if line.startswith("# status"))
-    env = {k: v for k, v in child_env().items() if not k.startswith("TOOLKEEPER_")}
-    run = subprocess.run(["bash", "-euc", "source .venv/bin/activate\n" + "\n".join(commands)],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    run = _shell(tmp_path, "\n".join(lines))
     assert run.returncode == 0, run.stdout + run.stderr
     assert "tk_" in run.stdout and (tmp_path / "toolkeeper.yaml").is_file()
     status, output = re.fullmatch(r"# status (\w+) … output (.*)", said).groups()  # type: ignore[union-attr]
     assert re.search(rf"status\W+{status}", run.stdout), run.stdout
     assert output in run.stdout, run.stdout
+
+
+def test_the_example_config_applies_to_its_own_store(tmp_path: Path) -> None:
+    """In a copy of the checkout's examples: check is clean, apply names the store it wrote
+    (its own, not the demo's), and the native tool runs from a later CLI without --config."""
+    import shutil
+
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    text = block(f"{_GUIDES}config-as-code.md: Check and apply #0")
+    run = _shell(tmp_path, text)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "applied examples/toolkeeper.yaml to the store sqlite:///./examples.db" in run.stdout
+    assert not (tmp_path / "toolkeeper.db").exists()
+    status, output = re.search(r"# status (\w+) … output (.*)", text).groups()  # type: ignore[union-attr]
+    assert re.search(rf"status\W+{status}", run.stdout) and re.search(
+        rf"output\W+{re.escape(output)}\W", run.stdout), run.stdout
 
 
 @pytest.mark.slow  # a real server and four child processes
@@ -379,3 +408,30 @@ def test_the_console_words_the_pages_quote_are_the_consoles() -> None:
     for page in ("docs/guides/console.md", "docs/concepts/approvals.md"):
         text = re.sub(r"\s+", " ", (REPO / page).read_text())
         assert f'"{quoted}"' in text, page
+
+
+def test_every_page_runs_commands_one_way() -> None:
+    """Commands are run in the activated venv (``source .venv/bin/activate``, then
+    ``toolkeeper``, ``python``), never as ``.venv/bin/<program>`` on one page and bare on
+    another (issue 33: a reader typed ``toolkeeper demo`` and got ``command not found``)."""
+    from tests.support.docs import pages
+
+    mixed = [f"{page}:{n}" for page in pages()
+             for n, line in enumerate((REPO / page).read_text().splitlines(), 1)
+             if re.search(r"\.venv/bin/(?!activate\b)[\w-]", line)]
+    assert mixed == [], f"say `source .venv/bin/activate` and the bare command: {mixed}"
+    assert "source .venv/bin/activate" in (REPO / "README.md").read_text()
+
+
+def test_the_keying_note_is_what_the_cli_prints(tmp_path: Path) -> None:
+    """Where ``serve --demo`` left its key file, a new store (``toolkeeper init``) is keyed
+    with it and says so in the words the secrets guide shows."""
+    from toolkeeper.secrets import generate_key_file
+
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    generate_key_file(tmp_path / "toolkeeper-secrets.key")
+    note = block(f"{_GUIDES}vault.md: Which key a store is keyed with #0").strip()
+    run = _shell(tmp_path, "toolkeeper init")
+    assert run.returncode == 0, run.stdout + run.stderr
+    said = re.sub(r"\s+", " ", run.stderr + run.stdout)
+    assert note.replace("/path/to", str(tmp_path)) in said, said
