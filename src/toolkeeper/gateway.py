@@ -101,8 +101,7 @@ class Gateway:
             rates=RateLimiter(shared, fallback=store.rates if redis_url and shared_rate_limits
                               else None, on_fallback=self.metrics.redis_fallback),
             turns=TurnCounter(caps), concurrency=ConcurrencyGroups(caps),
-            settings=self.settings, agent_calls=InFlight(store.agent_calls),
-        )
+            settings=self.settings, agent_calls=InFlight(store.agent_calls))
         self._loops = ThreadLoops()
         self._agent_principals = AgentPrincipals()
         self._definitions_seen = -1
@@ -385,9 +384,8 @@ class Gateway:
 
     def _housekeeping(self) -> None:
         """Runs about once a second on the audit writer thread: SQLite checkpoint, the audit
-        checkpoint file when due, periodic recovery of stale ``in_progress`` outcomes (SPEC
-        §4), and, each on a thread of its own, listing the upstream MCP servers again for
-        drift and the retention sweeps."""
+        checkpoint file (when due), periodic recovery of stale ``in_progress`` outcomes, and,
+        each on a thread of its own, listing upstream MCP servers and the retention sweeps."""
         self.store.db.checkpoint()
         self.store.audit.checkpoint()  # the heads that moved, every audit_checkpoint_every_s
         if self.store.registry.definitions_version() != self._definitions_seen:

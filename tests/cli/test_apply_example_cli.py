@@ -37,4 +37,4 @@ def test_with_its_directory_on_the_path_the_example_checks_clean(
     res = cli("check", "-f", str(EXAMPLE))
     assert res.exit_code == 0 and "no violations" in res.stdout, res.output
     applied = cli("apply", "-f", str(EXAMPLE))
-    assert applied.exit_code == 0 and "note:" not in applied.stderr, applied.output
+    assert applied.exit_code == 0 and "only_beside_config" not in applied.stderr, applied.output
