@@ -64,6 +64,15 @@ COMMANDS = [
     "docs/guides/server.md: Running the server #0",
 ]
 
+_DEPLOY_GUIDE = "tests/deploy/test_deploy_guide.py::"
+_IMAGE = "tests/deploy/test_image.py::test_the_image_serves_on_a_read_only_root"
+_DEPLOY = {  # docs/guides/deploy.md (the image test builds and runs it with podman and runc)
+    "The image #0": _IMAGE, "The image #1": _IMAGE,
+    "The image #2": _DEPLOY_GUIDE + "test_the_key_command_makes_a_key_toolkeeper_accepts",
+    "Helm chart #0": _DEPLOY_GUIDE + "test_the_install_line_renders",
+    "Helm chart #1": _DEPLOY_GUIDE + "test_the_vault_values_render",
+}
+
 # block key -> the test that runs or validates it
 COVERED: dict[str, str] = {
     "README.md: Two commands #0": _HERE + "test_make_targets_named_are_the_makefiles",
@@ -113,6 +122,7 @@ COVERED: dict[str, str] = {
         "tests/adapters/test_google_adk_example.py::test_the_google_adk_example_runs_offline",
     "docs/guides/google-adk.md: The example #1":
         "tests/adapters/test_google_adk_example.py::test_the_guides_snippet_is_the_example",
+    **{f"docs/guides/deploy.md: {key}": test for key, test in _DEPLOY.items()},
     **{key: _COMMANDS for key in COMMANDS},
     **{key: _CONFIG for key in CONFIGS if key not in (
         "docs/guides/mcp-clients.md: Upstream MCP servers #0",
@@ -122,6 +132,9 @@ COVERED: dict[str, str] = {
 
 # block key -> why no test runs it
 NOT_EXECUTABLE: dict[str, str] = {
+    "docs/guides/deploy.md: Compose: PostgreSQL, Redis, two replicas behind nginx #0":
+        "needs a Docker daemon and the postgres, redis and nginx images (no container "
+        "registry here); tests/deploy/test_checkers.py checks the compose file",
     "README.md: Use it in your own project #0":
         "installs the released packages from PyPI (the suite has no registry); the packaging "
         "tests build and install the wheels themselves",
