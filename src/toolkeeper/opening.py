@@ -158,7 +158,7 @@ def _store_key(store: Store, url: str, configured: AuditKey | None) -> AuditKey:
         path = default_key_path(url)
         try:
             key = AuditKey(os.urandom(KEY_BYTES), "a key in memory") if path is None else \
-                AuditKey(make_key_file(path), f"the key file {path}, made now",
+                AuditKey(make_key_file(path), f"the key file {path} (made for this store)",
                          f"{KEY_FILE_ENV}={path}")
         except OSError as exc:
             raise ConfigError(f"cannot make the audit key file {path} on this store's first "

@@ -57,7 +57,8 @@ def test_the_recovery_command_is_named_at_every_start_the_first_included(
 def test_the_first_start_says_which_key_keyed_the_audit_chains(tmp_path: Path) -> None:
     key_file = tmp_path / "tk.db.audit-key"
     first = _banner(tmp_path)
-    assert (f"this store's audit chains are now keyed with the key file {key_file}, made now; "
+    assert (f"this store's audit chains are now keyed with the key file {key_file} (made for "
+            f"this store); "
             f"every process opening it needs that key (TOOLKEEPER_AUDIT_KEY_FILE={key_file})"
             ) in first
     assert "audit chains are now keyed" not in _banner(tmp_path)
