@@ -81,14 +81,21 @@ def bounds(schema: Mapping[str, Any]) -> str:
 
 def properties_table(schema: Mapping[str, Any],
                      ref: Callable[[str], str] | None = None) -> str:
-    """One row per property of an object schema: name, type, required, default, description."""
+    """One row per property of an object schema: name, type, default, and whether it is
+    required and its description (those two columns only when some property has one)."""
     required = set(schema.get("required", ()))
+    props = schema.get("properties", {})
+    head = ["Key", "Type", "Default"]
+    some_required = any(name in required for name in props)
+    described = any(p.get("description") for p in props.values())
+    head += ["Required"] * some_required + ["Description"] * described
     rows = []
-    for name, prop in schema.get("properties", {}).items():
-        rows.append([code(name), schema_type(prop, ref) + bounds(prop),
-                     "yes" if name in required else "",
-                     default_of(prop), cell(prop.get("description", ""))])
-    return table(["Key", "Type", "Required", "Default", "Description"], rows)
+    for name, prop in props.items():
+        row = [code(name), schema_type(prop, ref) + bounds(prop), default_of(prop)]
+        row += ["yes" if name in required else ""] * some_required
+        row += [cell(prop.get("description", ""))] * described
+        rows.append(row)
+    return table(head, rows)
 
 
 def json_block(value: Any, indent: str = "") -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._attrdocs import describe
 from ._md import GENERATED, cell, code, json_block, properties_table, table
 
 INTRO = """# Built-in tools
@@ -25,8 +26,13 @@ def tools() -> list[tuple[str, Any, dict[str, Any]]]:
     from toolkeeper.builtins import BUILTINS, definition
     from toolkeeper.services.tool_views import policy_template
 
-    return [(key, definition(key), policy_template(BUILTINS[key].policy_model))
-            for key in sorted(BUILTINS)]
+    out = []
+    for key in sorted(BUILTINS):
+        model = BUILTINS[key].policy_model
+        template = policy_template(model)
+        describe(template["policy_schema"], model)
+        out.append((key, definition(key), template))
+    return out
 
 
 def _value(x: Any) -> str:
@@ -36,11 +42,10 @@ def _value(x: Any) -> str:
 def _section(key: str, d: Any, template: dict[str, Any]) -> str:
     schema = template["policy_schema"]
     parts = [f"## {key}\n\n", d.description.strip() + "\n\n"]
-    facts = [["Side effect", code(_value(d.side_effect))],
-             ["Risk", code(_value(d.risk_default))],
-             ["Capabilities", ", ".join(code(c) for c in d.capabilities) or "—"],
-             ["Needs confirmation", "yes" if d.requires_confirmation else "no"]]
-    parts.append(table(["", ""], facts) + "\n")
+    parts.append(f"Side effect {code(_value(d.side_effect))} · risk {code(_value(d.risk_default))}"
+                 f" · capabilities {', '.join(code(c) for c in d.capabilities) or 'none'}"
+                 f" · confirmation {'required' if d.requires_confirmation else 'not required'}"
+                 ".\n\n")
     actions = [[code(name), code(_value(a.side_effect or d.side_effect)),
                 cell(a.description)] for name, a in d.actions.items()]
     parts.append("**Actions**\n\n" + table(["Action", "Side effect", "Description"], actions))

@@ -46,6 +46,11 @@ def commands() -> list[tuple[str, Any, Any]]:
             for cmd, ctx in walk(top, Context(top, info_name="toolkeeper"))]
 
 
+def anchor(path: str) -> str:
+    """The heading id MkDocs gives ``## toolkeeper calls list``: ``toolkeeper-calls-list``."""
+    return path.lower().replace(" ", "-")
+
+
 def _section(path: str, command: Any, ctx: Any) -> str:
     level = "#" * min(2 + path.count(" ") - 1, 4) if " " in path else "##"
     usage = " ".join([path, *command.collect_usage_pieces(ctx)])
@@ -62,7 +67,8 @@ def _section(path: str, command: Any, ctx: Any) -> str:
     parts.append(table(["Name", "Kind", "Help"], rows))
     subs = [n for n, s in getattr(command, "commands", {}).items() if not s.hidden]
     if subs:
-        parts.append("\nCommands: " + ", ".join(code(f"{path} {n}") for n in subs) + ".\n")
+        parts.append("\nCommands: " + ", ".join(
+            f"[{code(f'{path} {n}')}](#{anchor(f'{path} {n}')})" for n in subs) + ".\n")
     return "".join(parts) + "\n"
 
 

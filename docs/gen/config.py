@@ -8,6 +8,7 @@ import json
 from importlib import resources
 from typing import Any
 
+from ._attrdocs import describe
 from ._md import GENERATED, cell, code, properties_table
 
 INTRO = """# Configuration (`toolkeeper.yaml`)
@@ -22,10 +23,13 @@ generated from that schema: the top-level keys first, then each type they refer 
 
 
 def schema() -> dict[str, Any]:
-    """The packaged JSON Schema of ``toolkeeper.yaml``."""
+    """The packaged JSON Schema of ``toolkeeper.yaml``, each key without a description given
+    its field's docstring from the config models."""
+    from toolkeeper.config.model import ConfigFile
+
     text = resources.files("toolkeeper.config").joinpath("toolkeeper.schema.json").read_text(
         encoding="utf-8")
-    return dict(json.loads(text))
+    return describe(dict(json.loads(text)), ConfigFile)
 
 
 def anchor(name: str) -> str:

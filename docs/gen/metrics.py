@@ -9,10 +9,10 @@ from ._md import GENERATED, cell, code, table
 
 INTRO = """# Metrics
 
-`GET /metrics` answers the Prometheus text exposition, to admins and operators only: a
-token of the system tenant sees every tenant's samples and the process's own families, any
-other only the samples labelled with its own tenant. This page is generated from the gateway's
-collector, `toolkeeper.observability.metrics.Metrics`.
+[`GET /metrics`](rest.md#get-metrics) answers the Prometheus text exposition, to admins
+and operators only: a token of the system tenant sees every tenant's samples and the
+process's own families, any other only the samples labelled with its own tenant. This page
+is generated from the gateway's collector, `toolkeeper.observability.metrics.Metrics`.
 
 """
 

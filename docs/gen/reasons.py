@@ -124,14 +124,14 @@ Every call that is stopped or fails ends with exactly one reason code, and every
 the REST API, the MCP face, the CLI and the library carries one. The codes are defined once,
 in `toolkeeper.model.reasons.Reason`; this page is generated from that class.
 
-**HTTP statuses.** A call that the pipeline stops or that fails answers `POST
-/tools/execute` (and `toolkeeper.client`) with **200**: the reason is in the result's
-`reason` field and its `status` says what happened. The *call* column names the reasons
-answered otherwise, with the error shape `{"error": {"reason", "message", "details"}}` and
-the call's result in `details`. A request refused before any call runs (a bad token, a body
-too large or nested too deep) and a refusal by any other endpoint answer the error shape
-with the status of the *refusal* column: the statuses the code gives that reason, or 422
-when it names none.
+**HTTP statuses.** A call that the pipeline stops or that fails answers
+[`POST /tools/execute`](rest.md#post-tools-execute) (and `toolkeeper.client`) with **200**:
+the reason is in the result's `reason` field and its `status` says what happened. The *call*
+column names the reasons answered otherwise, with the error shape `{"error": {"reason",
+"message", "details"}}` and the call's result in `details`. A request refused before any
+call runs (a bad token, a body too large or nested too deep) and a refusal by any other
+endpoint answer the error shape with the status of the *refusal* column: the statuses the
+code gives that reason, or 422 when it names none.
 
 """
 

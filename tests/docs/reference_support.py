@@ -166,7 +166,8 @@ def missing_metrics(page: str) -> list[str]:
 
 
 def missing_builtins(page: str) -> list[str]:
-    """Built-ins, their actions and their policy keys absent from reference/builtins.md."""
+    """Built-ins, their actions and their policy keys (with their docstrings) absent from
+    reference/builtins.md."""
     from toolkeeper.builtins import BUILTINS
 
     missing = []
@@ -179,7 +180,22 @@ def missing_builtins(page: str) -> list[str]:
         actions = list(cls.definition().actions)
         missing += [f"{key} policy {f}" for f in fields if f"| `{f}` |" not in text]
         missing += [f"{key} action {a}" for a in actions if f"| `{a}` |" not in text]
+        missing += [f"{key} policy {f}: its docstring" for f, doc in field_docs(cls.policy_model)
+                    if " ".join(doc.split())[:40].replace("|", "\\|") not in text]
     return missing
+
+
+def field_docs(model: Any) -> list[tuple[str, str]]:
+    """The attribute docstrings of ``model``'s fields and its bases', as pydantic reads them
+    for ``use_attribute_docstrings`` (an oracle independent of docs/gen)."""
+    from pydantic import BaseModel
+    from pydantic._internal._docs_extraction import extract_docstrings_from_cls
+
+    found: dict[str, str] = {}
+    for klass in reversed(model.__mro__):
+        if isinstance(klass, type) and issubclass(klass, BaseModel) and klass is not BaseModel:
+            found.update(extract_docstrings_from_cls(klass, use_inspect=True))
+    return sorted(found.items())
 
 
 CHECKS = {

@@ -71,6 +71,8 @@ BROKEN: dict[str, tuple[str, str, Callable[[Any], Any], str]] = {
     "config: a key left out": ("config", "schema", _drop_a_config_key, "reference/config.md"),
     "metrics: a family left out": ("metrics", "families", _drop_last, "reference/metrics.md"),
     "builtins: a tool left out": ("builtins", "tools", _drop_last, "reference/builtins.md"),
+    "builtins: docstrings left out": ("builtins", "describe", lambda fn: lambda s, m: s,
+                                      "reference/builtins.md"),
 }
 
 

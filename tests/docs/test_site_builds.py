@@ -38,6 +38,7 @@ def test_the_site_builds_strict_with_every_reference_page(tmp_path: Path) -> Non
     # not for the site: the helpers' notes and the generator's own code
     for absent in ("api-notes-for-helpers", "hooks.py", "gen"):
         assert not list(tmp_path.glob(f"{absent}*")), absent
+    assert [p for p in tmp_path.rglob("*") if p.suffix in (".py", ".pyc")] == []
 
 
 BROKEN_PAGES = {
