@@ -1,7 +1,9 @@
 """Typed answers of the REST face, as the client returns them (never bare dicts).
 
-Built from the JSON by field name; a field the server adds later is ignored, so an older
-client keeps working against a newer server.
+Calls, approvals and the audit trail are the server's own wire models (``model/wire.py``,
+re-exported here); the discovery listings and tool views are read here. Built from the JSON
+by field name: a field the server adds later is ignored, so an older client keeps working
+against a newer server.
 """
 
 from __future__ import annotations
@@ -13,6 +15,14 @@ from typing import Any, TypeVar
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus, Gate, Risk
 from toolkeeper.model.reasons import Reason
+from toolkeeper.model.wire import (
+    Approval,
+    AuditEvent,
+    AuditPage,
+    AuditVerification,
+    Outcome,
+    Superseded,
+)
 
 T = TypeVar("T")
 
@@ -49,63 +59,6 @@ def is_call_result(data: Any) -> bool:
     return isinstance(data, dict) and "call_id" in data and "status" in data
 
 
-@dataclass(slots=True, kw_only=True)
-class Approval:
-    """An approval, confirmation or preview (``/approvals``)."""
-
-    id: str
-    kind: str
-    """``approve`` or ``confirm``."""
-    status: str
-    """``pending``, ``approved``, ``denied``, ``consumed`` or ``expired``."""
-    agent: str
-    tool: str
-    action: str
-    tool_version: str
-    arguments: Any
-    args_digest: str
-    risk: str
-    gate: str
-    summary: str | None
-    call_id: str | None
-    created_at: str
-    expires_at: str
-    decided_by: str | None = None
-    decided_by_subject: str | None = None
-    decided_by_issuer: str | None = None
-    decided_at: str | None = None
-    note: str | None = None
-    edited_arguments: Any = None
-    consumed_by: str | None = None
-
-    @property
-    def decided(self) -> bool:
-        """No longer pending (approved, denied, consumed or expired)."""
-        return self.status != "pending"
-
-
-@dataclass(slots=True, kw_only=True)
-class Outcome:
-    """A recorded call (``/calls``)."""
-
-    call_id: str
-    tenant_id: str
-    agent: str
-    tool: str
-    action: str
-    tool_version: str
-    state: str
-    status: str
-    reason: str | None
-    idempotency_key: str
-    args_digest: str
-    side_effect: str
-    turn_group_id: str | None
-    result: dict[str, Any] | None
-    resolved_by: str | None
-    created_at: str
-    updated_at: str
-    expires_at: str
 
 
 @dataclass(slots=True, kw_only=True)
@@ -176,51 +129,18 @@ def agent_tools(data: dict[str, Any]) -> AgentTools:
                       tools=[from_json(DiscoveredTool, t) for t in data["tools"]])
 
 
-@dataclass(slots=True, kw_only=True)
-class AuditEvent:
-    """One audit event (SPEC §9)."""
-
-    seq: int
-    event_id: str
-    ts: str
-    type: str
-    tenant_id: str | None = None
-    agent_id: str | None = None
-    call_id: str | None = None
-    trace_id: str | None = None
-    task_id: str | None = None
-    step_id: str | None = None
-    turn_group_id: str | None = None
-    tool: str | None = None
-    action: str | None = None
-    tool_version: str | None = None
-    risk: str | None = None
-    gate: str | None = None
-    reason: str | None = None
-    duration_ms: float | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-    prev_hash: str = ""
-    hash: str = ""
-
-
-@dataclass(slots=True, kw_only=True)
-class AuditPage:
-    events: list[AuditEvent]
-    next_cursor: int | None
-    """Pass as ``cursor`` for the next page; ``None`` on the last one."""
-
-
-@dataclass(slots=True, kw_only=True)
-class AuditVerification:
-    tenant_id: str | None
-    ok: bool
-    events: int
-    problems: list[str]
-    warnings: list[str]
-
-
-@dataclass(slots=True, kw_only=True)
-class Superseded:
-    turn_group_id: str
-    superseded: bool
-    changed: bool
+__all__ = [
+    "AgentTools",
+    "Approval",
+    "AuditEvent",
+    "AuditPage",
+    "AuditVerification",
+    "DiscoveredTool",
+    "Outcome",
+    "Superseded",
+    "ToolView",
+    "agent_tools",
+    "call_result",
+    "from_json",
+    "is_call_result",
+]
