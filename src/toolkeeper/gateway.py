@@ -21,7 +21,6 @@ from toolkeeper.identity.upstream_person import PersonTokens
 from toolkeeper.loops import ThreadLoops
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, Mode
-from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.observability.calls import observe_call
 from toolkeeper.observability.logs import redact_handlers
@@ -49,7 +48,7 @@ from toolkeeper.services.approvals import ApprovalService
 from toolkeeper.services.batch import Batches
 from toolkeeper.services.calls import CallService
 from toolkeeper.services.changes import DefinitionChanges
-from toolkeeper.services.events import system_event
+from toolkeeper.services.events import health_auditor
 from toolkeeper.services.identities import IdentityService
 from toolkeeper.services.registry import RegistryService
 from toolkeeper.services.retention import Retention
@@ -92,7 +91,7 @@ class Gateway:
             from toolkeeper.store.redis import RedisCounters
 
             shared = caps = RedisCounters(redis_url)
-        health = HealthBoard(on_change=self._health_changed)
+        health = HealthBoard(on_change=health_auditor(sink.submit))
         self.credentials = TenantCredentials.over(store.credentials, secrets)
         self._rt = Runtime(
             store=store, catalog=Catalog(mode=self.settings.mode, provider_factory=self.factory),
@@ -106,7 +105,8 @@ class Gateway:
         self._loops = ThreadLoops()
         self._agent_principals = AgentPrincipals()
         self._definitions_seen = -1
-        self._changes = DefinitionChanges(self.reload, self._publish_change)
+        self._changes = DefinitionChanges(
+            self.reload, lambda: None if self._notifier is None else self._notifier.publish())
         self._reloading = threading.RLock()
         self._tokens = TokenCache(store.tokens)
         self._bearers: Bearers | None = None
@@ -201,20 +201,15 @@ class Gateway:
                    tenant_id: str = "default", principal: Principal | None = None,
                    token: str | None = None, **fields: Any) -> CallResult:
         """Run one call through the whole pipeline. Stopped calls return, never raise."""
-        if isinstance(tool, CallRequest):
-            request = tool
-        else:
-            request = CallRequest(tool=tool, action=action,
-                                  arguments={} if arguments is None else arguments, **fields)
-        if principal is None:
-            principal = self.principal(agent=agent, tenant_id=tenant_id, token=token)
+        request = tool if isinstance(tool, CallRequest) else CallRequest(
+            tool=tool, action=action, arguments={} if arguments is None else arguments, **fields)
+        principal = principal or self.principal(agent=agent, tenant_id=tenant_id, token=token)
         rt = self._rt
         st = CallState(call_id=new_call_id(), request=request, principal=principal,
                        redactor=rt.redactor)
         # the pipeline is awaited here, not in a helper coroutine: one coroutine frame per
         # call is ~1 µs of the ~20 µs a pure call costs
-        tracer = self._tracer
-        start = 0 if tracer is None else time.time_ns()
+        start = 0 if self._tracer is None else time.time_ns()
         try:
             res = await steps.run(rt, st)
         except asyncio.CancelledError:
@@ -226,12 +221,23 @@ class Gateway:
         finally:
             for release in st.release:
                 release()
+        self._observed(st, res, start)
+        return res
+
+    async def check(self, request: CallRequest, principal: Principal | None) -> CallResult | None:
+        """Ask the gate without executing (:func:`steps.check`): ``None`` when the call may
+        run now, else the result that stops it. For frameworks that run their own checks
+        between the gate and the tool (the OpenAI Agents SDK's tool input guardrails)."""
+        st, res = await steps.check_call(self._rt, request, principal)
+        return res if res is None else self._observed(st, res, 0)
+
+    def _observed(self, st: CallState, res: CallResult, start: int) -> CallResult:
         if st.events:
-            rt.sink.submit_later(st)  # drafts are built by the writer thread
+            self._rt.sink.submit_later(st)  # drafts are built by the writer thread
         observe_call(self.metrics, res, st.tenant_id, st.agent)
         self.recent_calls.record(res, st.tenant_id, st.agent, st.request.trace_id)
-        if tracer is not None:
-            record_span(tracer, res, st.tenant_id, st.agent, start, time.time_ns())
+        if start and self._tracer is not None:
+            record_span(self._tracer, res, st.tenant_id, st.agent, start, time.time_ns())
         return res
 
     async def call_or_raise(self, *args: Any, **kwargs: Any) -> CallResult:
@@ -330,10 +336,6 @@ class Gateway:
         writes (an upstream server's re-listing) reload as usual."""
         return self._changes.batch()
 
-    def _publish_change(self) -> None:
-        if self._notifier is not None:
-            self._notifier.publish()
-
     @property
     def catalog(self) -> Catalog:
         return self._rt.catalog
@@ -377,11 +379,6 @@ class Gateway:
         """Re-read the secret values to redact (after secrets change)."""
         with self._reloading:  # a slower refresh never installs an older set
             self._rt.redactor = self._build_redactor()
-
-    def _health_changed(self, tool: str, old: Any, new: Any, error: str | None) -> None:
-        tenant, _, name = tool.partition(":")
-        self._rt.sink.submit([system_event(EventType.TOOL_HEALTH_CHANGED, tenant, tool=name,
-                                           old=str(old), new=str(new), error=error)])
 
     def _housekeeping(self) -> None:
         """Runs about once a second on the audit writer thread: SQLite checkpoint, periodic

@@ -43,8 +43,13 @@ profiles:
     adjusters:
       - {name: big, tools: [transfer], raise_to: critical,
          when: [{arg: amount, op: gt, value: 1000}]}
+  - name: nothing  # the server that denies everything (issue 29 "bad input")
+    autonomy: 2
+    activations: [{tool: lookup}, {tool: transfer}, {tool: post_note}, {tool: deploy}]
+    gates: {low: {2: deny}, medium: {2: deny}, high: {2: deny}, critical: {2: deny}}
 agents:
   - {name: bot, profile: p}
+  - {name: blocked, profile: nothing}
 """
 AGENT = "bot"
 
@@ -94,7 +99,8 @@ class Remote:
 def running(work: Path) -> Iterator[Remote]:
     ledger = work / "ledger"
     ledger.mkdir()
-    tokens = {AGENT: TokenSpec("agent", AGENT), "approver": TokenSpec("approver")}
+    tokens = {AGENT: TokenSpec("agent", AGENT), "approver": TokenSpec("approver"),
+              "blocked": TokenSpec("agent", "blocked")}
     with serving_toolkeeper(work, CONFIG, tokens,
                             TOOLKEEPER_TEST_LEDGER=str(ledger)) as server:
         yield Remote(server, ledger)

@@ -9,7 +9,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
-from agents import FunctionTool, Runner, RunState, set_tracing_disabled
+from agents import (
+    FunctionTool,
+    Runner,
+    RunState,
+    ToolGuardrailFunctionOutput,
+    ToolInputGuardrailData,
+    set_tracing_disabled,
+    tool_input_guardrail,
+)
 
 from tests.adapters.remote_support import AGENT, Remote, unique
 from tests.adapters.test_openai_agents import Script, said
@@ -116,6 +124,26 @@ async def test_a_rerun_dedupes_an_executed_call(remote: Remote,
     retry = await Runner.run(agent, "tell the team", context=context)
     assert said(run) == said(retry) == {"c1": {"posted": note}}
     assert remote.executions("post_note", note) == 1
+
+
+async def test_a_guardrail_blocks_a_call_before_the_server_runs_it(
+        remote: Remote, tools: list[FunctionTool]) -> None:
+    """Issue 29 item 4 over REST: ``needs_approval`` asks ``/tools/check``; the call is sent
+    to ``/tools/execute`` only after the SDK's tool input guardrails."""
+    note = unique("note")
+    executed_when_checked: list[int] = []
+
+    @tool_input_guardrail
+    def no_notes(data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        executed_when_checked.append(remote.executions("post_note", note))
+        return ToolGuardrailFunctionOutput.reject_content("blocked by policy")
+
+    for t in tools:
+        t.tool_input_guardrails = [no_notes]
+    agent = Script(calls=[("post_note", {"text": note}, "c1")]).agent(tools)
+    run = await Runner.run(agent, "tell the team", context={})
+    assert said(run) == {"c1": "blocked by policy"}
+    assert executed_when_checked == [0] and remote.executions("post_note", note) == 0
 
 
 async def test_tools_of_an_async_client_are_built_with_build_async(atk: AsyncClient) -> None:

@@ -12,13 +12,14 @@ enabled tools whose approval need comes from toolkeeper's gate.
 
 One :class:`~agents.FunctionTool` per callable action, named as the MCP face names it, with
 the action's JSON Schema unchanged (``strict_json_schema=False``). ``needs_approval`` asks
-toolkeeper: it submits the call under an idempotency key derived from the run and the tool
-call id. A call that the gate stops with ``approve``/``confirm``/``preview`` pauses the run
-(an SDK interruption) and its approval is remembered in the run context under
-``"toolkeeper"`` — a JSON mapping, so it survives ``RunState.to_json()``/``from_json``. Any
-other answer lets the SDK invoke the tool, which re-submits the exact call with the same key:
-a call the gate allowed has run once already and comes back deduplicated, a refusal comes
-back as a short structured message with its reason code. The human's decision reaches
+toolkeeper's gate without running anything (``Toolbox.check``), under an idempotency key
+derived from the run and the tool call id, so the SDK's tool input guardrails — which run
+after ``needs_approval`` — see the call before it executes. A call that the gate stops with
+``approve``/``confirm``/``preview`` pauses the run (an SDK interruption) and its approval is
+remembered in the run context under ``"toolkeeper"`` — a JSON mapping, so it survives
+``RunState.to_json()``/``from_json``. A call the gate allows is run by the SDK's invocation
+(after its guardrails) with that key; a refusal is remembered and comes back from the
+invocation as a short structured message with its reason code. The human's decision reaches
 toolkeeper through :func:`resolve_interruptions` with the application's approver credential
 — never the agent's own — and the resumed run re-submits the approved call, which runs once.
 
@@ -67,7 +68,8 @@ Decision = bool | Reject
 
 
 def memory(ctx: RunContextWrapper[Any]) -> dict[str, Any]:
-    """The adapter's part of the run context: ``{"run_id": …, "pending": {call_id: …}}``,
+    """The adapter's part of the run context: ``{"run_id": …, "pending": {call_id: …},
+    "refused": {call_id: message}}``,
     created on first use (plain JSON, so it round-trips through ``RunState.to_json``)."""
     if ctx.context is None:
         ctx.context = {}
@@ -78,6 +80,7 @@ def memory(ctx: RunContextWrapper[Any]) -> dict[str, Any]:
     mine: dict[str, Any] = context.setdefault(CONTEXT_KEY, {})
     mine.setdefault("run_id", new_turn_group_id())
     mine.setdefault("pending", {})
+    mine.setdefault("refused", {})
     return mine
 
 
@@ -119,19 +122,26 @@ class ToolkeeperCall:
 
     async def needs_approval(self, ctx: RunContextWrapper[Any], arguments: dict[str, Any],
                              call_id: str) -> bool:
-        """Submit the call; pause the run when toolkeeper's gate asks a human."""
+        """Ask the gate, running nothing; pause the run when it asks a human."""
         turn_group_id = self._turn_group(ctx)
-        result = await self.toolbox.execute(
+        result = await self.toolbox.check(
             self.tool, arguments, action=self.action,
             idempotency_key=idempotency_key(ctx, call_id), turn_group_id=turn_group_id)
-        if result.status not in GATED:
-            return False  # ran, or refused: the invocation re-reads the same call
-        memory(ctx)["pending"][call_id] = pending_record(result, arguments, turn_group_id)
-        return True
+        if result is not None and result.status in GATED:
+            memory(ctx)["pending"][call_id] = pending_record(result, arguments, turn_group_id)
+            return True
+        if result is not None and not result.ok:  # told to the model by the invocation
+            memory(ctx)["refused"][call_id] = stop_message(result)
+        # allowed (or already ran: the invocation re-reads its outcome under the same key)
+        return False
 
     async def invoke(self, ctx: ToolContext[Any], args_json: str) -> str:
-        """Re-submit the exact call under the same key (once approved, if it was gated)."""
+        """Run the call under its key (once approved, if it was gated), after the SDK's
+        tool input guardrails; a call the gate refused is told, not run."""
         call_id = ctx.tool_call_id
+        refused = memory(ctx)["refused"].pop(call_id, None)
+        if refused is not None:
+            return _text(refused)
         pending: dict[str, Any] = memory(ctx)["pending"].get(call_id, {})
         result = await self.toolbox.execute(
             self.tool, _arguments(args_json), action=self.action,

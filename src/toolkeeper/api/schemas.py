@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from toolkeeper.model.call import CallRequest
+from toolkeeper.model.call import CallRequest, CallResult
 
 
 class Body(BaseModel):
@@ -38,6 +38,13 @@ class ExecuteBody(Body):
             turn_group_id=self.turn_group_id, task_id=self.task_id, step_id=self.step_id,
             trace_id=self.trace_id, approval_id=self.approval_id,
             preview_token=self.preview_token, scopes=self.scopes)
+
+
+class CheckOut(BaseModel):
+    """``POST /tools/check``: whether the gate lets the call run now, else its result."""
+
+    allowed: bool
+    result: CallResult | None = None
 
 
 class BatchCallBody(ExecuteBody):

@@ -260,6 +260,17 @@ class AsyncClient:
             body["agent"] = agent
         return await self._core.execute(body)
 
+    async def check_request(self, request: CallRequest, *,
+                            agent: str | None = None) -> CallResult | None:
+        """Ask the gate about ``request`` without running it (``POST /tools/check``):
+        ``None`` when it may run now, else the result that stops it — an approval or a
+        preview is created as :meth:`execute` would create it."""
+        body = _request_body(request)
+        body.pop("critical", None)
+        if agent is not None:
+            body["agent"] = agent
+        return await self._core.check(body)
+
     async def call_or_raise(self, tool: str, arguments: Any = None, **kw: Any) -> CallResult:
         """Like :meth:`execute`, but a call that did not succeed raises as
         ``Gateway.call_or_raise`` does (``ApprovalRequired``, ``CallDenied``,

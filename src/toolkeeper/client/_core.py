@@ -196,15 +196,36 @@ class Core:
             return unanswered(tool, action, exc, body)
         if resp.is_success:
             return call_result(resp.json())
-        reason, message, details = _problem(resp)
-        if is_call_result(details):  # refused by the pipeline: its own result
-            return call_result(details)
-        # a 5xx may have come after the call ran (a 503 never reaches here)
-        status = CallStatus.DENIED if resp.status_code < 500 else CallStatus.UNKNOWN
-        return CallResult(call_id=_local_id(), status=status, tool=tool, action=action,
-                          reason=_reason_of(reason), message=message,
-                          details=details or None, retry_after=_retry_after(resp),
-                          idempotency_key=body.get("idempotency_key"))
+        return _refused(resp, body)
+
+    async def check(self, body: dict[str, Any]) -> CallResult | None:
+        """``POST /tools/check``: ``None`` when the gate lets the call run now, else the
+        result that stops it (as :meth:`execute` reads one; nothing runs, so a lost answer
+        is ``failed``, never ``unknown``)."""
+        try:
+            resp = await self.send("POST", "/tools/check", json=body, retry_safe=True)
+        except ServerUnavailable as exc:
+            res = unanswered(str(body.get("tool")), body.get("action"), exc, body)
+            res.status = CallStatus.FAILED
+            return res
+        if not resp.is_success:
+            return _refused(resp, body)
+        answer = resp.json()
+        return None if answer.get("allowed") else call_result(answer["result"])
+
+
+def _refused(resp: httpx.Response, body: dict[str, Any]) -> CallResult:
+    """The result of a call answered with an error status."""
+    tool, action = str(body.get("tool")), body.get("action")
+    reason, message, details = _problem(resp)
+    if is_call_result(details):  # refused by the pipeline: its own result
+        return call_result(details)
+    # a 5xx may have come after the call ran (a 503 never reaches here)
+    status = CallStatus.DENIED if resp.status_code < 500 else CallStatus.UNKNOWN
+    return CallResult(call_id=_local_id(), status=status, tool=tool, action=action,
+                      reason=_reason_of(reason), message=message,
+                      details=details or None, retry_after=_retry_after(resp),
+                      idempotency_key=body.get("idempotency_key"))
 
 
 def _local_id() -> str:

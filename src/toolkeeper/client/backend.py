@@ -90,6 +90,9 @@ class RemoteBackend:
         # an agent token runs as its agent; an operator's token acts for ``agent``
         return await self._on_loop(self.client.execute_request(request, agent=agent))
 
+    async def check(self, request: CallRequest, agent: str, tenant_id: str) -> CallResult | None:
+        return await self._on_loop(self.client.check_request(request, agent=agent))
+
     async def execute_batch(self, requests: Sequence[CallRequest], mode: str, agent: str,
                             tenant_id: str) -> list[CallResult]:
         if mode not in ("sequential", "parallel_safe"):

@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from toolkeeper.errors import ConfigError
-from toolkeeper.model.call import CallResult
+from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import ApprovalStatus, CallStatus, OutcomeState
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
@@ -20,6 +20,7 @@ from toolkeeper.pipeline.authenticate import authenticate
 from toolkeeper.pipeline.execute import execute
 from toolkeeper.pipeline.gate import gate
 from toolkeeper.pipeline.idempotency import idempotency
+from toolkeeper.pipeline.ids import new_call_id
 from toolkeeper.pipeline.limits import limits
 from toolkeeper.pipeline.outcome import finish, unknown_after_cancel
 from toolkeeper.pipeline.resolve import resolve
@@ -35,14 +36,7 @@ log = logging.getLogger("toolkeeper.pipeline")
 
 
 async def run(rt: Runtime, st: CallState) -> CallResult:
-    res = authenticate(rt, st) or text_fields(st)
-    if res is None:
-        try:
-            res = resolve(rt, st)
-        except ConfigError as exc:
-            res = st.stop(EventType.POLICY_DENIED, Reason.CONFIG_INVALID, str(exc),
-                          status=CallStatus.FAILED)
-    res = res or validate(rt, st) or scope(rt, st)
+    res = _to_scope(rt, st)
     if res is None:
         res = await limits(rt, st)
     res = res or risk(rt, st)
@@ -52,6 +46,47 @@ async def run(rt: Runtime, st: CallState) -> CallResult:
     if res is not None:
         return res
     return await _execute(rt, st)
+
+
+def _to_scope(rt: Runtime, st: CallState) -> CallResult | None:
+    res = authenticate(rt, st) or text_fields(st)
+    if res is None:
+        try:
+            res = resolve(rt, st)
+        except ConfigError as exc:
+            res = st.stop(EventType.POLICY_DENIED, Reason.CONFIG_INVALID, str(exc),
+                          status=CallStatus.FAILED)
+    return res or validate(rt, st) or scope(rt, st)
+
+
+async def check_call(rt: Runtime, request: CallRequest,
+                     principal: Principal | None) -> tuple[CallState, CallResult | None]:
+    """:func:`check` on a new call state (a bug of ours ends it ``internal_error``)."""
+    st = CallState(call_id=new_call_id(), request=request, principal=principal,
+                   redactor=rt.redactor)
+    try:
+        res = await check(rt, st)
+    except Exception as exc:  # a bug of ours: never a crash for the caller
+        log.exception("pipeline error in check %s", st.call_id)
+        res = internal_error(rt, st, exc)
+    finally:
+        for release in st.release:
+            release()
+    return st, res
+
+
+async def check(rt: Runtime, st: CallState) -> CallResult | None:
+    """The steps up to the gate, nothing executed: ``None`` when the gate lets the call run
+    now (its events are dropped: the call that follows records its own), else the result
+    that stops it, recorded as :func:`run` records it — an approval or a preview is created
+    and a refusal audited once. Limits are left to the call that follows (checking would
+    count the call twice), so a call over a limit can pass a check and be refused then."""
+    res = _to_scope(rt, st) or risk(rt, st)
+    if res is None:
+        res = await gate(rt, st)
+    if res is None:
+        st.events = []
+    return res
 
 
 async def _execute(rt: Runtime, st: CallState) -> CallResult:

@@ -41,6 +41,11 @@ class Backend(Protocol):
     async def execute(self, request: CallRequest, agent: str, tenant_id: str) -> CallResult:
         ...
 
+    async def check(self, request: CallRequest, agent: str, tenant_id: str) -> CallResult | None:
+        """Ask the gate without executing: ``None`` when the call may run now, else the
+        result that stops it (an approval or a preview created as a call creates it)."""
+        ...
+
     async def execute_batch(self, requests: Sequence[CallRequest], mode: str, agent: str,
                             tenant_id: str) -> list[CallResult]:
         ...

@@ -71,6 +71,10 @@ class InProcessBackend:
     async def execute(self, request: CallRequest, agent: str, tenant_id: str) -> CallResult:
         return await self.gateway.call(request, agent=agent, tenant_id=tenant_id)
 
+    async def check(self, request: CallRequest, agent: str, tenant_id: str) -> CallResult | None:
+        return await self.gateway.check(request, self.gateway.principal(agent=agent,
+                                                                         tenant_id=tenant_id))
+
     async def execute_batch(self, requests: Sequence[CallRequest], mode: str, agent: str,
                             tenant_id: str) -> list[CallResult]:
         return await self.gateway.batch(requests, mode=mode, agent=agent, tenant_id=tenant_id)

@@ -71,6 +71,20 @@ class Toolbox:
                               turn_group_id=turn_group_id or self._turn.get(), **fields)
         return await self.backend.execute(request, self.agent, self.tenant_id)
 
+    async def check(self, tool: str, arguments: Any = None, *, action: str | None = None,
+                    idempotency_key: str | None = None, turn_group_id: str | None = None,
+                    **fields: Any) -> CallResult | None:
+        """Ask the gate about a call without running it: ``None`` when it may run now, else
+        the result that stops it — an approval or a preview is created as :meth:`execute`
+        creates it, a refusal recorded once. For frameworks that run checks of their own
+        between the gate and the tool; the call itself is then :meth:`execute`. Limits
+        are counted by that call, not the check."""
+        request = CallRequest(tool=tool, action=action,
+                              arguments={} if arguments is None else arguments,
+                              idempotency_key=idempotency_key,
+                              turn_group_id=turn_group_id or self._turn.get(), **fields)
+        return await self.backend.check(request, self.agent, self.tenant_id)
+
     async def execute_batch(self, requests: Iterable[BatchItem], *,
                             mode: str = "sequential") -> list[CallResult]:
         """Run several calls (SPEC §5), results in request order. In ``sequential`` mode a

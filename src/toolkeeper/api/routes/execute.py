@@ -17,7 +17,7 @@ from fastapi import Header, Response
 from toolkeeper.api.auth import Caller, GatewayDep
 from toolkeeper.api.errors import ApiError
 from toolkeeper.api.route_table import RouteTable
-from toolkeeper.api.schemas import BatchBody, ErrorOut, ExecuteBody
+from toolkeeper.api.schemas import BatchBody, CheckOut, ErrorOut, ExecuteBody
 from toolkeeper.builtins.agent_call import CHAIN_HEADER, parse_chain
 from toolkeeper.model.call import CallResult, Principal
 from toolkeeper.model.enums import Role
@@ -85,6 +85,28 @@ async def execute(body: ExecuteBody, gw: GatewayDep, caller: Caller,
     who = acting_as(caller, body.agent)
     request = replace(body.request(idempotency_key), chain=chain_of(chain))
     return answer(await gw.call_served(request, who))
+
+
+@router.post("/tools/check", response_model=CheckOut, responses=ERRORS,
+             summary="Ask the gate about one call without running it")
+async def check(body: ExecuteBody, gw: GatewayDep, caller: Caller,
+                idempotency_key: Annotated[str | None, Header(max_length=255)] = None,
+                chain: ChainHeader = None) -> Response:
+    """``allowed: true`` when the call may run now (send it to ``/tools/execute``); else
+    the result that stops it, as ``/tools/execute`` would answer it — an approval or a
+    preview is created, a refusal recorded once. For agent frameworks that run checks of
+    their own between the gate and the tool. Rate limits are counted by the call itself."""
+    who = acting_as(caller, body.agent)
+    request = replace(body.request(idempotency_key), chain=chain_of(chain))
+    if gw.store.is_local:
+        res = await gw.check(request, who)
+    else:  # network round trips: off the server's loop, as call_served does
+        res = await anyio.to_thread.run_sync(lambda: gw.run_sync(gw.check(request, who)))
+    if res is None:
+        return Response(b'{"allowed":true,"result":null}', media_type="application/json")
+    answer(res)  # raises the error SPEC §7 assigns to its reason
+    body_out = {"allowed": False, "result": res.to_dict(omit_empty=False)}
+    return Response(orjson.dumps(body_out), media_type="application/json")
 
 
 @router.post("/tools/execute-batch", response_model=list[CallResult], responses=ERRORS,

@@ -77,6 +77,8 @@ def _reread(gw: Gateway, tool_id: str) -> dict[str, Any]:
                   include_in_schema=False)
 @router.api_route("/tools/execute-batch", methods=["GET", "PUT", "PATCH", "DELETE"],
                   include_in_schema=False)
+@router.api_route("/tools/check", methods=["GET", "PUT", "PATCH", "DELETE"],
+                  include_in_schema=False)
 async def execute_wrong_method() -> None:
     """Not a tool named ``execute``: the execution endpoints take POST only."""
     raise ApiError(405, Reason.METHOD_NOT_ALLOWED, "use POST to execute",
