@@ -42,14 +42,25 @@ def _reason(value: Any) -> Reason | str | None:
         return str(value)
 
 
+E = TypeVar("E", Risk, Gate)
+
+
+def _known(enum: type[E], value: Any) -> E | None:
+    """``value`` as ``enum``; ``None`` when absent or one a newer server added."""
+    try:
+        return enum(value) if value else None
+    except ValueError:
+        return None
+
+
 def call_result(data: dict[str, Any]) -> CallResult:
     """The library's :class:`CallResult` from its wire shape (``CallResult.to_dict``)."""
     names = set(CallResult.__slots__)
     kw = {k: v for k, v in data.items() if k in names}
     kw["status"] = CallStatus(data["status"])
     kw["reason"] = _reason(data.get("reason"))
-    kw["risk"] = Risk(data["risk"]) if data.get("risk") else None
-    kw["gate"] = Gate(data["gate"]) if data.get("gate") else None
+    kw["risk"] = _known(Risk, data.get("risk"))
+    kw["gate"] = _known(Gate, data.get("gate"))
     kw["deduped"] = bool(data.get("deduped", False))
     kw["duration_ms"] = float(data.get("duration_ms") or 0.0)
     return CallResult(**kw)
@@ -57,8 +68,6 @@ def call_result(data: dict[str, Any]) -> CallResult:
 
 def is_call_result(data: Any) -> bool:
     return isinstance(data, dict) and "call_id" in data and "status" in data
-
-
 
 
 @dataclass(slots=True, kw_only=True)
