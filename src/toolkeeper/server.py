@@ -328,12 +328,15 @@ def announce(server: Server, out: TextIO) -> None:
     if server.tokens:
         lines.append("tokens created now (shown once, store them now):")
         lines += [f"  {a.title}: {a.token}" for a in server.tokens]
-    else:
-        if server.settings.demo:
-            lines.append("demo tokens were printed on the first start")
-        lines.append("more tokens: POST /tokens or `toolkeeper tokens create --token <admin>`; "
-                     "admin token lost? on a host with the database: "
-                     "`toolkeeper tokens create --role admin --local`")
+    elif server.settings.demo:
+        lines.append("demo tokens were printed on the first start")
+    keyed = server.gw.store.audit.keyed_now
+    if keyed is not None:
+        lines.append(keyed.keyed_note())
+    # at every start, the first included: the token printed now is the one to lose
+    lines.append("more tokens: POST /tokens or `toolkeeper tokens create --token <admin>`; "
+                 "admin token lost? on a host with the database: "
+                 "`toolkeeper tokens create --role admin --local`")
     out.write("\n".join(lines) + "\n")
     out.flush()
 

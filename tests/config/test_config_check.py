@@ -176,8 +176,28 @@ def test_check_file_turns_load_errors_into_violations(tmp_path: Path) -> None:
     assert "profiles[0].autonomy" in v.message
 
 
-def test_example_config_passes_check() -> None:
+def test_example_config_passes_check_with_its_directory_on_the_path(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(EXAMPLE.parent))  # PYTHONPATH=examples, as its header says
     assert check_file(EXAMPLE) == []
+
+
+def test_an_entry_point_only_the_configs_directory_holds_is_reported() -> None:
+    """``check`` imports every entry point as a process reading the store would: one found
+    only next to the file (``apply`` and ``--config`` load it, ``call`` without it cannot)
+    is a violation naming the config and what to do."""
+    found = [v for v in check_file(EXAMPLE) if v.rule == Rule.ONLY_BESIDE_CONFIG]
+    assert [(v.path, v.line) for v in found] == [("tools[2].native", 52)]
+    message = found[0].message
+    assert f"--config {EXAMPLE}" in message and f"put {EXAMPLE.parent} on PYTHONPATH" in message
+
+
+def test_a_function_only_the_configs_directory_holds_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "beside_fn.py").write_text("def shout(text):\n    return text.upper()\n")
+    config = tmp_path / "tk.yaml"
+    config.write_text("version: 1\nfunctions: {shout: 'beside_fn:shout', wrap: 'textwrap:fill'}\n")
+    assert [(v.rule, v.path) for v in check_file(config)] == [
+        ("only_beside_config", "functions.shout")]
 
 
 def test_a_literal_credential_is_refused_with_the_rest_code_and_advice() -> None:

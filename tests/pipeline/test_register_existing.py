@@ -4,19 +4,17 @@ says ``replace=True``; nothing changes on a refusal."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from tests.pipeline.conftest import GatewayFactory
 from tests.pipeline.sample_tools import add
+from tests.support.docs import block
 from toolkeeper import Activation, Agent, Autonomy, Gateway, OperationRefused, Profile, tool
 from toolkeeper.config import apply_file
 from toolkeeper.demo.runner import BOT, DEMO_CONFIG
 from toolkeeper.model.enums import Risk, SideEffect
-
-README = Path(__file__).parent.parent.parent / "README.md"
 
 
 @tool(name="add", side_effect=SideEffect.PURE, inline=True, risk=Risk.LOW)
@@ -64,8 +62,7 @@ def test_profile_and_agent_refused_unless_identical_or_replaced(
 
 
 def _readme_example() -> str:
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-    return next(b for b in blocks if "Gateway.open" in b)
+    return block("docs/guides/library.md: Use it as a library #0")
 
 
 def _demo_agents(url: str) -> dict[str, str]:

@@ -269,16 +269,14 @@ def test_bad_vault_config_is_refused(tmp_path: Path, body: str) -> None:
 
 
 def test_the_readme_vault_example_is_valid_config(tmp_path: Path) -> None:
-    import re
 
     import yaml
 
+    from tests.support.docs import block
     from toolkeeper.config.apply import secrets_store
     from toolkeeper.config.model import ConfigFile
 
-    readme = Path(__file__).parents[2] / "README.md"
-    blocks = re.findall(r"```yaml\n(.*?)```", readme.read_text(), re.S)
-    example = next(b for b in blocks if "backend: vault" in b)
+    example = block("docs/guides/vault.md: Vault and OpenBao #0")
     config = ConfigFile.model_validate({"version": 1, **yaml.safe_load(example)})
     assert config.secrets is not None and config.secrets.vault is not None
     (tmp_path / "vault-role-id").write_text("role")

@@ -1,54 +1,31 @@
-"""The README's Toolbox example runs as written (on the library example's gateway)."""
+"""The Toolbox guide's in-process example runs as written: saved as a file and run with the
+venv's ``python`` in an empty directory, it prints what its comments say."""
 
 from __future__ import annotations
 
 import re
-import textwrap
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
 
-from toolkeeper import (
-    Activation,
-    Agent,
-    Autonomy,
-    Gateway,
-    Principal,
-    Profile,
-    Risk,
-    Role,
-    SideEffect,
-    tool,
-)
+from tests.support.docs import block
+from tests.support.processes import child_env
 
-README = Path(__file__).parents[2] / "README.md"
-PAID: list[str] = []
+EXAMPLE = "docs/guides/toolbox.md: In-process #0"
 
 
-@tool(side_effect=SideEffect.IRREVERSIBLE, risk=Risk.HIGH)
-async def pay_invoice(invoice: str, amount: int) -> dict[str, Any]:
-    """Pay an invoice."""
-    PAID.append(invoice)
-    return {"paid": invoice, "amount": amount}
-
-
-async def test_readme_toolbox_example_runs(db_url: str) -> None:
-    block = next(b for b in re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
-                 if "Toolbox(InProcessBackend" in b)
-    PAID.clear()
-    with Gateway.open(db_url) as gw:
-        gw.registry.register(pay_invoice)
-        gw.registry.put_profile(Profile(name="billing", autonomy=Autonomy.SUPERVISED,
-                                        activations=(Activation(tool="pay_invoice"),)))
-        gw.registry.put_agent(Agent(name="billing-bot", profile="billing"))
-        alice = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
-        scope: dict[str, Any] = {"gw": gw, "alice": alice}
-        exec(compile("async def example():\n" + textwrap.indent(block, "    ")
-                     + "    return r, turn\n", "README.md", "exec"), scope)
-        r, turn = await scope["example"]()
-        assert r.ok and PAID == ["inv-7"]
-        late = {"arguments": {"invoice": "inv-8", "amount": 1}, "agent": "billing-bot",
-                "turn_group_id": turn.turn_group_id}
-        ask = await gw.call("pay_invoice", **late)  # the gate comes before supersede
-        gw.approvals.confirm(ask.approval_id, alice)
-        stopped = await gw.call("pay_invoice", **late)
-        assert stopped.reason == "superseded" and PAID == ["inv-7"]
+def test_toolbox_guide_example_runs(tmp_path: Path) -> None:
+    code = block(EXAMPLE)
+    (tmp_path / "toolbox_first.py").write_text(code)
+    run = subprocess.run([sys.executable, "toolbox_first.py"], cwd=tmp_path, env=child_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    said = [re.split(r"[:(]| {2}", comment)[0].strip() for comment in
+            re.findall(r"^\s*print\(.*\)  # (.*)$", code, re.M)]
+    out = run.stdout.splitlines()
+    assert len(out) == len(said) == 6
+    for line, expected in zip(out, said, strict=True):
+        assert line.startswith(expected), (line, expected)
+    # the call confirmed after supersede did not run: the turn's paid invoice is the only one
+    assert out[-2] == "succeeded {'paid': 'inv-7', 'amount': 120}"
+    assert out[-1] == "superseded superseded"

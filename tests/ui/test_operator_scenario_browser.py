@@ -262,13 +262,13 @@ def test_the_operator_scenario_end_to_end(browser: Browser, scenario_server: Ser
         ["tool-dialog", "registry", "tool-picker", "approvals", "calls", "audit", "access"])
 
 
-def test_every_screenshot_is_in_the_readme_and_every_readme_image_exists() -> None:
-    readme = (SHOTS.parents[1] / "README.md").read_text(encoding="utf-8")
-    referenced = set(re.findall(r"!\[[^\]]*\]\((docs/screenshots/[^)\s]+)\)", readme))
-    assert referenced, "README.md shows no console screenshot"
-    root = SHOTS.parents[1]
+def test_every_screenshot_is_in_the_console_guide_and_every_image_exists() -> None:
+    guide = (SHOTS.parent / "guides" / "console.md").read_text(encoding="utf-8")
+    referenced = set(re.findall(r"!\[[^\]]*\]\(\.\./(screenshots/[^)\s]+)\)", guide))
+    assert referenced, "docs/guides/console.md shows no console screenshot"
+    root = SHOTS.parent
     assert all((root / r).is_file() for r in referenced), referenced
-    on_disk = {f"docs/screenshots/{p.name}" for p in SHOTS.glob("*.png")}
+    on_disk = {f"screenshots/{p.name}" for p in SHOTS.glob("*.png")}
     assert on_disk == referenced
     for path in SHOTS.glob("*.png"):
         assert png_size(path.read_bytes()) == (WIDTH, HEIGHT), path

@@ -73,6 +73,7 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
 
     app.state.sso = sso.sso_for(gw)
     app.include_router(sso.router)
+    app.state.ui = settings.ui
     if settings.ui:
         from toolkeeper import ui
 

@@ -97,6 +97,19 @@ class StatusOut(Out):
     status: str
 
 
+class IndexOut(Out):
+    """``GET /``: what this server serves, and where (paths on this server; ``null`` for
+    a face this app does not serve)."""
+    name: str
+    version: str
+    console: str | None
+    docs: str
+    openapi: str
+    mcp: str | None
+    health: str
+    ready: str
+
+
 class SupersedeOut(wire.Superseded, Out):
     model_config = Out.model_config
 

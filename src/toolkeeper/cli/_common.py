@@ -101,6 +101,9 @@ def gateway(ctx: typer.Context, url: str | None = None, **kwargs: Any) -> Iterat
             kwargs["secrets"], kwargs["secrets_key_file"] = secrets_choice(
                 None, kwargs.get("secrets_key_file"), config=kwargs.get("config") is not None)
         gw = Gateway.open(url or state(ctx).db, **kwargs)
+    keyed = gw.store.audit.keyed_now
+    if keyed is not None:  # never silently: the key found here is now this store's
+        err().print("note: " + keyed.keyed_note(), markup=False, highlight=False)
     with gw, refusals():
         yield gw
 

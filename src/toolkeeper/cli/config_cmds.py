@@ -10,6 +10,7 @@ import typer
 from toolkeeper.cli._common import (
     EXIT_REFUSED,
     JsonFlag,
+    err,
     fail,
     gateway,
     out,
@@ -21,6 +22,7 @@ from toolkeeper.cli._common import (
 )
 from toolkeeper.cli.tokens import show_new_token
 from toolkeeper.config import ApplyReport, Violation, apply_config, check_file, load_file
+from toolkeeper.config.apply import ADVISORY_RULES
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
 
@@ -120,13 +122,17 @@ def apply(
     url = st.db if st.db_explicit or config.database is None else config.database
     with gateway(ctx, url) as gw:
         report = apply_config(gw, config, base_dir=file.resolve().parent, prune=prune)
+    for v in check_file(file):  # what apply let through, said where it will bite
+        if v.rule in ADVISORY_RULES:
+            err().print(f"note: [{v.rule}] {v.path}: {v.message}", markup=False,
+                        highlight=False)
     if json_out:
-        print_json(_report_dict(report))
+        print_json({**_report_dict(report), "database": safe_url(url)})
         return
+    out().print(f"applied {file} to the store {safe_url(url)}", highlight=False)
     rows = [[label, kind] for kind, labels in _report_dict(report).items()
             if isinstance(labels, list) for label in labels]
-    table(f"applied {file} to {safe_url(url)}", ["record", "result"], rows,
-          empty="the file defines nothing")
+    table(None, ["record", "result"], rows, empty="the file defines nothing")
     out().print(f"{len(report.created)} created, {len(report.updated)} updated, "
                 f"{len(report.unchanged)} unchanged, {len(report.pruned)} pruned",
                 highlight=False)

@@ -42,7 +42,7 @@ from toolkeeper.store import Store
 from toolkeeper.upstream.link import SERVERS_SETTING
 
 ADVISORY_RULES = frozenset({Rule.UNGATED_HIGH_RISK, Rule.POLICY_MODEL_MISSING,
-                            Rule.TESTS_MISSING})
+                            Rule.TESTS_MISSING, Rule.ONLY_BESIDE_CONFIG})
 """Governance findings ``check`` reports (CI fails on them) that do not block an apply."""
 _LIVE = (ToolStatus.PUBLISHED, ToolStatus.DEPRECATED)
 R = TypeVar("R", Profile, Agent)

@@ -17,9 +17,10 @@ from pydantic import ValidationError
 
 from toolkeeper.builtins.agent_call import endpoint_problems
 from toolkeeper.config.loader import load_file
-from toolkeeper.config.model import ConfigFile, NodePath, render_path
+from toolkeeper.config.model import ConfigFile, NativeEntry, NodePath, render_path
 from toolkeeper.config.resolve import (
     ResolvedTool,
+    importable_elsewhere,
     load_functions,
     policy_model_for,
     resolve_tools,
@@ -82,6 +83,7 @@ def check(config: ConfigFile, *, base_dir: Path, tests_dir: Path | None = None,
     resolved = resolve_tools(config, base_dir)
     _check_tools(ctx, resolved)
     _check_functions(ctx, resolved, base_dir, set(known_functions))
+    _check_beside_config(ctx, resolved, base_dir)
     if tests_dir is not None:
         _check_tests(ctx, resolved, tests_dir)
     _check_adjusters(ctx)
@@ -168,6 +170,25 @@ def _check_functions(ctx: _Ctx, resolved: list[ResolvedTool], base_dir: Path,
         if not isinstance(fname, str) or fname not in allowed:
             ctx.add(Rule.FUNCTION_NOT_ALLOWED, (*rt.path, "implementation"),
                     f"implementation.function_name {fname!r} is not in `functions:`")
+
+
+def _check_beside_config(ctx: _Ctx, resolved: list[ResolvedTool], base_dir: Path) -> None:
+    """An entry point that imports only with the config's directory on the path loads in a
+    process given this file (``--config``: ``serve``, ``call``, ``mcp``) and in ``apply``,
+    but not in one that reads the store without it: its calls stop
+    ``provider_unavailable``. Say so before the store holds it."""
+    refs: list[tuple[NodePath, str]] = [
+        ((*rt.path, "native"), rt.entry.native) for rt in resolved
+        if isinstance(rt.entry, NativeEntry) and rt.problem is None]
+    loaded, _problems = load_functions(ctx.config, base_dir)
+    refs += [(("functions", name), ctx.config.functions[name]) for name in loaded]
+    source = ctx.config.source or "this config"
+    for path, ref in refs:
+        if not importable_elsewhere(ref):
+            ctx.add(Rule.ONLY_BESIDE_CONFIG, path, f"{ref} imports only from {base_dir}, "
+                    f"the config's directory: a server or CLI that reads the store without "
+                    f"`--config {source}` cannot load it (provider_unavailable). Install its "
+                    f"module, or put {base_dir} on PYTHONPATH")
 
 
 def _check_tests(ctx: _Ctx, resolved: list[ResolvedTool], tests_dir: Path) -> None:

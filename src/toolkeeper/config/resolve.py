@@ -77,6 +77,21 @@ def importable_from(base_dir: Path) -> Iterator[None]:
                 sys.path.remove(entry)
 
 
+def importable_elsewhere(ref: str) -> bool:
+    """Whether ``module:Name``'s top-level module is found on this process's own path
+    (``sys.path`` and the import hooks of installed packages, not the modules already
+    imported): what a server or CLI run without the config file can load."""
+    top = ref.partition(":")[0].split(".")[0]
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        try:
+            if find is not None and find(top, None) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
+
+
 def import_object(ref: str, base_dir: Path) -> Any:
     """``module:Name`` imported with ``base_dir`` on the path; raises ``UserError``."""
     with importable_from(base_dir):

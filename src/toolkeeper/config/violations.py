@@ -16,6 +16,7 @@ class Rule(StrEnum):
     INVALID_POLICY = "invalid_policy"
     UNGATED_HIGH_RISK = "ungated_high_risk"
     NATIVE_INVALID = "native_invalid"
+    ONLY_BESIDE_CONFIG = "only_beside_config"
     INVALID_DEFINITION = "invalid_definition"
     POLICY_MODEL_MISSING = "policy_model_missing"
     TESTS_MISSING = "tests_missing"

@@ -122,6 +122,8 @@ class AuditRepo:
         self.key = key
         """The audit key (``None``: the chain is written and checked as plain SHA-256)."""
         self.checkpoints = checkpoints
+        self.keyed_now: AuditKey | None = None
+        """The key, when this opening keyed the store's chains for the first time."""
 
     def append(self, drafts: Sequence[AuditDraft], conn: Connection | RawTxn | None = None) -> None:
         """Chain and insert events, in order, inside ``conn``'s transaction (or a new one)."""

@@ -51,12 +51,14 @@ class Checkpoints:
         self._every = every_s
         self._next = 0.0
         self._written: dict[str, tuple[int, str]] = {}
+        self._made = False
 
     def due(self) -> bool:
         return time.monotonic() >= self._next
 
     def write(self, heads: list[tuple[str, int, str]], now: datetime) -> int:
-        """Append a line for each head that moved since this process last wrote it."""
+        """Append a line for each head that moved since this process last wrote it (the
+        file is made on the first write even with no line: it is configured and in use)."""
         self._next = time.monotonic() + self._every
         ts = now.isoformat()
         lines = []
@@ -67,14 +69,16 @@ class Checkpoints:
             lines.append(orjson.dumps({"tenant": tenant_key, "seq": seq, "hash": hash_,
                                        "ts": ts, "mac": mac}) + b"\n")
             self._written[tenant_key] = (seq, hash_)
-        if lines:
+        if lines or not self._made:
             # one write() of whole lines with O_APPEND: replicas' lines never interleave
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             try:
-                os.write(fd, b"".join(lines))
-                os.fsync(fd)
+                if lines:
+                    os.write(fd, b"".join(lines))
+                    os.fsync(fd)
             finally:
                 os.close(fd)
+            self._made = True
         return len(lines)
 
     def read(self, tenant_key: str) -> CheckpointRead:

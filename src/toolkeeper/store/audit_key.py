@@ -49,20 +49,40 @@ DEFAULT_KEY_NAME = "audit.key"
 """The key made on first start for a store that is not a SQLite file (state directory)."""
 CHECK_SETTING = "audit_key_check"
 """The registry setting holding the check value of the key the store is keyed with."""
+SOURCE_SETTING = "audit_key_source"
+"""Where the key that first keyed the store came from (:meth:`AuditKey.described`)."""
 PLAIN = "sha256:"
 KEYED = "hmac-sha256:"
 _HKDF_INFO = b"toolkeeper audit chain v1"
 
 
 class AuditKey:
-    """Computes the chain's MACs; never stored, never printed."""
+    """Computes the chain's MACs; never stored, never printed. ``source`` says where it came
+    from and ``hint`` the setting that selects it (``TOOLKEEPER_…=path``), for messages."""
 
-    __slots__ = ("_base",)
+    __slots__ = ("_base", "hint", "source")
 
-    def __init__(self, key: bytes) -> None:
+    def __init__(self, key: bytes, source: str = "a key given in code",
+                 hint: str | None = None) -> None:
         if len(key) != KEY_BYTES:
             raise ConfigError(f"the audit key must be {KEY_BYTES} bytes")
         self._base = hmac.new(key, digestmod=hashlib.sha256)
+        self.source, self.hint = source, hint
+
+    def fingerprint(self) -> str:
+        """A short name of the key (a prefix of its check value: reveals nothing of it)."""
+        return fingerprint(self.check())
+
+    def keyed_note(self) -> str:
+        """What to say when a store's audit chains are keyed with this key for the first
+        time: which key, and what every process opening the store must configure."""
+        return (f"this store's audit chains are now keyed with {self.source}"
+                + (f"; every process opening it needs that key ({self.hint})"
+                   if self.hint else ""))
+
+    def described(self) -> dict[str, str | None]:
+        """What a store records of the key that first keyed it (never the key)."""
+        return {"source": self.source, "hint": self.hint, "fingerprint": self.fingerprint()}
 
     def __repr__(self) -> str:
         return "AuditKey(<hidden>)"
@@ -100,6 +120,11 @@ class AuditKey:
         return found is not None and hmac.compare_digest(expected, found)
 
 
+def fingerprint(check: str) -> str:
+    """The short name of a key, from its check value (:meth:`AuditKey.check`)."""
+    return check.removeprefix(KEYED)[:12]
+
+
 def derive(master_key: bytes) -> bytes:
     """The audit key of a secrets master key (HKDF-SHA256; the master key stays secret)."""
     return HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES, salt=None,
@@ -116,15 +141,25 @@ def load_audit_key(*, key: bytes | None = None, key_file: str | Path | None = No
     if key is not None:
         return AuditKey(key)
     if env.get(KEY_ENV):
-        return AuditKey(_decode_key(env[KEY_ENV], KEY_ENV))
+        return AuditKey(_decode_key(env[KEY_ENV], KEY_ENV), KEY_ENV,
+                        f"{KEY_ENV} (to that key)")
     key_file = key_file or env.get(KEY_FILE_ENV) or None
     if key_file is not None:
-        return AuditKey(read_key_file(key_file, "audit key file"))
+        path = os.path.abspath(key_file)
+        return AuditKey(read_key_file(key_file, "audit key file"), f"the audit key file {path}",
+                        f"{KEY_FILE_ENV}={path}")
     secrets_key_file = secrets_key_file or env.get(SECRETS_KEY_FILE_ENV) or None
-    if env.get(SECRETS_KEY_ENV) or secrets_key_file is not None:
-        return AuditKey(derive(load_master_key(env, secrets_key_file)))
+    if env.get(SECRETS_KEY_ENV):
+        return AuditKey(derive(load_master_key(env, secrets_key_file)),
+                        f"a key derived from {SECRETS_KEY_ENV}", f"{SECRETS_KEY_ENV} (to that key)")
+    if secrets_key_file is not None:
+        path = os.path.abspath(secrets_key_file)
+        return AuditKey(derive(load_master_key(env, secrets_key_file)),
+                        f"a key derived from the secrets key file {path}",
+                        f"{SECRETS_KEY_FILE_ENV}={path}")
     if default_file is not None and default_file.exists():
-        return AuditKey(read_key_file(default_file, "audit key file"))
+        return AuditKey(read_key_file(default_file, "audit key file"),
+                        f"the default key file {default_file}", f"{KEY_FILE_ENV}={default_file}")
     return None
 
 

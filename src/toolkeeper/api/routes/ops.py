@@ -1,4 +1,4 @@
-"""Operations: liveness, readiness, metrics, supersede, compensation."""
+"""Operations: the index, liveness, readiness, metrics, supersede, compensation."""
 
 from __future__ import annotations
 
@@ -10,15 +10,28 @@ from sqlalchemy import text
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
-from toolkeeper.api.responses import StatusOut, SupersedeOut
+from toolkeeper.api.responses import IndexOut, StatusOut, SupersedeOut
 from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.access import system_tenant
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ErrorOut
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import Role
+from toolkeeper.version import __version__
 
 router = RouteTable(tags=["ops"])
+
+
+@router.get("/", response_model=IndexOut, summary="What this server serves, and where")
+async def index(request: Request) -> dict[str, Any]:
+    """The start-up banner's first address: the console, the API's documents, MCP and the
+    probes, so a person (or a script) who opens the server's root finds the rest."""
+    state = request.app.state
+    return {"name": "toolkeeper", "version": __version__,
+            "console": "/ui/" if getattr(state, "ui", False) else None,
+            "docs": "/docs", "openapi": "/openapi.json",
+            "mcp": "/mcp" if getattr(state, "mcp", None) is not None else None,
+            "health": "/healthz", "ready": "/readyz"}
 
 
 @router.get("/healthz", response_model=StatusOut, summary="The process is alive")

@@ -151,6 +151,18 @@ function forget() {
   Console.roles = new Set();
   sessionStorage.removeItem(KEY);
   for (const b of document.querySelectorAll("#tabs button[data-needs]")) b.hidden = true;
+  clearViews();
+}
+
+function clearViews() {
+  // what one token was shown goes with it: after a token is forgotten or refused, no view of
+  // the previous one's data (rows, cards, drawers, admin-only areas, results) stays on screen
+  for (const s of document.querySelectorAll("main section")) s.hidden = true;
+  for (const e of document.querySelectorAll("main tbody, #approval-list, #drawer-body")) e.replaceChildren();
+  for (const e of document.querySelectorAll("main [role=status], main [role=alert]")) e.textContent = "";
+  for (const e of document.querySelectorAll("#token-area, #token-secret, #tool-drawer")) e.hidden = true;
+  const dialog = $("#tool-dialog");
+  if (dialog && dialog.open) dialog.close();
 }
 
 function isAdmin() { return Console.roles.has("admin"); }

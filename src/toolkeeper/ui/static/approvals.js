@@ -44,7 +44,10 @@ function decided(a, verb) {
     + (a.decided_by ? ", decided by " + a.decided_by + (a.decided_by_subject
       ? " (" + a.decided_by_subject + ")" : "") : "")
     + (a.edited_arguments ? ", arguments edited" : "")
-    + "; the agent re-submits the call with this approval id to run it";
+    + (verb === "denied" ? "" : "; the agent runs it by sending the same call again"
+      + (a.edited_arguments ? " with the edited arguments" : " (same tool, action and arguments)")
+      + ": the gateway finds this approval from the call itself, or by approval_id " + a.id
+      + " if the agent sends it");
 }
 
 function failed(e) {
@@ -57,7 +60,7 @@ async function post(a, verb, body) {
   const path = "/approvals/" + encodeURIComponent(a.id) + "/" + verb;
   const r = await api("POST", path, body);
   decided(r, verb === "deny" ? "denied" : "approved");
-  await refreshApprovals();
+  say(await refreshApprovals());  // the header's count follows the list
 }
 
 function denyForm(card, a) {
@@ -209,22 +212,46 @@ async function editForm(card, a) {
   if (first) first.focus();
 }
 
+// what each kind of approval waits for, in words a person reads at a glance
+const NEEDS = {
+  approve: "a person's approval",
+  confirm: "a person's confirmation",
+  preview: "a person to check the preview",
+};
+
+function argumentsLine(args) {
+  // the arguments on one line, long values shortened: what the call will do, at a glance
+  const entries = Object.entries(args || {});
+  if (!entries.length) return "no arguments";
+  const parts = entries.slice(0, 6).map(([k, v]) => {
+    const text = typeof v === "string" ? v : JSON.stringify(v);
+    return k + " " + (text.length > 60 ? text.slice(0, 59) + "…" : text);
+  });
+  return parts.join(", ") + (entries.length > 6 ? ", … (" + entries.length + " arguments)" : "");
+}
+
 function approvalCard(a) {
   const card = el("article", null, "approval");
   card.dataset.id = a.id;
   card.appendChild(el("h3", a.tool + (a.action ? " / " + a.action : "") + " @" + a.tool_version));
+  card.appendChild(el("p", a.agent + " asks to run " + a.tool
+    + (a.action && a.action !== "run" ? " (" + a.action + ")" : "")
+    + " with " + argumentsLine(a.arguments) + ". It needs " + (NEEDS[a.kind] || a.kind)
+    + " (" + a.risk + " risk).", "asks"));
   const dl = document.createElement("dl");
   field(dl, "agent", a.agent);
   field(dl, "tool", a.tool);
   field(dl, "action", a.action || "—");
   field(dl, "version", a.tool_version);
   field(dl, "risk", a.risk);
-  field(dl, "gate", a.gate + (a.kind !== "approve" ? " (" + a.kind + ")" : ""));
+  field(dl, "needs", (NEEDS[a.kind] || a.kind) + " (gate " + a.gate + ")");
   field(dl, "arguments", JSON.stringify(a.arguments, null, 2), true);
   if (a.preview) {
     field(dl, "preview", a.preview.summary || "", true);
     if (a.preview.data != null) field(dl, "preview data", JSON.stringify(a.preview.data, null, 2), true);
-  } else if (a.summary) field(dl, "summary", a.summary, true);
+  } else if (a.summary && a.summary !== a.tool + "." + a.action) {
+    field(dl, "what it does", a.summary, true);  // the tool's confirmation prompt
+  }
   field(dl, "requested", a.created_at);
   field(dl, "expires", new Date(a.expires_at).toLocaleString() + " (" + a.expires_at + ")");
   field(dl, "call id", a.call_id || "—");
@@ -262,7 +289,7 @@ function polling() {
   const shown = !$("#approvals").hidden && document.visibilityState === "visible";
   const busy = document.querySelector("#approval-list form.decide") !== null;
   if (!shown || Date.now() > pollUntil) { clearInterval(pollTimer); pollTimer = null; return; }
-  if (!busy && signedIn()) refreshApprovals().catch((e) => say(e.message, true));
+  if (!busy && signedIn()) refreshApprovals().then(say, (e) => say(e.message, true));
 }
 
 function startPolling() {
