@@ -331,3 +331,25 @@ def test_an_import_of_the_server_in_a_shipped_module_is_caught(slim: SlimVenv) -
         ("toolkeeper/client/_core.py", "toolkeeper.store"),
         ("toolkeeper/client/_errors.py", "sqlalchemy"),
         ("toolkeeper/toolbox/types.py", "toolkeeper.gateway")]
+
+
+# the guide's example, as a reader runs it ---------------------------------------------------
+
+EXAMPLE = "docs/guides/client.md: An example #0"
+
+
+def test_the_guides_example_runs_in_the_slim_venv(slim: SlimVenv, tmp_path: Path) -> None:
+    """docs/guides/client.md's example, run by the wheel's Python against ``make run``'s
+    demo: it prints what its comments say."""
+    from tests.support.docs import block
+    from tests.test_readme import demo_env, make_run
+
+    code = block(EXAMPLE)
+    with make_run(tmp_path) as (port, tokens):
+        env = demo_env(tokens)
+        out = slim.run(code.replace("127.0.0.1:8700", f"127.0.0.1:{port}"),
+                       AGENT_TOKEN=env["AGENT_TOKEN"], APPROVER_TOKEN=env["APPROVER_TOKEN"])
+    assert out.returncode == 0, out.stderr
+    said = [line.strip().removeprefix("# ") for line in code.splitlines()
+            if line.strip().startswith("# ")]
+    assert out.stdout.splitlines() == said
