@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run runtime checkers clean screenshots docs docs-serve client-dist
+.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run runtime checkers clean screenshots docs docs-serve client-dist strands
 
 venv: $(STAMP)
 
@@ -39,7 +39,7 @@ $(PEERS_STAMP): $(STAMP) $(PEERS)/package.json $(PEERS)/package-lock.json
 # TEST_WORKERS=0 runs it in this process (e.g. for -s or pdb).
 SLOW := $(if $(filter true 1,$(CI)),-m "not chaos and not soak",-m "not slow and not chaos and not soak")
 TEST_WORKERS ?= 2
-test: venv peers checkers
+test: venv peers checkers strands
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(SLOW) $(PYTEST_ARGS)
 
 test-all: venv peers
@@ -125,6 +125,24 @@ $(CLIENT_WHEEL): $(CLIENT_SOURCES)
 	$(BIN)/python -m pip wheel --quiet --no-deps --no-build-isolation -w dist $(CLIENT_BUILD)
 	rm -rf $(CLIENT_BUILD)
 	touch $@
+
+# Strands in its own venv: every strands-agents release requires mcp<2.2, the server pins
+# mcp 2.3. There go the toolkeeper-client wheel with its `strands` extra (the adapter's tests
+# run their scripts over `serve` with it) and the server's dependencies less mcp: their
+# in-process half puts the checkout's src first on the path (the server loads mcp only for
+# its MCP face). tests/adapters/test_strands.py.
+STRANDS := .venv-strands
+STRANDS_STAMP := $(STRANDS)/.installed
+
+strands: $(STRANDS_STAMP)
+
+$(STRANDS_STAMP): Makefile pyproject.toml $(CLIENT_WHEEL)
+	test -x $(STRANDS)/bin/python || $(PYTHON) -m venv $(STRANDS)
+	$(STRANDS)/bin/python -c 'import tomllib; print("\n".join(d for d in tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"] if not d.startswith("mcp")))' > $(STRANDS)/server-requirements.txt
+	$(STRANDS)/bin/python -m pip install --quiet "$(abspath $(CLIENT_WHEEL))[strands]" \
+		-r $(STRANDS)/server-requirements.txt
+	$(STRANDS)/bin/python -m pip install --quiet --no-deps --force-reinstall "$(abspath $(CLIENT_WHEEL))"
+	touch $(STRANDS_STAMP)
 
 # The PostgreSQL figures come from a throwaway cluster the wrapper starts (PostgreSQL's own
 # durability defaults) unless TOOLKEEPER_BENCH_PG_URL names a server already.

@@ -11,10 +11,11 @@ framework          install                                          imports
 ``openai_agents``  ``pip install 'toolkeeper[openai-agents]'``      ``agents``
 ``langchain``      ``pip install 'toolkeeper[langchain]'``          ``langchain_core``,
                                                                     ``langgraph``
+``strands``        ``pip install 'toolkeeper-client[strands]'``     ``strands``
 =================  ===============================================  ==================
 
-Strands has no adapter yet: every ``strands-agents`` release requires ``mcp<2.2`` and an older
-OpenTelemetry instrumentation than toolkeeper's (``toolkeeper.toolbox.build.NOT_YET``).
+Strands comes only with the client distribution: every ``strands-agents`` release requires
+``mcp<2.2`` while the server pins ``mcp==2.3.0``, so it talks to a ``toolkeeper serve``.
 
 The table's home is ``toolkeeper.toolbox.build.FRAMEWORKS``; a missing extra fails with a
 :class:`~toolkeeper.errors.UserError` naming the ``pip install`` line above.

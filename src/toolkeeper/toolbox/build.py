@@ -27,27 +27,27 @@ class Framework:
 
     extra: str
     modules: tuple[str, ...]
+    distribution: str = "toolkeeper"
+    """Whose extra it is: Strands' only the client's (it cannot sit beside the server)."""
 
 
 FRAMEWORKS: dict[str, Framework] = {
     "pydantic_ai": Framework("pydantic-ai", ("pydantic_ai",)),
     "openai_agents": Framework("openai-agents", ("agents",)),
     "langchain": Framework("langchain", ("langchain_core", "langgraph")),
+    # every strands-agents release requires mcp<2.2, the server mcp 2.3: the client's extra
+    "strands": Framework("strands", ("strands",), "toolkeeper-client"),
 }
-"""Framework name → its extra (``pip install 'toolkeeper[<extra>]'``); read-only."""
+"""Framework name → its extra (``pip install '<distribution>[<extra>]'``); read-only."""
 
-NOT_YET: dict[str, str] = {
-    "strands": "every strands-agents release requires mcp<2.2 (toolkeeper needs mcp 2.3) "
-               "and an OpenTelemetry instrumentation older than toolkeeper's, so it cannot "
-               "be installed alongside toolkeeper yet",
-}
+NOT_YET: dict[str, str] = {}
 """Frameworks asked for that have no adapter yet, and why; read-only."""
 
 
 def build_tools(target: Toolbox | Gateway | Any, *, framework: str, agent: str | None = None,
                 tenant_id: str = "default", **options: Any) -> Any:
     """The tools of ``agent`` for ``framework`` (``pydantic_ai``, ``openai_agents``,
-    ``langchain``; not yet ``strands``: see :data:`NOT_YET`) over ``target``: a
+    ``langchain``, ``strands``) over ``target``: a
     :class:`Toolbox`, a :class:`Gateway` (in-process) or a ``toolkeeper.client`` client
     (``Client``/``AsyncClient``; the client sits in the layer above, so it is recognised
     by its ``toolbox_backend()`` method, and its token fixes the tenant). ``options`` go to
@@ -87,7 +87,7 @@ def _toolbox(target: Any, agent: str | None, tenant_id: str) -> Toolbox:
 
 def _missing(spec: Framework) -> UserError:
     return UserError(f"this adapter needs its optional dependencies: "
-                     f"pip install 'toolkeeper[{spec.extra}]'")
+                     f"pip install '{spec.distribution}[{spec.extra}]'")
 
 
 def _adapter(framework: str, spec: Framework) -> Any:
