@@ -353,3 +353,24 @@ def test_the_guides_example_runs_in_the_slim_venv(slim: SlimVenv, tmp_path: Path
     said = [line.strip().removeprefix("# ") for line in code.splitlines()
             if line.strip().startswith("# ")]
     assert out.stdout.splitlines() == said
+
+
+BUILD = """
+from toolkeeper.client import Client
+from toolkeeper.errors import UserError
+from toolkeeper.toolbox.build import build_tools
+with Client("http://127.0.0.1:9", "tk_x") as tk:  # nothing is asked of it
+    try:
+        build_tools(tk, framework="langchain", agent="bot")
+    except UserError as exc:
+        print(exc)
+"""
+
+
+def test_a_missing_framework_names_the_client_distributions_extra(slim: SlimVenv) -> None:
+    """Where only toolkeeper-client is installed, its extra is the one to add (the server's
+    would install the whole server beside it)."""
+    out = slim.run(BUILD)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("this adapter needs its optional dependencies: "
+                                  "pip install 'toolkeeper-client[langchain]'")
