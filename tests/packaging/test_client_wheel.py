@@ -364,6 +364,11 @@ with Client("http://127.0.0.1:9", "tk_x") as tk:  # nothing is asked of it
         build_tools(tk, framework="langchain", agent="bot")
     except UserError as exc:
         print(exc)
+for adapter in ("langchain", "pydantic_ai", "openai_agents"):
+    try:
+        __import__(f"toolkeeper.adapters.{adapter}")
+    except ImportError as exc:
+        print(exc)
 """
 
 
@@ -372,5 +377,10 @@ def test_a_missing_framework_names_the_client_distributions_extra(slim: SlimVenv
     would install the whole server beside it)."""
     out = slim.run(BUILD)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ("this adapter needs its optional dependencies: "
-                                  "pip install 'toolkeeper-client[langchain]'")
+    built, *imported = out.stdout.splitlines()
+    assert built == ("this adapter needs its optional dependencies: "
+                     "pip install 'toolkeeper-client[langchain]'")
+    assert len(imported) == 3 and all(
+        f"pip install 'toolkeeper-client[{extra}]'" in line
+        for line, extra in zip(imported, ("langchain", "pydantic-ai", "openai-agents"),
+                               strict=True)), imported
