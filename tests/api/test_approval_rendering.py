@@ -12,10 +12,11 @@ from typer.testing import CliRunner
 
 from tests.api.exec_fixtures import api_for
 from tests.support.rest import RestClient
-from toolkeeper.api.responses import ApprovalOut
+from toolkeeper.api.responses import ApprovalOut, EnabledToolOut, UnavailableToolOut
 from toolkeeper.cli import app
 from toolkeeper.client import Approval
 from toolkeeper.model import wire
+from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.services.approvals import approval_json
 
 
@@ -59,3 +60,15 @@ def test_the_rest_schema_has_the_wire_models_fields() -> None:
     schema = ApprovalOut.model_json_schema(mode="serialization")
     assert set(schema["properties"]) == set(wire.Approval.model_fields)
     assert set(schema["required"]) == set(wire.Approval.model_fields)
+
+
+def test_the_discovery_schemas_are_the_wire_models_narrowed() -> None:
+    """The listings' tools too: the client reads them with the wire models, the server's
+    schemas narrow their values to its enums."""
+    for out, model in ((EnabledToolOut, wire.EnabledTool),
+                       (UnavailableToolOut, wire.UnavailableTool)):
+        assert list(out.model_fields) == list(model.model_fields)
+        assert out.model_fields["side_effect"].annotation is SideEffect
+        assert out.model_fields["risk_default"].annotation is Risk
+    assert set(wire.DiscoveredTool.model_fields) == \
+        set(wire.EnabledTool.model_fields) | set(wire.UnavailableTool.model_fields)

@@ -219,43 +219,24 @@ class ToolHealthOut(Out):
 
 # discovery ----------------------------------------------------------------------------
 
-class DiscoveryToolOut(Out):
+class DiscoveryToolOut(wire.ToolSummary, Out):
     """The short form of a tool in discovery listings (no config)."""
 
-    id: str | None
-    name: str
-    slug: str
-    description: str
-    scope: str
-    tool_type: str
-    implementation_type: str
-    status: str
-    version: str
-    is_active: bool
-    categories: list[str]
-    capabilities: list[str]
+    model_config = Out.model_config
+
     side_effect: SideEffect
     risk_default: Risk
-    requires_confirmation: bool
-    scopes_required: list[str]
-    input_schemas: dict[str, dict[str, Any]]
-    """Action → the JSON Schema its arguments are validated against (callable actions only
-    in an agent's enabled listing)."""
 
 
-class EnabledToolOut(DiscoveryToolOut):
-    actions: list[str]
-    names: dict[str, str]
-    """Action → the name a model sees (MCP's): the tool's name for a one-action tool, else
-    ``{tool}_{action}``."""
-    action_descriptions: dict[str, str]
-    """Action → its own description (``""`` when it has none)."""
+class EnabledToolOut(DiscoveryToolOut, wire.EnabledTool):
+    model_config = Out.model_config
 
 
-class UnavailableToolOut(DiscoveryToolOut):
-    why_unavailable: Why
-    message: str
-    missing_scopes: list[str]
+class UnavailableToolOut(DiscoveryToolOut, wire.UnavailableTool):
+    model_config = Out.model_config
+
+    why_unavailable: Why  # narrowed: the server's enum
+    message: str  # the server always sends one
 
 
 class ListingOut(Out):

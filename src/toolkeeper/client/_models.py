@@ -16,10 +16,12 @@ from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus, Gate, Risk
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.wire import (
+    AgentTools,
     Approval,
     AuditEvent,
     AuditPage,
     AuditVerification,
+    DiscoveredTool,
     Outcome,
     Superseded,
 )
@@ -71,42 +73,6 @@ def is_call_result(data: Any) -> bool:
 
 
 @dataclass(slots=True, kw_only=True)
-class DiscoveredTool:
-    """A tool in an agent's enabled or unavailable listing."""
-
-    name: str
-    description: str = ""
-    id: str | None = None
-    slug: str = ""
-    scope: str = ""
-    tool_type: str = ""
-    implementation_type: str = ""
-    status: str = ""
-    version: str = ""
-    is_active: bool = True
-    categories: list[str] = field(default_factory=list)
-    capabilities: list[str] = field(default_factory=list)
-    side_effect: str = ""
-    risk_default: str = ""
-    requires_confirmation: bool = False
-    scopes_required: list[str] = field(default_factory=list)
-    input_schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Action → the JSON Schema its arguments are validated against."""
-    actions: list[str] = field(default_factory=list)
-    """Enabled listing: the actions the agent may call."""
-    names: dict[str, str] = field(default_factory=dict)
-    """Enabled listing: action → the name a model sees (``{tool}_{action}`` when the tool
-    has several actions)."""
-    action_descriptions: dict[str, str] = field(default_factory=dict)
-    """Enabled listing: action → its own description."""
-    why_unavailable: str | None = None
-    """Unavailable listing: ``disabled_for_agent``, ``not_published``, ``unhealthy``,
-    ``scope_missing`` or ``quarantined``."""
-    message: str | None = None
-    missing_scopes: list[str] = field(default_factory=list)
-
-
-@dataclass(slots=True, kw_only=True)
 class ToolView:
     """One tool as ``GET /tools/{id}`` shows it (to an agent token: only the actions it may
     call, without wiring or policy values)."""
@@ -124,18 +90,8 @@ class ToolView:
     categories: list[str] = field(default_factory=list)
 
 
-@dataclass(slots=True, kw_only=True)
-class AgentTools:
-    """An agent's enabled or unavailable tools."""
-
-    agent: str
-    profile: str
-    tools: list[DiscoveredTool]
-
-
 def agent_tools(data: dict[str, Any]) -> AgentTools:
-    return AgentTools(agent=data["agent"], profile=data["profile"],
-                      tools=[from_json(DiscoveredTool, t) for t in data["tools"]])
+    return AgentTools.model_validate(data)
 
 
 __all__ = [

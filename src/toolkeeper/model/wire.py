@@ -121,6 +121,67 @@ class Approval(Wire):
         return self.status != "pending"
 
 
+# discovery -----------------------------------------------------------------------------
+
+class ToolSummary(Wire):
+    """The short form of a tool in discovery listings (no config)."""
+
+    id: str | None = None
+    name: str
+    slug: str = ""
+    description: str = ""
+    scope: str = ""
+    tool_type: str = ""
+    implementation_type: str = ""
+    status: str = ""
+    version: str = ""
+    is_active: bool = True
+    categories: list[str] = Field(default_factory=list)
+    capabilities: list[str] = Field(default_factory=list)
+    side_effect: str = ""
+    risk_default: str = ""
+    requires_confirmation: bool = False
+    scopes_required: list[str] = Field(default_factory=list)
+    input_schemas: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Action → the JSON Schema its arguments are validated against (callable actions only
+    in an agent's enabled listing)."""
+
+
+class EnabledTool(ToolSummary):
+    """A tool in an agent's enabled listing."""
+
+    actions: list[str] = Field(default_factory=list)
+    """The actions the agent may call."""
+    names: dict[str, str] = Field(default_factory=dict)
+    """Action → the name a model sees (MCP's): the tool's name for a one-action tool, else
+    ``{tool}_{action}``."""
+    action_descriptions: dict[str, str] = Field(default_factory=dict)
+    """Action → its own description (``""`` when it has none)."""
+
+
+class UnavailableTool(ToolSummary):
+    """A tool in an agent's unavailable listing."""
+
+    why_unavailable: str | None = None
+    """``disabled_for_agent``, ``not_published``, ``unhealthy``, ``scope_missing`` or
+    ``quarantined``."""
+    message: str | None = None
+    missing_scopes: list[str] = Field(default_factory=list)
+
+
+class DiscoveredTool(EnabledTool, UnavailableTool):
+    """A tool of either listing, as the client reads it (the other listing's fields take
+    their defaults)."""
+
+
+class AgentTools(Wire):
+    """An agent's enabled or unavailable tools."""
+
+    agent: str
+    profile: str = ""
+    tools: list[DiscoveredTool] = Field(default_factory=list)
+
+
 # audit ---------------------------------------------------------------------------------
 
 class AuditEvent(Wire):
