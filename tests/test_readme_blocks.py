@@ -122,6 +122,8 @@ COVERED: dict[str, str] = {
         "tests/adapters/test_google_adk_example.py::test_the_google_adk_example_runs_offline",
     "docs/guides/google-adk.md: The example #1":
         "tests/adapters/test_google_adk_example.py::test_the_guides_snippet_is_the_example",
+    "docs/guides/client.md: An example #0": "tests/packaging/test_client_wheel.py::"
+        "test_the_guides_example_runs_in_the_slim_venv",  # in a venv with the built wheel
     **{f"docs/guides/deploy.md: {key}": test for key, test in _DEPLOY.items()},
     **{key: _COMMANDS for key in COMMANDS},
     **{key: _CONFIG for key in CONFIGS if key not in (
@@ -140,6 +142,8 @@ NOT_EXECUTABLE: dict[str, str] = {
         "tests build and install the wheels themselves",
     "docs/guides/strands.md: Install #0": "installs from PyPI (the suite has no registry)",
     "docs/guides/google-adk.md: Install #0": "installs from PyPI (the suite has no registry)",
+    "docs/guides/client.md: Install #0": "installs from PyPI (the suite has no registry); "
+        "tests/packaging/test_client_wheel.py installs the wheel it builds",
     "docs/mcp.md: A 2026-07-28 client that declared the tasks extension #0":
         "a task's answer as it appears on the wire, ids and times elided (…)",
     "docs/mcp.md: A 2026-07-28 client that declared the tasks extension #1":

@@ -57,7 +57,8 @@ try:
     from langgraph.types import interrupt
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("the LangChain adapter needs the extra: "
-                      "pip install 'toolkeeper[langchain]'") from exc
+                      "pip install 'toolkeeper-client[langchain]' (beside the server: "
+                      "'toolkeeper[langchain]')") from exc
 
 FRAMEWORK = "langgraph"
 

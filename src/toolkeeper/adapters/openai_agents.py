@@ -50,7 +50,8 @@ try:
     import agents  # noqa: F401  (the extra: named in the message below when missing)
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("the OpenAI Agents adapter needs the extra: "
-                      "pip install 'toolkeeper[openai-agents]'") from exc
+                      "pip install 'toolkeeper-client[openai-agents]' (beside the server: "
+                      "'toolkeeper[openai-agents]')") from exc
 from agents import Agent, FunctionTool, RunContextWrapper, RunResult, RunState, ToolApprovalItem
 from agents.tool_context import ToolContext
 

@@ -55,7 +55,8 @@ try:
     from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("the Pydantic AI adapter needs the extra: "
-                      "pip install 'toolkeeper[pydantic-ai]'") from exc
+                      "pip install 'toolkeeper-client[pydantic-ai]' (beside the server: "
+                      "'toolkeeper[pydantic-ai]')") from exc
 
 FRAMEWORK = "pydantic-ai"
 MALFORMED = "__toolkeeper_unparsed_arguments__"

@@ -26,6 +26,7 @@ from toolkeeper.api.routes import (
     tools,
 )
 from toolkeeper.gateway import Gateway
+from toolkeeper.model.wire import VERSION_HEADER
 from toolkeeper.pipeline.runtime import Settings
 from toolkeeper.version import __version__
 
@@ -91,7 +92,32 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     app.add_middleware(UnicodeGuard, skip=("/mcp", "/tools/execute", "/tools/execute-batch"))
     app.add_middleware(DepthGuard, skip=("/mcp",))
     app.add_middleware(BodyGuard, max_bytes=settings.max_body_bytes, skip=("/mcp",))
+    app.add_middleware(VersionHeader)  # outermost: every answer, the shortcuts' included
     return app
+
+
+class VersionHeader:
+    """Every HTTP answer names the server's version in ``X-Toolkeeper-Version``
+    (``model/wire.py``): the client compares it with the oldest server it speaks with, at
+    no extra request (docs/guides/client.md)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def stamped(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", ()), _VERSION]
+            await send(message)
+
+        await self.app(scope, receive, stamped)
+
+
+_VERSION = (VERSION_HEADER.lower().encode(), __version__.encode())
 
 
 class McpShortcut:

@@ -10,10 +10,11 @@ tools) are derived from those models, never copied by hand.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from toolkeeper.model import wire
 from toolkeeper.model.enums import (
     ApprovalStatus,
     Health,
@@ -23,11 +24,9 @@ from toolkeeper.model.enums import (
 )
 from toolkeeper.model.profile import Activation
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta, ToolDefinition
+from toolkeeper.model.wire import Timestamp
 from toolkeeper.services.discovery import Why
 from toolkeeper.services.tool_views import AGENT_HIDDEN
-
-Timestamp = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
-"""An ISO 8601 date-time as the route wrote it."""
 
 
 class Out(BaseModel):
@@ -35,28 +34,15 @@ class Out(BaseModel):
 
 
 # calls, approvals, audit, ops ---------------------------------------------------------
+# The bodies the client reads too are model/wire.py's: narrowed here to refuse unknown
+# fields and to name the server's enums in the schema (the client reads them as strings).
 
-class OutcomeOut(Out):
+class OutcomeOut(wire.Outcome, Out):
     """A recorded call (``/calls``)."""
 
-    call_id: str
-    tenant_id: str
-    agent: str
-    tool: str
-    action: str
-    tool_version: str
+    model_config = Out.model_config
+
     state: OutcomeState
-    status: str
-    reason: str | None
-    idempotency_key: str
-    args_digest: str
-    side_effect: str
-    turn_group_id: str | None
-    result: dict[str, Any] | None
-    resolved_by: str | None
-    created_at: Timestamp
-    updated_at: Timestamp
-    expires_at: Timestamp
 
 
 class RecentCallOut(Out):
@@ -77,83 +63,34 @@ class RecentCallOut(Out):
     trace_id: str | None
 
 
-class ApprovalPreviewOut(Out):
+class ApprovalPreviewOut(wire.ApprovalPreview, Out):
     """A tool's preview of a call's effect: a one-line summary and its data."""
 
-    summary: str | None
-    data: Any
+    model_config = Out.model_config
 
 
-class ApprovalOut(Out):
+class ApprovalOut(wire.Approval, Out):
     """An approval, confirmation or preview (``/approvals``)."""
 
-    id: str
-    kind: str
+    model_config = Out.model_config
+
     status: ApprovalStatus
-    agent: str
-    tool: str
-    action: str
-    tool_version: str
-    arguments: Any
-    args_digest: str
-    risk: str
-    gate: str
-    summary: str | None
-    preview: ApprovalPreviewOut | None
+    preview: ApprovalPreviewOut | None = None
     """The tool's side-effect-free preview of the call's effect, when it has one."""
-    call_id: str | None
-    created_at: Timestamp
-    expires_at: Timestamp
-    decided_by: str | None
-    decided_by_subject: str | None = None
-    """The approver's ``sub`` at their identity provider (single sign-on or an OAuth
-    token); ``None`` when they used a ``tk_…`` token."""
-    decided_by_issuer: str | None = None
-    decided_at: Timestamp | None
-    note: str | None
-    edited_arguments: Any
-    consumed_by: str | None
 
 
-class AuditEventOut(Out):
-    seq: int
-    event_id: str
-    ts: Timestamp
-    type: str
-    tenant_id: str | None
-    agent_id: str | None
-    call_id: str | None
-    trace_id: str | None
-    task_id: str | None
-    step_id: str | None
-    turn_group_id: str | None
-    tool: str | None
-    action: str | None
-    tool_version: str | None
-    risk: str | None
-    gate: str | None
-    reason: str | None
-    duration_ms: float | None
-    data: dict[str, Any]
-    prev_hash: str
-    hash: str
+class AuditEventOut(wire.AuditEvent, Out):
+    model_config = Out.model_config
 
 
-class AuditPage(Out):
-    events: list[AuditEventOut]
-    next_cursor: int | None
-    """Pass as ``cursor`` for the next page; ``null`` on the last one."""
+class AuditPage(wire.AuditPage, Out):
+    model_config = Out.model_config
+
+    events: list[AuditEventOut]  # type: ignore[assignment]  # narrowed: forbids extras
 
 
-class VerifyOut(Out):
-    tenant_id: str | None
-    ok: bool
-    events: int
-    problems: list[str]
-    warnings: list[str]
-    first_seq: int
-    """The first event kept: audit retention (``audit_retention_s``) deleted the ones
-    before it; 1 when none were deleted."""
+class VerifyOut(wire.AuditVerification, Out):
+    model_config = Out.model_config
 
 
 class StatusOut(Out):
@@ -173,10 +110,8 @@ class IndexOut(Out):
     ready: str
 
 
-class SupersedeOut(Out):
-    turn_group_id: str
-    superseded: bool
-    changed: bool
+class SupersedeOut(wire.Superseded, Out):
+    model_config = Out.model_config
 
 
 # tools --------------------------------------------------------------------------------
@@ -284,43 +219,24 @@ class ToolHealthOut(Out):
 
 # discovery ----------------------------------------------------------------------------
 
-class DiscoveryToolOut(Out):
+class DiscoveryToolOut(wire.ToolSummary, Out):
     """The short form of a tool in discovery listings (no config)."""
 
-    id: str | None
-    name: str
-    slug: str
-    description: str
-    scope: str
-    tool_type: str
-    implementation_type: str
-    status: str
-    version: str
-    is_active: bool
-    categories: list[str]
-    capabilities: list[str]
+    model_config = Out.model_config
+
     side_effect: SideEffect
     risk_default: Risk
-    requires_confirmation: bool
-    scopes_required: list[str]
-    input_schemas: dict[str, dict[str, Any]]
-    """Action → the JSON Schema its arguments are validated against (callable actions only
-    in an agent's enabled listing)."""
 
 
-class EnabledToolOut(DiscoveryToolOut):
-    actions: list[str]
-    names: dict[str, str]
-    """Action → the name a model sees (MCP's): the tool's name for a one-action tool, else
-    ``{tool}_{action}``."""
-    action_descriptions: dict[str, str]
-    """Action → its own description (``""`` when it has none)."""
+class EnabledToolOut(DiscoveryToolOut, wire.EnabledTool):
+    model_config = Out.model_config
 
 
-class UnavailableToolOut(DiscoveryToolOut):
-    why_unavailable: Why
-    message: str
-    missing_scopes: list[str]
+class UnavailableToolOut(DiscoveryToolOut, wire.UnavailableTool):
+    model_config = Out.model_config
+
+    why_unavailable: Why  # narrowed: the server's enum
+    message: str  # the server always sends one
 
 
 class ListingOut(Out):

@@ -13,11 +13,11 @@ from toolkeeper.cli._common import (
     gateway,
     parse_json,
     person,
-    plain,
     print_json,
     state,
     table,
 )
+from toolkeeper.services.approvals import approval_json
 from toolkeeper.store.records import ApprovalRecord
 
 app = typer.Typer(help="List and decide approvals and confirmations.", no_args_is_help=True)
@@ -31,8 +31,8 @@ def _row(rec: ApprovalRecord) -> list[object]:
 
 
 def _show(rec: ApprovalRecord, json_out: bool) -> None:
-    if json_out:
-        print_json(rec)
+    if json_out:  # the one rendering: what REST answers and the client reads
+        print_json(approval_json(rec))
         return
     fields_table(f"approval {rec.id}", [
         ("status", rec.status.value), ("kind", rec.kind), ("agent", rec.agent),
@@ -56,7 +56,7 @@ def list_(
         recs = gw.approvals.list(state(ctx).tenant, status=None if status == "all" else status,
                                  limit=limit)
     if json_out:
-        print_json([plain(r) for r in recs])
+        print_json([approval_json(r) for r in recs])
         return
     table(f"approvals ({status})",
           ["id", "kind", "agent", "call", "risk", "status", "summary", "arguments", "expires"],

@@ -16,7 +16,8 @@ from toolkeeper.client._async import (
     AsyncClient,
     AsyncDiscovery,
 )
-from toolkeeper.client._errors import RequestRefused, ServerUnavailable
+from toolkeeper.client._core import MIN_SERVER_VERSION
+from toolkeeper.client._errors import RequestRefused, ServerTooOld, ServerUnavailable
 from toolkeeper.client._models import (
     AgentTools,
     Approval,
@@ -32,6 +33,7 @@ from toolkeeper.client._sync import Approvals, Audit, Calls, Client, Discovery
 from toolkeeper.client.backend import RemoteBackend
 
 __all__ = [
+    "MIN_SERVER_VERSION",
     "AgentTools",
     "Approval",
     "Approvals",
@@ -51,6 +53,7 @@ __all__ = [
     "Outcome",
     "RemoteBackend",
     "RequestRefused",
+    "ServerTooOld",
     "ServerUnavailable",
     "Superseded",
     "ToolView",

@@ -15,7 +15,6 @@ from toolkeeper.client._errors import ServerUnavailable
 from toolkeeper.client._models import (
     AgentTools,
     Approval,
-    AuditEvent,
     AuditPage,
     AuditVerification,
     Outcome,
@@ -89,18 +88,18 @@ class AsyncCalls:
         self._core = core
 
     async def get(self, call_id: str) -> Outcome:
-        return from_json(Outcome, await self._core.json("GET", f"/calls/{call_id}"))
+        return Outcome.model_validate(await self._core.json("GET", f"/calls/{call_id}"))
 
     async def list(self, *, status: str | None = None, limit: int = 100) -> list[Outcome]:
         params = {"limit": limit, **({"status": status} if status else {})}
         rows = await self._core.json("GET", "/calls", params=params)
-        return [from_json(Outcome, r) for r in rows]
+        return [Outcome.model_validate(r) for r in rows]
 
     async def resolve(self, call_id: str, status: Literal["succeeded", "failed"], *,
                       output: Any = None, note: str | None = None) -> Outcome:
         """Record the real outcome of an ``unknown`` call (operator or approver token)."""
         body = {"status": status, "output": output, "note": note}
-        return from_json(Outcome, await self._core.json(
+        return Outcome.model_validate(await self._core.json(
             "POST", f"/calls/{call_id}/resolve", json=body, retry_safe=False))
 
 
@@ -115,10 +114,10 @@ class AsyncApprovals:
         if status is not None:
             params["status"] = status
         rows = await self._core.json("GET", "/approvals", params=params)
-        return [from_json(Approval, r) for r in rows]
+        return [Approval.model_validate(r) for r in rows]
 
     async def get(self, approval_id: str) -> Approval:
-        return from_json(Approval, await self._core.json("GET", f"/approvals/{approval_id}"))
+        return Approval.model_validate(await self._core.json("GET", f"/approvals/{approval_id}"))
 
     async def approve(self, approval_id: str, *, arguments: dict[str, Any] | None = None,
                       note: str | None = None) -> Approval:
@@ -137,7 +136,7 @@ class AsyncApprovals:
         # never re-sent after a lost answer: a second approve would be refused anyway
         data = await self._core.json("POST", f"/approvals/{approval_id}/{verb}", json=body,
                                      retry_safe=False)
-        return from_json(Approval, data)
+        return Approval.model_validate(data)
 
     async def wait(self, approval_id: str, timeout_s: float = 10.0) -> Approval:
         """One long-poll: the approval once decided, else its pending state after
@@ -146,7 +145,7 @@ class AsyncApprovals:
         data = await self._core.json(
             "GET", f"/approvals/{approval_id}/wait", params={"timeout_s": wait},
             timeout=wait + self._core.limits.timeout)
-        return from_json(Approval, data)
+        return Approval.model_validate(data)
 
     async def wait_for_decision(self, approval_id: str, timeout_s: float) -> Approval:
         """The approval once decided (approved, denied, consumed or expired), or its
@@ -194,11 +193,10 @@ class AsyncAudit:
                                   "cursor": cursor, "limit": limit}
         data = await self._core.json(
             "GET", "/audit", params={k: v for k, v in params.items() if v is not None})
-        return AuditPage(events=[from_json(AuditEvent, e) for e in data["events"]],
-                         next_cursor=data["next_cursor"])
+        return AuditPage.model_validate(data)
 
     async def verify(self) -> AuditVerification:
-        return from_json(AuditVerification, await self._core.json("GET", "/audit/verify"))
+        return AuditVerification.model_validate(await self._core.json("GET", "/audit/verify"))
 
 
 class AsyncClient:
@@ -301,7 +299,7 @@ class AsyncClient:
 
     async def supersede(self, turn_group_id: str) -> Superseded:
         """Stop later irreversible calls of a turn group (a regenerated answer)."""
-        return from_json(Superseded, await self._core.json(
+        return Superseded.model_validate(await self._core.json(
             "POST", f"/turns/{turn_group_id}/supersede", retry_safe=True))
 
     async def wait_for_decision(self, approval_id: str, timeout_s: float) -> Approval:

@@ -1,6 +1,10 @@
 """The one core of both faces: HTTP with bounded retries, and the translation of answers
 into call results and the library's exceptions (at this boundary, ``raise … from``).
 
+Every answer of ``toolkeeper serve`` names its version (``X-Toolkeeper-Version``); one older
+than :data:`MIN_SERVER_VERSION` raises :class:`ServerTooOld` naming both versions. An
+answer without the header (a proxy's own error page) is not judged.
+
 Retries, all bounded by ``max_retries`` and by ``max_wait_s`` of total sleeping:
 - 429 and 503 are retried after their ``Retry-After`` (when it fits the budget; otherwise
   the answer is returned at once, with its ``retry_after``);
@@ -14,6 +18,7 @@ Retries, all bounded by ``max_retries`` and by ``max_wait_s`` of total sleeping:
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -22,12 +27,17 @@ from typing import Any
 import anyio
 import httpx
 
-from toolkeeper.client._errors import RequestRefused, ServerUnavailable
+from toolkeeper.client._errors import RequestRefused, ServerTooOld, ServerUnavailable
 from toolkeeper.client._models import call_result, is_call_result
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.reasons import Reason
+from toolkeeper.model.wire import VERSION_HEADER
 from toolkeeper.version import __version__
+
+MIN_SERVER_VERSION = "0.1.0"
+"""The oldest server this client speaks with: raise it when the client starts to rely on
+something a server release added (a route, a field without a usable default)."""
 
 _RETRY_AFTER = {429, 503}
 _GATEWAY_ERRORS = {502, 504}
@@ -60,6 +70,17 @@ def _retry_after(resp: httpx.Response) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"1.2.3rc1"`` → ``(1, 2, 3)``: the leading numbers of each dotted part."""
+    parts = []
+    for part in version.strip().split("."):
+        digits = re.match(r"\d*", part)
+        if digits is None or not digits.group():
+            break
+        parts.append(int(digits.group()))
+    return tuple(parts)
 
 
 def _problem(resp: httpx.Response) -> tuple[str, str, dict[str, Any]]:
@@ -116,6 +137,7 @@ class Core:
                         f"({type(exc).__name__}, {attempt + 1} attempt(s))",
                         may_have_applied=sent) from exc
             else:
+                self._check_version(resp)
                 delay_or_none = self._retry_delay(resp, attempt, retry_safe, sent)
                 if delay_or_none is None or attempt >= lim.max_retries \
                         or waited + delay_or_none > lim.max_wait_s:
@@ -124,6 +146,12 @@ class Core:
             await anyio.sleep(delay)
             waited += delay
             attempt += 1
+
+    def _check_version(self, resp: httpx.Response) -> None:
+        """Refuse a server older than :data:`MIN_SERVER_VERSION` (one header lookup)."""
+        server = resp.headers.get(VERSION_HEADER)
+        if server is not None and version_tuple(server) < version_tuple(MIN_SERVER_VERSION):
+            raise ServerTooOld(self.base_url, server, __version__, MIN_SERVER_VERSION)
 
     def _final(self, resp: httpx.Response, attempt: int, sent: bool) -> httpx.Response:
         """``resp``, unless it says the server cannot serve at all (503)."""

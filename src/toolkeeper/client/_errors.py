@@ -5,7 +5,8 @@
     ├── OperationRefused
     │   └── RequestRefused     the server answered with its error shape (any endpoint but
     │                          execute, whose refusals come back as call results)
-    └── ServerUnavailable      no answer within the client's bounded wait (``unavailable``)
+    ├── ServerUnavailable      no answer within the client's bounded wait (``unavailable``)
+    └── ServerTooOld           the server is older than the oldest this client speaks with
 """
 
 from __future__ import annotations
@@ -37,3 +38,18 @@ class ServerUnavailable(ToolkeeperError):
         self.message = message
         self.may_have_applied = may_have_applied
         super().__init__(f"{Reason.UNAVAILABLE.value}: {message}")
+
+
+class ServerTooOld(ToolkeeperError):
+    """The server names a version (``X-Toolkeeper-Version``) older than the oldest this
+    client speaks with: upgrade the server, or install the client of the server's version."""
+
+    def __init__(self, base_url: str, server_version: str, client_version: str,
+                 minimum: str) -> None:
+        self.server_version = server_version
+        self.client_version = client_version
+        self.minimum = minimum
+        super().__init__(
+            f"the toolkeeper server at {base_url} is version {server_version}; this client "
+            f"(toolkeeper-client {client_version}) needs a server of version {minimum} or "
+            f"newer: upgrade the server, or install toolkeeper-client=={server_version}")

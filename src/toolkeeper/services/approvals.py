@@ -13,6 +13,7 @@ from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import ApprovalStatus, Role
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.model.wire import Approval, ApprovalPreview
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.pipeline.coercions import coerce
 from toolkeeper.pipeline.validate import errors_text, schema_errors
@@ -132,24 +133,23 @@ def _as_of(rec: ApprovalRecord, now: datetime) -> ApprovalRecord:
     return rec
 
 
+def approval_wire(rec: ApprovalRecord) -> Approval:
+    """The one rendering of an approval (``model/wire.py``): what REST answers
+    (``ApprovalOut``), what a webhook delivery carries as its ``approval``, what the CLI's
+    ``--json`` prints and what the client reads. Every field of the wire model is read from
+    the record by name (a field added to both needs nothing here), the preview excepted."""
+    fields = {name: getattr(rec, name) for name in Approval.model_fields if name != "preview"}
+    status = rec.status.value
+    return Approval(**{**fields, "status": status}, preview=_preview(rec))
+
+
 def approval_json(rec: ApprovalRecord) -> dict[str, Any]:
-    """An approval as JSON: what REST answers (``ApprovalOut``) and what a webhook delivery
-    carries as its ``approval`` — one function, so the two never differ."""
-    return {"id": rec.id, "kind": rec.kind, "status": rec.status.value, "agent": rec.agent,
-            "tool": rec.tool, "action": rec.action, "tool_version": rec.tool_version,
-            "arguments": rec.arguments, "args_digest": rec.args_digest, "risk": rec.risk,
-            "gate": rec.gate, "summary": rec.summary, "call_id": rec.call_id,
-            "created_at": rec.created_at.isoformat(), "expires_at": rec.expires_at.isoformat(),
-            "preview": _preview(rec), "decided_by": rec.decided_by,
-            "decided_by_subject": rec.decided_by_subject,
-            "decided_by_issuer": rec.decided_by_issuer,
-            "decided_at": rec.decided_at.isoformat() if rec.decided_at else None,
-            "note": rec.note, "edited_arguments": rec.edited_arguments,
-            "consumed_by": rec.consumed_by}
+    """:func:`approval_wire` as JSON."""
+    return approval_wire(rec).model_dump(mode="json")
 
 
-def _preview(rec: ApprovalRecord) -> dict[str, Any] | None:
+def _preview(rec: ApprovalRecord) -> ApprovalPreview | None:
     """The tool's preview of the effect (SPEC §3), when the gate ran one."""
     if rec.preview is None:
         return None
-    return {"summary": rec.summary, "data": rec.preview}
+    return ApprovalPreview(summary=rec.summary, data=rec.preview)

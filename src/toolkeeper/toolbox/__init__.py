@@ -25,8 +25,16 @@ def __getattr__(name: str) -> _Any:
     backend and the adapters use this package without a server)."""
     if name != "InProcessBackend":
         raise AttributeError(f"module 'toolkeeper.toolbox' has no attribute {name!r}")
-    from toolkeeper.toolbox.inprocess import InProcessBackend
-
+    try:
+        from toolkeeper.toolbox.inprocess import InProcessBackend
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("toolkeeper"):
+            raise ImportError(
+                "toolkeeper.toolbox.InProcessBackend runs a gateway in this process, which the "
+                "client distribution (toolkeeper-client) does not ship: use the remote backend "
+                "(Client(url, token).toolbox(agent)), or install the server with: "
+                "pip install toolkeeper") from exc
+        raise
     globals()[name] = InProcessBackend
     return InProcessBackend
 

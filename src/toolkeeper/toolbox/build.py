@@ -87,8 +87,11 @@ def _toolbox(target: Any, agent: str | None, tenant_id: str) -> Toolbox:
 
 
 def _missing(spec: Framework) -> UserError:
+    # where the server is absent this is toolkeeper-client: its own extra is the one to add
+    slim = importlib.util.find_spec("toolkeeper.gateway") is None
     return UserError(f"this adapter needs its optional dependencies: "
-                     f"pip install '{spec.distribution}[{spec.extra}]'")
+                     f"pip install '{'toolkeeper-client' if slim else spec.distribution}"
+                     f"[{spec.extra}]'")
 
 
 def _adapter(framework: str, spec: Framework) -> Any:
