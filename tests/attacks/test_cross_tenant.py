@@ -69,6 +69,7 @@ BODY_PROBES: dict[tuple[str, str], Any] = {
     ("POST", "/tools"): {"name": "planted", "tenant_id": "other", "implementation_type": "http",
                          "implementation": {"url": "http://127.0.0.1:9/"}},
     ("POST", "/tools/execute"): {"tool": "other_secret_tool", "arguments": {"text": "x"}},
+    ("POST", "/tools/check"): {"tool": "other_secret_tool", "arguments": {"text": "x"}},
     ("POST", "/tools/execute-batch"): {"calls": [{"tool": "other_secret_tool",
                                                   "arguments": {"text": "x"}}]},
     ("POST", "/tokens"): {"tenant_id": "other", "role": "admin", "label": "planted"},
@@ -87,7 +88,7 @@ LISTINGS = ("/tools", "/tools/health", "/tools/builtins/templates", "/tools/sour
             "/settings/webhook", "/agents", "/profiles", "/activations", "/healthz",
             "/readyz", "/metrics", "/retrieval/pipelines",
             "/.well-known/oauth-protected-resource",
-            "/.well-known/oauth-protected-resource/mcp")
+            "/.well-known/oauth-protected-resource/mcp", "/")
 SNAPSHOT = ("/tools", "/calls", "/approvals", "/tokens", "/credentials", "/settings/webhook",
             "/agents", "/profiles", "/activations", "/retrieval/pipelines")
 

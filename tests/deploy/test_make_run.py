@@ -27,11 +27,18 @@ from tests.support.waiting import wait_until
 MAKE = shutil.which("make")
 
 
+def own_make_env() -> dict[str, str]:
+    """This environment without what a ``make`` running the suite (``make test``) hands its
+    children: its flags (``-o``, ``-n``…) and level (``make[1]: Entering directory``)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+
+
 def dry_run(work: Path, target: str) -> list[str]:
     """The commands ``make -n TARGET`` would run in ``work``, one per line."""
     assert MAKE, "GNU make is needed"
     result = subprocess.run([MAKE, "-n", target, "PYTHON=python3"], cwd=work, text=True,
-                            capture_output=True, timeout=60)
+                            capture_output=True, timeout=60, env=own_make_env())
     return result.stdout.splitlines()
 
 
@@ -109,9 +116,7 @@ def test_make_run_on_a_fresh_checkout_serves_the_demo(tmp_path: Path) -> None:
     work = tmp_path / "checkout"
     copy_checkout(work)
     port = free_port()
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "VIRTUAL_ENV", "MAKEFLAGS", "MAKELEVEL")}
-    env["TOOLKEEPER_PORT"] = str(port)
+    env = {**own_make_env(), "TOOLKEEPER_PORT": str(port)}
     python = shutil.which("python3") or sys.executable
     proc = subprocess.Popen([MAKE, "run", f"PYTHON={python}"], cwd=work, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
