@@ -24,6 +24,13 @@ STOP_FIELDS = ("status", "reason", "message", "tool", "action", "approval_id", "
                "details")
 
 
+def missing_extra(framework: str, extra: str) -> str:
+    """What an adapter says when its framework is not installed: the client distribution's
+    extra (everything an adapter needs), and the server's beside it."""
+    return (f"the {framework} adapter needs the extra: pip install 'toolkeeper-client[{extra}]' "
+            f"(beside the server: 'toolkeeper[{extra}]')")
+
+
 def call_key(framework: str, run: str | None, tool_call_id: str | None) -> str:
     """The idempotency key of one tool call of one run: a framework's re-run or resume of
     that tool call reaches the same call record (and approval) instead of a second one."""

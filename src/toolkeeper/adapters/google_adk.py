@@ -42,6 +42,7 @@ from toolkeeper.adapters.common import (
     GATED,
     call_key,
     enabled_now,
+    missing_extra,
     output_of,
     pause_record,
     rejected,
@@ -57,8 +58,7 @@ try:
     from google.adk.tools.tool_context import ToolContext
     from google.genai import types
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the Google ADK adapter needs the extra: "
-                      "pip install 'toolkeeper[google-adk]'") from exc
+    raise ImportError(missing_extra("Google ADK", "google-adk")) from exc
 
 FRAMEWORK = "google-adk"
 CONFIRMATION = "adk_request_confirmation"

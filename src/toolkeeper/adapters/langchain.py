@@ -39,6 +39,7 @@ from typing import Any
 from toolkeeper.adapters.common import (
     GATED,
     call_key,
+    missing_extra,
     output_of,
     pause_record,
     stop_message,
@@ -56,9 +57,7 @@ try:
     from langchain_core.tools import BaseTool
     from langgraph.types import interrupt
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the LangChain adapter needs the extra: "
-                      "pip install 'toolkeeper-client[langchain]' (beside the server: "
-                      "'toolkeeper[langchain]')") from exc
+    raise ImportError(missing_extra("LangChain", "langchain")) from exc
 
 FRAMEWORK = "langgraph"
 

@@ -37,6 +37,7 @@ from typing import Any
 from toolkeeper.adapters.common import (
     GATED,
     call_key,
+    missing_extra,
     output_of,
     pause_record,
     rejected,
@@ -49,9 +50,7 @@ from toolkeeper.toolbox import Approver, Toolbox, ToolInfo, new_turn_group_id
 try:
     import agents  # noqa: F401  (the extra: named in the message below when missing)
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the OpenAI Agents adapter needs the extra: "
-                      "pip install 'toolkeeper-client[openai-agents]' (beside the server: "
-                      "'toolkeeper[openai-agents]')") from exc
+    raise ImportError(missing_extra("OpenAI Agents", "openai-agents")) from exc
 from agents import Agent, FunctionTool, RunContextWrapper, RunResult, RunState, ToolApprovalItem
 from agents.tool_context import ToolContext
 

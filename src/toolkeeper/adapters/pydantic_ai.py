@@ -33,6 +33,7 @@ from typing import Any
 from toolkeeper.adapters.common import (
     GATED,
     call_key,
+    missing_extra,
     output_of,
     pause_record,
     rejected,
@@ -54,9 +55,7 @@ try:
     from pydantic_ai.tools import ToolDefinition
     from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("the Pydantic AI adapter needs the extra: "
-                      "pip install 'toolkeeper-client[pydantic-ai]' (beside the server: "
-                      "'toolkeeper[pydantic-ai]')") from exc
+    raise ImportError(missing_extra("Pydantic AI", "pydantic-ai")) from exc
 
 FRAMEWORK = "pydantic-ai"
 MALFORMED = "__toolkeeper_unparsed_arguments__"
