@@ -15,14 +15,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from google.genai import types
 
 from tests.adapters.adk_support import Chat, Script, asked, executed, said
-from tests.adapters.agent_support import open_gateway
 from tests.support.processes import child_env
 from toolkeeper import (
     Activation,
@@ -46,27 +44,10 @@ from toolkeeper.adapters.google_adk import (
     resolve_confirmations,
 )
 from toolkeeper.errors import UserError
-from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
+from toolkeeper.toolbox import Toolbox, build_tools
 
 ALICE = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
 TRANSFER_50 = ("transfer", {"account": "acme", "amount": 50}, "c1")
-
-
-@pytest.fixture
-def counts() -> dict[str, int]:
-    return {}
-
-
-@pytest.fixture
-def gw(db_url: str, counts: dict[str, int]) -> Iterator[Gateway]:
-    gateway = open_gateway(db_url, counts)
-    yield gateway
-    gateway.close()
-
-
-@pytest.fixture
-def box(gw: Gateway) -> Toolbox:
-    return Toolbox(InProcessBackend(gw), agent="bot")
 
 
 @pytest.fixture

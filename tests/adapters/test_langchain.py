@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 from pydantic import PrivateAttr
 
-from tests.adapters.agent_support import open_gateway
 from tests.support.processes import child_env
 from toolkeeper import (
     ApprovalStatus,
@@ -40,7 +39,7 @@ from toolkeeper import (
     Reason,
     Role,
 )
-from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
+from toolkeeper.toolbox import Toolbox, build_tools
 
 ALICE = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "langgraph_agent.py"
@@ -99,23 +98,6 @@ def said(out: dict[str, Any]) -> dict[str, Any]:
 def ask() -> dict[str, Any]:
     """The user's message (the scripted model does not read it)."""
     return {"messages": [("user", "please")]}
-
-
-@pytest.fixture
-def counts() -> dict[str, int]:
-    return {}
-
-
-@pytest.fixture
-def gw(db_url: str, counts: dict[str, int]) -> Iterator[Gateway]:
-    gateway = open_gateway(db_url, counts)
-    yield gateway
-    gateway.close()
-
-
-@pytest.fixture
-def box(gw: Gateway) -> Toolbox:
-    return Toolbox(InProcessBackend(gw), agent="bot")
 
 
 def graph_for(box: Toolbox, *calls: tuple[str, Any, str], **options: Any) -> Any:

@@ -12,7 +12,7 @@ to critical; ``post_note`` is irreversible and allowed; ``send_email`` is previe
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -30,7 +30,6 @@ from agents import (
 )
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from tests.adapters.agent_support import open_gateway
 from toolkeeper import (
     ApprovalStatus,
     Gateway,
@@ -46,7 +45,7 @@ from toolkeeper.adapters.openai_agents import (
     resolve_interruptions,
 )
 from toolkeeper.errors import UserError
-from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
+from toolkeeper.toolbox import Toolbox, build_tools
 
 ALICE = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
 TRANSFER_50 = ("transfer", {"account": "acme", "amount": 50}, "c1")
@@ -99,23 +98,6 @@ def said(result: RunResult) -> dict[str, Any]:
 @pytest.fixture(autouse=True)
 def _no_trace_export() -> None:
     set_tracing_disabled(True)  # offline: the SDK would try to upload its traces
-
-
-@pytest.fixture
-def counts() -> dict[str, int]:
-    return {}
-
-
-@pytest.fixture
-def gw(db_url: str, counts: dict[str, int]) -> Iterator[Gateway]:
-    gateway = open_gateway(db_url, counts)
-    yield gateway
-    gateway.close()
-
-
-@pytest.fixture
-def box(gw: Gateway) -> Toolbox:
-    return Toolbox(InProcessBackend(gw), agent="bot")
 
 
 @pytest.fixture

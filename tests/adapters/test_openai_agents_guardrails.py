@@ -9,7 +9,6 @@ side and the audit trail is read for what ran.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +22,6 @@ from agents import (
     tool_input_guardrail,
 )
 
-from tests.adapters.agent_support import open_gateway
 from tests.adapters.test_openai_agents import ALICE, TRANSFER_50, Script, said
 from toolkeeper import ApprovalStatus, Gateway
 from toolkeeper.adapters.openai_agents import (
@@ -41,18 +39,6 @@ NOTE = ("post_note", {"text": "ship it"}, "c1")
 @pytest.fixture(autouse=True)
 def _no_trace_export() -> None:
     set_tracing_disabled(True)  # offline: the SDK would try to upload its traces
-
-
-@pytest.fixture
-def counts() -> dict[str, int]:
-    return {}
-
-
-@pytest.fixture
-def gw(db_url: str, counts: dict[str, int]) -> Iterator[Gateway]:
-    gateway = open_gateway(db_url, counts)
-    yield gateway
-    gateway.close()
 
 
 async def guarded(gw: Gateway, counts: dict[str, int], seen: list[dict[str, int]], *,

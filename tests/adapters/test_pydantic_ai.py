@@ -4,36 +4,18 @@ scripted ``FunctionModel`` over an in-process gateway — allowed, denied, appro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from pydantic_ai import DeferredToolRequests, ToolApproved, ToolDenied
 from pydantic_ai.messages import ModelResponse
 
-from tests.adapters.agent_support import Script, open_gateway, said
+from tests.adapters.agent_support import Script, said
 from toolkeeper import ApprovalStatus, Gateway, OperationRefused, Principal, Reason, Role
 from toolkeeper.adapters.pydantic_ai import resolve_deferred, resolve_deferred_sync
-from toolkeeper.toolbox import InProcessBackend, Toolbox, build_tools
+from toolkeeper.toolbox import Toolbox, build_tools
 
 ALICE = Principal(name="alice", tenant_id="default", roles=frozenset({Role.APPROVER}))
-
-
-@pytest.fixture
-def counts() -> dict[str, int]:
-    return {}
-
-
-@pytest.fixture
-def gw(db_url: str, counts: dict[str, int]) -> Iterator[Gateway]:
-    gateway = open_gateway(db_url, counts)
-    yield gateway
-    gateway.close()
-
-
-@pytest.fixture
-def box(gw: Gateway) -> Toolbox:
-    return Toolbox(InProcessBackend(gw), agent="bot")
 
 
 def toolset(box: Toolbox) -> Any:
