@@ -72,3 +72,13 @@ def test_the_discovery_schemas_are_the_wire_models_narrowed() -> None:
         assert out.model_fields["risk_default"].annotation is Risk
     assert set(wire.DiscoveredTool.model_fields) == \
         set(wire.EnabledTool.model_fields) | set(wire.UnavailableTool.model_fields)
+
+
+def test_an_audit_event_travels_with_every_field_the_store_keeps() -> None:
+    """The store's event (a dataclass on the write path) and the wire's (REST, the client)
+    are two classes by design: a field added to one must be added to the other."""
+    import dataclasses
+
+    from toolkeeper.store.records import AuditEvent
+
+    assert [f.name for f in dataclasses.fields(AuditEvent)] == list(wire.AuditEvent.model_fields)
