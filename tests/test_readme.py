@@ -7,19 +7,16 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.support.docs import REPO, block, blocks, section
-from tests.support.processes import child_env, stop
+from tests.support.processes import child_env
 from tests.support.required import missing
-from tests.support.waiting import wait_until
 
 GUIDE = "docs/guides/first-ten-minutes.md"
 LIBRARY = "docs/guides/library.md: Use it as a library #0"
@@ -154,23 +151,10 @@ def _announced(log: Path, expected: str, port: int) -> dict[str, str]:
 def make_run(work: Path) -> Iterator[tuple[int, dict[str, str]]]:
     """What ``make run`` starts (``serve --demo`` over ``./toolkeeper.db``), on a free port;
     the tokens it printed by title."""
-    from tests.support.serve import free_port
+    from tests.support.serve import serving_demo
 
-    port, log = free_port(), work / "serve.log"
-    env = child_env()
-    for name in ("TOOLKEEPER_DATABASE_URL", "TOOLKEEPER_CONFIG", "TOOLKEEPER_SECRETS_BACKEND"):
-        env.pop(name, None)
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "toolkeeper.cli", "serve", "--demo",
-                                 "--port", str(port)], env=env, cwd=work, stdout=out,
-                                stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                   .status_code == 200, timeout=60, what="serve --demo answers /healthz",
-                   ignoring=(httpx.HTTPError,))
+    with serving_demo(work) as (port, log):
         yield port, _announced(log, block(BANNER), port)
-    finally:
-        stop(proc)
 
 
 def demo_env(tokens: dict[str, str]) -> dict[str, str]:

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.processes import child_env, stop
-from tests.support.serve import free_port
-from tests.support.waiting import wait_until
+from tests.support.serve import serving_demo
 from toolkeeper.server import ServerSettings, announce, build
 
 URL = re.compile(r"https?://[^\s)]+")
@@ -79,18 +75,7 @@ def test_every_address_the_demo_banner_prints_answers(tmp_path: Path) -> None:
     """``make run``'s server (``serve --demo`` over ``./toolkeeper.db``): each URL in what
     it printed is fetched and answers 2xx or 3xx; ``/mcp`` as an MCP client with the
     demo agent's token (the banner says it takes agent tokens)."""
-    port, log = free_port(), tmp_path / "serve.log"
-    env = child_env()
-    for name in ("TOOLKEEPER_DATABASE_URL", "TOOLKEEPER_CONFIG", "TOOLKEEPER_SECRETS_BACKEND"):
-        env.pop(name, None)
-    with log.open("wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "toolkeeper.cli", "serve", "--demo",
-                                 "--port", str(port)], env=env, cwd=tmp_path, stdout=out,
-                                stderr=subprocess.STDOUT)
-    try:
-        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
-                   .status_code == 200, timeout=60, what="serve --demo answers /healthz",
-                   ignoring=(httpx.HTTPError,))
+    with serving_demo(tmp_path) as (port, log):
         text = log.read_text()
         urls = sorted(set(URL.findall(text)))
         assert f"http://127.0.0.1:{port}/" in urls and len(urls) >= 5, text
@@ -102,5 +87,3 @@ def test_every_address_the_demo_banner_prints_answers(tmp_path: Path) -> None:
             else:
                 status = httpx.get(url, timeout=10).status_code
             assert 200 <= status < 400, f"the banner names {url}; it answers {status}"
-    finally:
-        stop(proc)

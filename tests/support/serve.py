@@ -79,3 +79,25 @@ def serving_toolkeeper(work: Path, config: str, tokens: Mapping[str, TokenSpec],
         yield Server(url, made, work, db)
     finally:
         stop(proc)
+
+
+@contextmanager
+def serving_demo(work: Path) -> Iterator[tuple[int, Path]]:
+    """What ``make run`` starts (``serve --demo`` over ``work/toolkeeper.db``) on a free
+    port, once it answers ``/healthz``: the port and the file holding what it printed.
+    Stopped on exit."""
+    port, log = free_port(), work / "serve.log"
+    env = child_env()
+    for name in ("TOOLKEEPER_DATABASE_URL", "TOOLKEEPER_CONFIG", "TOOLKEEPER_SECRETS_BACKEND"):
+        env.pop(name, None)
+    with log.open("wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "toolkeeper.cli", "serve", "--demo",
+                                 "--port", str(port)], env=env, cwd=work, stdout=out,
+                                stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                   .status_code == 200, timeout=60, what="serve --demo answers /healthz",
+                   ignoring=(httpx.HTTPError,))
+        yield port, log
+    finally:
+        stop(proc)
