@@ -36,14 +36,21 @@ def _names(result: Any) -> list[str]:
     return [t.name for t in getattr(result, "tools", None) or result.prompts]
 
 
+async def _heard(c: Any, trigger: str, **wanted: bool) -> str:
+    """The kind of the first event ``c``'s listen stream (``wanted``) gets after the
+    upstream's ``trigger`` tool changed a list (bounded)."""
+    async with c.listen(**wanted) as sub:
+        await c.call_tool(trigger, {})
+        with anyio.fail_after(WAIT_S):
+            event = await sub.__anext__()
+    return type(event).__name__
+
+
 async def test_a_new_upstream_tool_reaches_the_agents_listen_stream(srv: McpServer) -> None:
     async with connect(srv, "bot", "2026-07-28") as c:
         assert DYNAMIC[0] not in _names(await c.list_tools())
-        async with c.listen(tools_list_changed=True) as sub:
-            await c.call_tool("test_trigger_tool_change", {})
-            with anyio.fail_after(WAIT_S):
-                event = await sub.__anext__()
-            assert type(event).__name__ == "ToolsListChanged"
+        assert await _heard(c, "test_trigger_tool_change",
+                            tools_list_changed=True) == "ToolsListChanged"
         assert DYNAMIC[0] in _names(await c.list_tools())
         assert (await c.call_tool(DYNAMIC[0], {})).content[0].text == "dynamic"  # type: ignore[union-attr]
 
@@ -51,11 +58,8 @@ async def test_a_new_upstream_tool_reaches_the_agents_listen_stream(srv: McpServ
 async def test_a_new_upstream_prompt_reaches_the_agents_listen_stream(srv: McpServer) -> None:
     async with connect(srv, "bot", "2026-07-28") as c:
         assert DYNAMIC_PROMPTS[0] not in _names(await c.list_prompts())
-        async with c.listen(prompts_list_changed=True) as sub:
-            await c.call_tool("test_trigger_prompt_change", {})
-            with anyio.fail_after(WAIT_S):
-                event = await sub.__anext__()
-            assert type(event).__name__ == "PromptsListChanged"
+        assert await _heard(c, "test_trigger_prompt_change",
+                            prompts_list_changed=True) == "PromptsListChanged"
         assert DYNAMIC_PROMPTS[0] in _names(await c.list_prompts())
 
 
