@@ -4,13 +4,11 @@ docs/guides/google-adk.md shows of it (its output, its lines) is what it prints 
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.processes import child_env
+from tests.adapters.example_runs import paid_once
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "google_adk_agent.py"
@@ -19,14 +17,7 @@ GUIDE = REPO / "docs" / "guides" / "google-adk.md"
 
 @pytest.mark.slow  # runs the example as a process: CI and `make test-all`
 def test_the_google_adk_example_runs_offline(db_url: str) -> None:
-    done = subprocess.run([sys.executable, str(EXAMPLE), db_url], env=child_env(),
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    assert lines[0].startswith('waiting for a human: pay_invoice {"number": "INV-7", ')
-    assert "(approve, approval ap_" in lines[0]
-    assert lines[1:] == ['agent: Done: {"paid": "INV-7", "amount": 120}',
-                         "pay_invoice executions: 1"]
+    lines = paid_once(EXAMPLE, db_url, 'waiting for a human: pay_invoice {"number": "INV-7", ')
     shown = re.findall(r"```text\n(.*?)```", GUIDE.read_text(), flags=re.S)
     assert shown == ["\n".join(re.sub(r"ap_[\w-]+", "ap_…", line) for line in lines) + "\n"]
 

@@ -12,8 +12,6 @@ to critical; ``post_note`` is irreversible and allowed; ``send_email`` is previe
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Command
 from pydantic import PrivateAttr
 
-from tests.support.processes import child_env
+from tests.adapters.example_runs import paid_once
 from toolkeeper import (
     ApprovalStatus,
     Gateway,
@@ -350,14 +348,7 @@ async def test_create_agent_pauses_parallel_gated_calls_together(
 
 
 def test_the_langgraph_example_runs_offline_and_pays_once(db_url: str) -> None:
-    done = subprocess.run([sys.executable, str(EXAMPLE), db_url], env=child_env(),
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    assert lines[0].startswith('waiting for a human: pay_invoice {"number": "INV-7"')
-    assert "(approve, approval ap_" in lines[0]
-    assert lines[1:] == ['agent: Done: {"paid": "INV-7", "amount": 120}',
-                         "pay_invoice executions: 1"]
+    paid_once(EXAMPLE, db_url, 'waiting for a human: pay_invoice {"number": "INV-7"')
 
 
 async def test_the_turn_group_comes_from_the_toolbox_turn_or_the_turn_group_option(
