@@ -105,6 +105,7 @@ class Core:
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self.limits = limits
+        self._server_ok: str | None = None  # the last server version found new enough
         self._http = httpx.AsyncClient(
             base_url=self.base_url, timeout=limits.timeout, transport=transport,
             headers={"Authorization": f"Bearer {token}",
@@ -150,8 +151,11 @@ class Core:
     def _check_version(self, resp: httpx.Response) -> None:
         """Refuse a server older than :data:`MIN_SERVER_VERSION` (one header lookup)."""
         server = resp.headers.get(VERSION_HEADER)
-        if server is not None and version_tuple(server) < version_tuple(MIN_SERVER_VERSION):
+        if server is None or server == self._server_ok:  # judged once per version seen
+            return
+        if version_tuple(server) < version_tuple(MIN_SERVER_VERSION):
             raise ServerTooOld(self.base_url, server, __version__, MIN_SERVER_VERSION)
+        self._server_ok = server
 
     def _final(self, resp: httpx.Response, attempt: int, sent: bool) -> httpx.Response:
         """``resp``, unless it says the server cannot serve at all (503)."""
