@@ -82,8 +82,8 @@ def check(config: ConfigFile, *, base_dir: Path, tests_dir: Path | None = None,
         ctx.tools[(tool.tenant_id or "*", tool.name)] = _Tool(tool, model)
     resolved = resolve_tools(config, base_dir)
     _check_tools(ctx, resolved)
-    _check_functions(ctx, resolved, base_dir, set(known_functions))
-    _check_beside_config(ctx, resolved, base_dir)
+    loaded = _check_functions(ctx, resolved, base_dir, set(known_functions))
+    _check_beside_config(ctx, resolved, base_dir, loaded)
     if tests_dir is not None:
         _check_tests(ctx, resolved, tests_dir)
     _check_adjusters(ctx)
@@ -157,8 +157,9 @@ def _check_tool_policy(ctx: _Ctx, rt: ResolvedTool) -> None:
 
 
 def _check_functions(ctx: _Ctx, resolved: list[ResolvedTool], base_dir: Path,
-                     known: set[str]) -> None:
-    _loaded, problems = load_functions(ctx.config, base_dir)
+                     known: set[str]) -> list[str]:
+    """The ``functions:`` that import and are callable; the others are findings."""
+    loaded, problems = load_functions(ctx.config, base_dir)
     for name, message in problems.items():
         ctx.add(Rule.FUNCTION_INVALID, ("functions", name), message)
     allowed = set(ctx.config.functions) | known
@@ -170,9 +171,11 @@ def _check_functions(ctx: _Ctx, resolved: list[ResolvedTool], base_dir: Path,
         if not isinstance(fname, str) or fname not in allowed:
             ctx.add(Rule.FUNCTION_NOT_ALLOWED, (*rt.path, "implementation"),
                     f"implementation.function_name {fname!r} is not in `functions:`")
+    return list(loaded)
 
 
-def _check_beside_config(ctx: _Ctx, resolved: list[ResolvedTool], base_dir: Path) -> None:
+def _check_beside_config(ctx: _Ctx, resolved: list[ResolvedTool], base_dir: Path,
+                         functions: list[str]) -> None:
     """An entry point that imports only with the config's directory on the path loads in a
     process given this file (``--config``: ``serve``, ``call``, ``mcp``) and in ``apply``,
     but not in one that reads the store without it: its calls stop
@@ -180,8 +183,7 @@ def _check_beside_config(ctx: _Ctx, resolved: list[ResolvedTool], base_dir: Path
     refs: list[tuple[NodePath, str]] = [
         ((*rt.path, "native"), rt.entry.native) for rt in resolved
         if isinstance(rt.entry, NativeEntry) and rt.problem is None]
-    loaded, _problems = load_functions(ctx.config, base_dir)
-    refs += [(("functions", name), ctx.config.functions[name]) for name in loaded]
+    refs += [(("functions", name), ctx.config.functions[name]) for name in functions]
     source = ctx.config.source or "this config"
     for path, ref in refs:
         if not importable_elsewhere(ref):
