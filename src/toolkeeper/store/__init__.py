@@ -19,6 +19,7 @@ from toolkeeper.store.registry import RegistryRepo
 from toolkeeper.store.request_states import RequestStateRepo
 from toolkeeper.store.retrieval import RetrievalRepo
 from toolkeeper.store.sessions import SessionRepo
+from toolkeeper.store.stats import CallStatsRepo
 from toolkeeper.store.tokens import TokenRepo
 from toolkeeper.store.turns import TurnRepo
 
@@ -41,6 +42,7 @@ class Store:
         self.caps = CapRepo(db)
         self.retrieval = RetrievalRepo(db)
         self.recent_calls = RecentCallRepo(db)
+        self.call_stats = CallStatsRepo(db)
         self.agent_calls = AgentCallRepo(db)
         self.sessions = SessionRepo(db)
         self.request_states = RequestStateRepo(db)
