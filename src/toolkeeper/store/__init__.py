@@ -13,6 +13,7 @@ from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
 from toolkeeper.store.mcp_tasks import McpTaskRepo
 from toolkeeper.store.outcomes import OutcomeRepo
+from toolkeeper.store.overview import OverviewRepo
 from toolkeeper.store.rates import RateRepo
 from toolkeeper.store.recent_calls import RecentCallRepo
 from toolkeeper.store.registry import RegistryRepo
@@ -43,6 +44,7 @@ class Store:
         self.retrieval = RetrievalRepo(db)
         self.recent_calls = RecentCallRepo(db)
         self.call_stats = CallStatsRepo(db)
+        self.overview = OverviewRepo(db)
         self.agent_calls = AgentCallRepo(db)
         self.sessions = SessionRepo(db)
         self.request_states = RequestStateRepo(db)

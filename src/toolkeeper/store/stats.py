@@ -170,8 +170,55 @@ class CallStatsRepo:
                 c.resolution == "h", c.bucket_start < hours_before)).rowcount
         return int(n)
 
-    def rows(self, tenant_id: str, resolution: str, since: int, until: int) -> Any:
-        """The query of one tenant's rows at ``resolution`` in [since, until)."""
+    def by_status(self, tenant_id: str, resolution: str, since: int,
+                  until: int) -> list[tuple[int, str, int]]:
+        """(bucket start, status, calls) of one tenant's rows in [since, until)."""
         c = call_stats.c
-        return select(call_stats).where(c.tenant_id == tenant_id, c.resolution == resolution,
-                                        c.bucket_start >= since, c.bucket_start < until)
+        q = (select(c.bucket_start, c.status, func.sum(c.count))
+             .where(*self._window(tenant_id, resolution, since, until))
+             .group_by(c.bucket_start, c.status))
+        with self._db.read() as conn:
+            return [(int(b), str(s), int(n)) for b, s, n in conn.execute(q)]
+
+    def reasons(self, tenant_id: str, resolution: str, since: int, until: int, *,
+                status: str, limit: int) -> list[tuple[str, int]]:
+        """The ``limit`` most frequent reasons of calls with ``status``, most first."""
+        c = call_stats.c
+        n = func.sum(c.count)
+        q = (select(c.reason, n).where(*self._window(tenant_id, resolution, since, until),
+                                       c.status == status)
+             .group_by(c.reason).order_by(n.desc(), c.reason).limit(limit))
+        with self._db.read() as conn:
+            return [(str(r), int(k)) for r, k in conn.execute(q)]
+
+    def durations(self, tenant_id: str, resolution: str, since: int, until: int, *,
+                  statuses: Sequence[str]) -> list[ToolDurations]:
+        """Each tool's summed duration histogram over the calls with ``statuses``."""
+        c = call_stats.c
+        q = (select(c.tool, func.sum(c.count), func.max(c.duration_max),
+                    *(func.sum(c[h]) for h in HIST))
+             .where(*self._window(tenant_id, resolution, since, until),
+                    c.status.in_(list(statuses)))
+             .group_by(c.tool))
+        with self._db.read() as conn:
+            return [ToolDurations(tool=str(r[0]), calls=int(r[1]), max_ms=float(r[2]),
+                                  hist=[int(n) for n in r[3:]]) for r in conn.execute(q)]
+
+    @staticmethod
+    def _window(tenant_id: str, resolution: str, since: int, until: int) -> list[Any]:
+        c = call_stats.c
+        return [c.tenant_id == tenant_id, c.resolution == resolution,
+                c.bucket_start >= since, c.bucket_start < until]
+
+
+@dataclass(slots=True, frozen=True, kw_only=True)
+class ToolDurations:
+    """One tool's calls in a window: how many, the slowest, the summed histogram."""
+
+    tool: str
+    calls: int
+    max_ms: float
+    hist: list[int]
+
+    def quantile(self, q: float) -> float | None:
+        return percentile(self.hist, q, self.max_ms)
