@@ -17,7 +17,7 @@ import pytest
 from tests.api.exec_fixtures import api_for
 from tests.support.rest import RestClient, assert_error
 from toolkeeper import Gateway
-from toolkeeper.model.enums import ApprovalStatus
+from toolkeeper.model.enums import ApprovalStatus, ToolStatus
 from toolkeeper.services.overview import overview
 from toolkeeper.store.records import ApprovalRecord
 from toolkeeper.store.stats import CallStatsRepo, FinishedCall, call_stats
@@ -240,3 +240,23 @@ def test_the_slowest_tools_are_ranked_by_p95_of_the_calls_that_ran(db_url: str) 
     assert slow[0]["p50_ms"] <= 5.0 and 2500.0 < slow[0]["p95_ms"] <= 4000.0
     assert 25.0 < slow[1]["p50_ms"] <= slow[1]["p95_ms"] <= 40.0
     assert slow[2]["p95_ms"] <= 2.0
+
+
+def test_tools_needing_attention_are_listed_with_why(api: RestClient) -> None:
+    api.gw.registry.set_status("declined", None, ToolStatus.DISABLED)
+    api.gw.registry.set_status("charge", None, ToolStatus.QUARANTINED)
+    for _ in range(3):
+        api.gw.runtime.health.failure("default:lost", "connection reset")
+        api.gw.runtime.health.failure("acme:ping", "refused")  # another tenant's board
+    attention = {t["tool"]: t for t in _overview(api)["tools_attention"]}
+    assert sorted(attention) == ["charge", "declined", "lost"]
+    assert (attention["charge"]["status"], attention["charge"]["health"]) == (
+        "quarantined", "healthy")
+    assert "review it" in attention["charge"]["detail"]
+    assert attention["declined"]["status"] == "disabled"
+    assert (attention["lost"]["status"], attention["lost"]["health"]) == (
+        "published", "degraded")
+    assert attention["lost"]["detail"] == "3 failed calls in a row: connection reset"
+    assert attention["lost"]["id"] == api.tool_id("lost", None)  # a global tool
+    acme = {t["tool"] for t in _overview(api, "acme_admin")["tools_attention"]}
+    assert "ping" in acme and "lost" not in acme

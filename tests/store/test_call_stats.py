@@ -5,6 +5,7 @@ and the migration goes up and down."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from alembic import command
@@ -188,3 +189,25 @@ def test_the_writer_without_stats_and_log_starts_no_thread(store: Store) -> None
                           duration_ms=1.0), "t", "bot", None)
     log.close()
     assert _rows(store) == {}
+
+
+def test_the_schema_and_the_migrations_agree(db_url: str) -> None:
+    """Every table and index of ``store.schema`` and ``store.stats`` is what the migrations
+    build (the full-text index of migration 0006 is the backend's own, outside both)."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from toolkeeper.store.schema import metadata
+
+    engine = single_connection_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            diffs = compare_metadata(MigrationContext.configure(conn), metadata)
+    finally:
+        engine.dispose()
+
+    def fts(diff: Any) -> bool:
+        text = repr(diff)
+        return "retrieval_fts" in text or "'tsv'" in text or "ix_retrieval_chunks_tsv" in text
+
+    assert [d for d in diffs if not fts(d)] == []
