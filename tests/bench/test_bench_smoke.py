@@ -223,3 +223,14 @@ def test_overview_bench_fills_a_tiny_store_and_times_each_window() -> None:
         assert rows[f"overview_{name}_vs_calls_list"].unit == "x"
     assert rows["overview_fill"].unit == "s"
     assert any("3,000 outcome rows" in note for note in result.notes)
+
+
+@pytest.mark.postgres
+def test_overview_bench_on_postgresql_in_a_database_of_its_own(
+        pg_cluster: PgCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from toolkeeper.bench.overview import bench_overview_pg
+
+    monkeypatch.setenv(PG_URL_ENV, pg_cluster.url_for("postgres"))
+    rows = _metrics(bench_overview_pg(TINY, calls=2000))
+    assert rows["overview_pg_week_p50"].value > 0
+    assert rows["overview_pg_fill"].unit == "s"

@@ -10,26 +10,30 @@ side with ``GET /calls?limit=20`` on the same store (the console's existing list
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
 from sqlalchemy import insert
 
+from toolkeeper.bench.irreversible import PG_URL_ENV
 from toolkeeper.bench.model import BenchResult, Row, Sizes, percentile
 from toolkeeper.bench.rest import _free_port, _start, _wait_ready
-from toolkeeper.bench.tools import sqlite_url
+from toolkeeper.bench.tools import fresh_pg_database, sqlite_url
 from toolkeeper.store import Store
 from toolkeeper.store.schema import approvals, outcomes
 from toolkeeper.store.stats import KEEP_HOURS, KEEP_MINUTES, FinishedCall
 
 NAME = "overview"
+PG_NAME = "overview_pg"
 CALLS = 1_000_000
 BATCH = 50_000
 WEEK_S = 7 * 86400
@@ -44,11 +48,30 @@ PATHS = {"hour": "/stats/overview?window=hour", "day": "/stats/overview?window=d
 
 
 def bench_overview(sizes: Sizes, calls: int = CALLS) -> BenchResult:
-    """The overview's latency per window and the fill time, on ``calls`` recorded calls."""
+    """The overview's latency per window and the fill time, on ``calls`` recorded calls
+    in the embedded SQLite store."""
     result = BenchResult(name=NAME, title=f"GET /stats/overview on {calls:,} recorded calls "
                                           "(issue 30)")
     with tempfile.TemporaryDirectory(prefix="toolkeeper-overview-") as tmp:
-        url = sqlite_url(tmp)
+        return _measure(result, nullcontext(sqlite_url(tmp)), sizes, calls)
+
+
+def bench_overview_pg(sizes: Sizes, calls: int = CALLS) -> BenchResult:
+    """The same in a fresh database on the PostgreSQL server of ``TOOLKEEPER_BENCH_PG_URL``
+    (``make bench`` starts one); skipped without it."""
+    result = BenchResult(name=PG_NAME, title=f"GET /stats/overview on {calls:,} recorded "
+                                             "calls, PostgreSQL (issue 30)")
+    server = os.environ.get(PG_URL_ENV)
+    if not server:
+        result.notes.append(f"not measured: set {PG_URL_ENV} to a PostgreSQL URL whose user "
+                            "may create databases")
+        return result
+    return _measure(result, fresh_pg_database(server), sizes, calls)
+
+
+def _measure(result: BenchResult, database: AbstractContextManager[str], sizes: Sizes,
+             calls: int) -> BenchResult:
+    with database as url:
         started = time.monotonic()
         token, counts = _fill(url, calls)
         fill_s = time.monotonic() - started
@@ -64,13 +87,14 @@ def bench_overview(sizes: Sizes, calls: int = CALLS) -> BenchResult:
     for name in ("hour", "day", "week", "calls"):
         ms = sorted(samples[name])
         p50 = percentile(ms, 50)
-        result.rows += [Row(metric=f"overview_{name}_p50", value=p50, unit="ms", decimals=2),
-                        Row(metric=f"overview_{name}_p95", value=percentile(ms, 95),
+        result.rows += [Row(metric=f"{result.name}_{name}_p50", value=p50, unit="ms",
+                            decimals=2),
+                        Row(metric=f"{result.name}_{name}_p95", value=percentile(ms, 95),
                             unit="ms", decimals=2)]
         if name != "calls":
-            result.rows.append(Row(metric=f"overview_{name}_vs_calls_list", value=p50 / base,
-                                   unit="x", decimals=2))
-    result.rows.append(Row(metric="overview_fill", value=fill_s, unit="s", decimals=1))
+            result.rows.append(Row(metric=f"{result.name}_{name}_vs_calls_list",
+                                   value=p50 / base, unit="x", decimals=2))
+    result.rows.append(Row(metric=f"{result.name}_fill", value=fill_s, unit="s", decimals=1))
     result.notes += [
         f"{calls:,} outcome rows over 7 days ({counts['unknown']:,} unknown), 4 tenants "
         f"(70 % in the one measured), {len(TOOLS)} tools; {counts['stopped']:,} more calls "
@@ -109,6 +133,9 @@ def _fill(url: str, calls: int) -> tuple[str, dict[str, int]]:
             _progress(first + len(rows), calls, started)
         store.call_stats.purge(now - KEEP_MINUTES.total_seconds(),
                                now - KEEP_HOURS.total_seconds())
+        if not store.db.is_sqlite:  # as autovacuum would after such a load
+            with store.db.write() as conn:
+                conn.exec_driver_sql("ANALYZE")
         with store.db.read() as conn:
             counts["stats"] = int(conn.exec_driver_sql(
                 "select count(*) from call_stats").scalar_one())
