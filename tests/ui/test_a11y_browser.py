@@ -52,7 +52,7 @@ def pending(server: Server, tmp_path: Path) -> Iterator[str]:
 
 def _login(page: Page, server: Server) -> None:
     axe_source()  # skips (fails under CI=true) before any work when axe-core is missing
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens["admin"])
     page.get_by_role("button", name="Use token").click()
     expect(page.locator("#status")).to_have_text(re.compile(r"\d+ pending"))
