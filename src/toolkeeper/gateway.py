@@ -82,8 +82,9 @@ class Gateway:
         self._tracer = tracer if tracer is not None else tracer_from_global()
         self._next_recovery = time.monotonic() + self.settings.recovery_every_s
         sink = AuditSink(store.audit)
-        self.recent_calls = RecentCallsLog(store.recent_calls, self.settings.recent_calls_max,
-                                           self.metrics)
+        self.recent_calls = RecentCallsLog(
+            store.recent_calls, self.settings.recent_calls_max, self.metrics,
+            stats=store.call_stats if self.settings.call_stats else None)
         shared: Any = store.rates if shared_rate_limits else None
         caps: Any = store.caps if shared_rate_limits else None
         self._notifier: Any = None
@@ -160,7 +161,7 @@ class Gateway:
             bounds=self.settings.tenant_bounds)
         self.retention = Retention(
             store, self.metrics, outcome_retention=self.settings.outcome_retention,
-            audit_retention=self.settings.audit_retention,
+            audit_retention=self.settings.audit_retention, stats=self.settings.call_stats,
             every_s=self.settings.retention_every_s, closed=lambda: self._closed)
         self.webhooks = WebhookNotifier(
             setting=store.registry.get_setting, bounds=self.settings.tenant_bounds,

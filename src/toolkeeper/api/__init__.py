@@ -23,6 +23,7 @@ from toolkeeper.api.routes import (
     oauth_metadata,
     ops,
     retrieval,
+    stats,
     tools,
 )
 from toolkeeper.gateway import Gateway
@@ -67,7 +68,7 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     # tools first: its fixed paths (/tools/health, /tools/builtins/…) precede /tools/{id};
     # built here, once per app (api/route_table.py)
     for module in (tools, execute, calls, approvals, audit, discovery, identities, ops,
-                   retrieval, oauth_metadata):
+                   retrieval, oauth_metadata, stats):
         module.router.install(app.router)
     from toolkeeper.api.routes import sso
 

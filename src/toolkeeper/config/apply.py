@@ -304,7 +304,7 @@ def config_settings(config: ConfigFile) -> dict[str, Any]:
             out[name] = timedelta(seconds=value)
     for name in ("max_payload_bytes", "audit_level", "audit_arguments", "audit_durability",
                  "mcp_resync_s", "tenant_bounds", "recent_calls_max",
-                 "max_pending_approvals", "retention_every_s"):
+                 "max_pending_approvals", "retention_every_s", "call_stats"):
         if getattr(s, name) is not None:
             out[name] = getattr(s, name)
     for name in ("max_top_k", "max_document_chars", "max_batch_documents"):

@@ -95,6 +95,9 @@ class SettingsConfig(_Section):
     """Store (redacted) arguments in audit events, not only their digest."""
     recent_calls_max: int | None = Field(default=None, ge=0)
     """Calls kept per tenant in the recent-calls log (default 1000; 0 keeps none)."""
+    call_stats: bool | None = None
+    """Count finished calls per minute and hour for the console's overview (default
+    true; minute counts kept 2 days, hour counts 35 days or the audit retention)."""
     max_pending_approvals: int | None = Field(default=None, ge=0)
     """Approvals one agent may have waiting at once (default 1000; 0: no cap); past it a
     call that needs one more stops with ``approvals_pending_limit``."""

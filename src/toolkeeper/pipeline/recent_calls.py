@@ -4,6 +4,9 @@ Like the audit writer: one thread, batches written within ``max_delay_s``, ``flu
 writes synchronously and ``close()`` drains. Unlike it, a full queue never makes a call
 wait: the entry is dropped and counted (``tool_recent_calls_dropped_total``); the log is a
 convenience for operators, the audit trail is the record.
+
+The same batches feed the call-stats rollup (``toolkeeper.store.stats``, the console's
+overview) when it is on: the writer runs for it even when the log keeps no calls.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from datetime import UTC, datetime
 from toolkeeper.model.call import CallResult
 from toolkeeper.observability.metrics import Metrics
 from toolkeeper.store.recent_calls import RecentCall, RecentCallRepo
+from toolkeeper.store.stats import CallStatsRepo, FinishedCall
 
 log = logging.getLogger("toolkeeper")
 
@@ -23,12 +27,15 @@ _Entry = tuple[str, str | None, str | None, CallResult, float]
 
 
 class RecentCallsLog:
-    """Keeps the last ``keep`` calls per tenant (``0``: keeps none, starts no thread)."""
+    """Keeps the last ``keep`` calls per tenant and adds every call to ``stats`` (``0`` and
+    ``None``: keeps nothing, starts no thread)."""
 
     def __init__(self, repo: RecentCallRepo, keep: int, metrics: Metrics, *,
-                 max_delay_s: float = 0.2, max_pending: int = 10_000) -> None:
+                 stats: CallStatsRepo | None = None, max_delay_s: float = 0.2,
+                 max_pending: int = 10_000) -> None:
         self.repo = repo
         self.keep = keep
+        self.stats = stats
         self._metrics = metrics
         self._max_delay = max_delay_s
         self._max_pending = max_pending
@@ -37,7 +44,7 @@ class RecentCallsLog:
         self._write_lock = threading.Lock()
         self._closed = False
         self._thread: threading.Thread | None = None
-        if keep > 0:
+        if keep > 0 or stats is not None:
             self._thread = threading.Thread(target=self._run, name="toolkeeper-recent-calls",
                                             daemon=True)
             self._thread.start()
@@ -60,14 +67,31 @@ class RecentCallsLog:
                 batch, self._pending = self._pending, []
             if not batch:
                 return
-            rows = [_row(*entry) for entry in batch]
-            try:
-                self.repo.append(rows, self.keep)
-            except Exception:  # a busy or gone database: these entries are lost, counted
-                log.warning("recent-calls write failed; %d entries dropped", len(rows),
-                            exc_info=True)
-                for row in rows:
-                    self._metrics.recent_dropped(row.tenant_id)
+            if self.keep > 0:
+                self._append(batch)
+            if self.stats is not None:
+                self._count(self.stats, batch)
+
+    def _append(self, batch: list[_Entry]) -> None:
+        rows = [_row(*entry) for entry in batch]
+        try:
+            self.repo.append(rows, self.keep)
+        except Exception:  # a busy or gone database: these entries are lost, counted
+            log.warning("recent-calls write failed; %d entries dropped", len(rows),
+                        exc_info=True)
+            for row in rows:
+                self._metrics.recent_dropped(row.tenant_id)
+
+    @staticmethod
+    def _count(stats: CallStatsRepo, batch: list[_Entry]) -> None:
+        try:
+            stats.add(FinishedCall(tenant_id=tenant, tool=res.tool, status=res.status.value,
+                                   reason=None if res.reason is None else str(res.reason),
+                                   duration_ms=res.duration_ms, ts=ts)
+                      for tenant, _agent, _trace, res, ts in batch)
+        except Exception:  # the overview misses these calls; the audit trail has them
+            log.warning("call-stats write failed; %d calls not counted", len(batch),
+                        exc_info=True)
 
     def _run(self) -> None:
         while True:

@@ -74,6 +74,9 @@ class Settings:
     recent_calls_max: int = 1000
     """Calls kept per tenant in the recent-calls log (``GET /calls/recent``; oldest
     dropped); ``0`` keeps none."""
+    call_stats: bool = True
+    """Count every finished call per minute and hour (``toolkeeper.store.stats``) for the
+    console's overview (``GET /stats/overview``); ``False`` counts nothing."""
     max_pending_approvals: int = 1000
     """Approvals one agent may have waiting for a human at once (unexpired, pending); a
     call that would ask for one more stops with ``approvals_pending_limit``. ``0``: no

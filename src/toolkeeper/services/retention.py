@@ -15,6 +15,9 @@ housekeeping starts them; one sweep at a time per process, replicas may overlap 
   is itself audited (``audit.pruned``, with the range deleted), and a chain that does not
   verify is never pruned (``audit_prune_refused`` in the log). Side-effect records older
   than the retention go with it (they can no longer be compensated).
+- **call stats** (while ``call_stats`` is on): minute rows older than ``KEEP_MINUTES``
+  (2 days), hour rows older than ``KEEP_HOURS`` (35 days) or the audit retention when
+  longer (``toolkeeper.store.stats``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from toolkeeper.services.periodic import Periodic
 from toolkeeper.store import Store
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.records import PruneReport
+from toolkeeper.store.stats import KEEP_HOURS, KEEP_MINUTES
 
 log = logging.getLogger("toolkeeper.retention")
 
@@ -45,6 +49,7 @@ class SweepReport:
     side_effects: int = 0
     mcp_tasks: int = 0
     request_states: int = 0
+    call_stats: int = 0
     audit: list[PruneReport] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -58,11 +63,12 @@ class Retention:
 
     def __init__(self, store: Store, metrics: Metrics, *, outcome_retention: timedelta | None,
                  audit_retention: timedelta | None, every_s: float,
-                 closed: Callable[[], bool]) -> None:
+                 closed: Callable[[], bool], stats: bool = False) -> None:
         self._store = store
         self._metrics = metrics
         self.outcome_retention = outcome_retention
         self.audit_retention = audit_retention
+        self.stats = stats
         self._closed = closed
         self._periodic = Periodic("toolkeeper-retention", every_s, self._sweep,
                                   what="retention sweep")
@@ -71,7 +77,8 @@ class Retention:
 
     @property
     def enabled(self) -> bool:
-        return self.outcome_retention is not None or self.audit_retention is not None
+        return (self.outcome_retention is not None or self.audit_retention is not None
+                or self.stats)
 
     def tick(self) -> None:
         """Start a sweep on a thread of its own when one is due and none is running."""
@@ -100,6 +107,10 @@ class Retention:
             rep.approvals = store.approvals.purge_expired(before, stop=stop)
         rep.mcp_tasks = store.mcp_tasks.purge_expired(now.timestamp(), stop=stop)
         rep.request_states = store.request_states.purge(now.timestamp())
+        if self.stats:
+            hours = max(KEEP_HOURS, self.audit_retention or KEEP_HOURS)
+            rep.call_stats = store.call_stats.purge((now - KEEP_MINUTES).timestamp(),
+                                                    (now - hours).timestamp())
         if self.audit_retention is not None:
             before = now - self.audit_retention
             rep.audit = store.audit.prune(before, stop=stop)
@@ -110,7 +121,8 @@ class Retention:
         self._metrics.retention_sweep(rep.seconds)
         counts = {"outcomes": rep.outcomes, "approvals": rep.approvals,
                   "audit_events": rep.audit_events, "side_effects": rep.side_effects,
-                  "mcp_tasks": rep.mcp_tasks, "request_states": rep.request_states}
+                  "mcp_tasks": rep.mcp_tasks, "request_states": rep.request_states,
+                  "call_stats": rep.call_stats}
         for table, n in counts.items():
             if n:
                 self._metrics.retention_deleted(table, n)

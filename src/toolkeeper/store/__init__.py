@@ -13,12 +13,14 @@ from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
 from toolkeeper.store.mcp_tasks import McpTaskRepo
 from toolkeeper.store.outcomes import OutcomeRepo
+from toolkeeper.store.overview import OverviewRepo
 from toolkeeper.store.rates import RateRepo
 from toolkeeper.store.recent_calls import RecentCallRepo
 from toolkeeper.store.registry import RegistryRepo
 from toolkeeper.store.request_states import RequestStateRepo
 from toolkeeper.store.retrieval import RetrievalRepo
 from toolkeeper.store.sessions import SessionRepo
+from toolkeeper.store.stats import CallStatsRepo
 from toolkeeper.store.tokens import TokenRepo
 from toolkeeper.store.turns import TurnRepo
 
@@ -41,6 +43,8 @@ class Store:
         self.caps = CapRepo(db)
         self.retrieval = RetrievalRepo(db)
         self.recent_calls = RecentCallRepo(db)
+        self.call_stats = CallStatsRepo(db)
+        self.overview = OverviewRepo(db)
         self.agent_calls = AgentCallRepo(db)
         self.sessions = SessionRepo(db)
         self.request_states = RequestStateRepo(db)

@@ -131,6 +131,9 @@ outcomes = Table(
     Index("ix_outcomes_finished_expires", "expires_at",
           sqlite_where=text("state IN ('succeeded', 'failed')"),
           postgresql_where=text("state IN ('succeeded', 'failed')")),
+    # outcomes a person must resolve, per tenant (the console's overview)
+    Index("ix_outcomes_unknown", "tenant_id", "created_at",
+          sqlite_where=text("state = 'unknown'"), postgresql_where=text("state = 'unknown'")),
 )
 
 approvals = Table(
@@ -162,6 +165,9 @@ approvals = Table(
     Column("created_at", DateTime(timezone=True), nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
     Index("ix_approvals_tenant_status", "tenant_id", "status"),
+    Index("ix_approvals_tenant_created", "tenant_id", "created_at"),
+    Index("ix_approvals_call", "call_id"),
+    Index("ix_approvals_consumed_by", "consumed_by"),
 )
 
 side_effects = Table(
@@ -181,6 +187,7 @@ side_effects = Table(
     Column("compensation_call_id", String(ID)),
     Column("created_at", DateTime(timezone=True), nullable=False),
     Index("ix_side_effects_tenant_turn", "tenant_id", "turn_group_id"),
+    Index("ix_side_effects_call", "call_id"),
 )
 
 superseded_turns = Table(

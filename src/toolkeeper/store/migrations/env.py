@@ -6,6 +6,7 @@ from alembic import context
 
 from toolkeeper.store.db import single_connection_engine
 from toolkeeper.store.schema import metadata
+from toolkeeper.store.stats import call_stats  # noqa: F401  (its table is on metadata)
 
 config = context.config
 url = config.attributes.get("toolkeeper_url") or config.get_main_option("sqlalchemy.url")
