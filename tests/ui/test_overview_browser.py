@@ -54,7 +54,7 @@ def _execute(server: Server, agent: str, tool: str, arguments: dict[str, Any]) -
     result: dict[str, Any] = httpx.post(
         server.url + "/tools/execute", json={"tool": tool, "arguments": arguments}, timeout=30,
         headers={"Authorization": f"Bearer {server.tokens[agent]}"}).json()
-    return result
+    return result["error"]["details"] if "error" in result else result  # a refusal's call
 
 
 def _stats(server: Server, window: str = "hour") -> dict[str, Any]:

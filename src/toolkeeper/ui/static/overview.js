@@ -64,6 +64,7 @@ const Overview = (() => {
     details.appendChild(el("summary", "Data: " + caption.toLowerCase()));
     const table = el("table");
     table.setAttribute("aria-label", caption);
+    table.tabIndex = 0;  // it scrolls sideways on a narrow screen (app.css): reachable by keyboard
     const thead = table.createTHead();
     const tbody = table.createTBody();
     details.appendChild(table);
