@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, Request, expect
+from playwright.sync_api import Browser, Page, Request, Route, expect
 
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
 from tests.support.waiting import wait_until
@@ -314,5 +314,38 @@ def test_an_empty_store_says_what_to_do_next(browser: Browser, empty: Server) ->
     for fig in ("denials", "approvals", "slowest"):
         expect(page.locator(f"#ov-{fig} .ov-empty")).to_be_visible()
     assert _data(page, "denials", "denials") == {}
+    assert console.errors == []
+    page.context.close()
+
+
+def test_one_request_at_a_time_and_the_last_window_chosen_wins(browser: Browser,
+                                                               known: Server) -> None:
+    """Answers are held back (then let through unchanged) to see the page wait for one before
+    it asks again: a window chosen meanwhile is asked for once the first answer is back, and
+    the answer for a window no longer chosen is not drawn."""
+    page, console = _page(browser)
+    _open(page, known)
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    def holding(n: int) -> bool:
+        page.wait_for_timeout(50)  # lets Playwright hand over the requests it intercepted
+        return len(held) >= n
+
+    page.route("**/stats/overview*", hold)
+    page.get_by_label("Window").select_option("day")
+    wait_until(lambda: holding(1), timeout=10, what="the day's request")
+    page.get_by_label("Window").select_option("week")
+    page.wait_for_timeout(QUIET_MS)
+    assert [r.request.url.rsplit("=", 1)[1] for r in held] == ["day"]  # week waits its turn
+    held[0].continue_()
+    wait_until(lambda: holding(2), timeout=10, what="the week's request, after the day's")
+    assert held[1].request.url.endswith("window=week")
+    expect(page.locator("#overview")).to_have_attribute("data-window", "hour")  # day not drawn
+    held[1].continue_()
+    expect(page.locator("#overview")).to_have_attribute("data-window", "week")
+    assert len(_data(page, "calls", "buckets")) == 168
     assert console.errors == []
     page.context.close()
