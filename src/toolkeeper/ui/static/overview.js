@@ -194,16 +194,16 @@ const Overview = (() => {
   }
 
   function drawDenials(p, d, win) {
-    const reasons = d.denials.map((x) => x.reason);
+    const reasons = d.denials.map((x) => x.reason || "(no reason)");
     const counts = d.denials.map((x) => x.count);
-    p.chart.dataset.denials = JSON.stringify(Object.fromEntries(d.denials.map((x) => [x.reason, x.count])));
+    p.chart.dataset.denials = JSON.stringify(Object.fromEntries(reasons.map((r, i) => [r, counts[i]])));
     p.chart.setAttribute("aria-label", "Denials in " + WINDOWS[win] + " by reason: "
-      + (d.denials.length ? d.denials.map((x) => x.reason + " " + x.count).join(", ") : "none"));
+      + (reasons.length ? reasons.map((r, i) => r + " " + counts[i]).join(", ") : "none"));
     emptied(p, !d.denials.length, "No call was denied in " + WINDOWS[win] + ". A denial's "
       + "reason shows here; each denied call is in", goTo("calls", "Calls"));
     head(p, ["reason", "denied calls"]);
     p.tbody.replaceChildren();
-    for (const x of d.denials) row(p, [x.reason, x.count]);
+    reasons.forEach((r, i) => row(p, [r, counts[i]]));
     draw((n, data, o) => new Chartist.BarChart(n, data, o), p.chart,
       { labels: reasons, series: [{ name: "denied", className: "ov-s-denied", data: counts }] },
       { horizontalBars: true, reverseData: true, height: Math.max(120, 34 * reasons.length) + "px",
