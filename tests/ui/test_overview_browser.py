@@ -44,6 +44,7 @@ agents:
 SUCCEEDED = 2
 DENIALS = {"tool_not_found": 2, "invalid_arguments": 1}
 ASKED, DECIDED = 2, 1
+ALL = SUCCEEDED + sum(DENIALS.values()) + ASKED
 QUIET_MS = 700
 """Real time given to a request the fake clock may have started, before counting."""
 
@@ -89,7 +90,7 @@ def known(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         assert {a["status"] for a in asked} == {"approval_required"}, asked
         httpx.post(f"{srv.url}/approvals/{asked[0]['approval_id']}/approve", json={}, timeout=30,
                    headers={"Authorization": f"Bearer {srv.tokens['admin']}"}).raise_for_status()
-        _recorded(srv, SUCCEEDED + sum(DENIALS.values()) + ASKED)
+        _recorded(srv, ALL)
         yield srv
 
 
@@ -155,9 +156,8 @@ def test_each_chart_draws_the_known_calls(browser: Browser, known: Server) -> No
         "succeeded": SUCCEEDED, "denied": sum(DENIALS.values()), "approval_required": ASKED}
     assert _data(page, "calls", "buckets") == stats["buckets"] and len(stats["buckets"]) == 60
     total = _table(page, "calls")[-1]  # the window's row: one column per status, then the sum
-    assert total[1:] == [str(n) for n in (SUCCEEDED, sum(DENIALS.values()), ASKED,
-                                          SUCCEEDED + sum(DENIALS.values()) + ASKED)]
-    assert sum(_bars(page, "calls")) == SUCCEEDED + sum(DENIALS.values()) + ASKED
+    assert total[1:] == [str(n) for n in (SUCCEEDED, sum(DENIALS.values()), ASKED, ALL)]
+    assert sum(_bars(page, "calls")) == ALL
 
     assert _data(page, "denials", "denials") == DENIALS
     assert sorted(_table(page, "denials")) == sorted([r, str(n)] for r, n in DENIALS.items())
@@ -186,7 +186,7 @@ def test_each_chart_draws_the_known_calls(browser: Browser, known: Server) -> No
         expect(chart).to_have_attribute("aria-label", re.compile(r"\S"))
         expect(page.locator(f"#ov-{fig} figcaption")).not_to_be_empty()
     expect(page.locator("#ov-calls .ov-chart")).to_have_attribute(
-        "aria-label", re.compile(f"^{SUCCEEDED + sum(DENIALS.values()) + ASKED} calls in the last hour"))
+        "aria-label", re.compile(f"^{ALL} calls in the last hour"))
 
     page.get_by_label("Window").select_option("day")
     expect(page.locator("#overview")).to_have_attribute("data-window", "day")
