@@ -130,6 +130,8 @@ def test_tab_reaches_the_tab_buttons_and_enter_or_space_activates_them(
     _login(page, server)
     page.locator("header h1").click()  # where sequential focus navigation starts
     page.keyboard.press("Tab")
+    assert _focused(page) == "Overview"
+    page.keyboard.press("Tab")
     assert _focused(page) == "Approvals"
     page.keyboard.press("Tab")
     assert _focused(page) == "Tools"

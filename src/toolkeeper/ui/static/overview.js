@@ -315,7 +315,9 @@ const Overview = (() => {
   function tick() {
     state.timer = null;
     if (!shown()) return;  // another tab, a hidden page or no token: no more refreshes
-    load().then((text) => { if (text) say(text); }, (e) => say(e.message, true)).finally(schedule);
+    // the status line is a live region: a refresh speaks only to replace an error it showed
+    load().then((text) => { if (text && $("#status").className === "error") say(text); },
+      (e) => say(e.message, true)).finally(schedule);
   }
 
   function clear() {  // what one token was shown goes with it (clearViews below)
