@@ -45,6 +45,7 @@ SUCCEEDED = 2
 DENIALS = {"tool_not_found": 2, "invalid_arguments": 1}
 ASKED, DECIDED = 2, 1
 ALL = SUCCEEDED + sum(DENIALS.values()) + ASKED
+RETIRED = "old_lookup"
 QUIET_MS = 700
 """Real time given to a request the fake clock may have started, before counting."""
 
@@ -72,6 +73,22 @@ def _recorded(server: Server, total: int) -> dict[str, Any]:
                       timeout=20, interval=0.2, what=f"{total} calls in the stats")
 
 
+def _retire(server: Server, name: str) -> None:
+    """A published HTTP tool of the tenant, then disabled: a tool that needs attention."""
+    def admin(method: str, path: str, **kw: Any) -> Any:
+        resp = httpx.request(method, server.url + path, timeout=30, **kw,
+                             headers={"Authorization": f"Bearer {server.tokens['admin']}"})
+        assert resp.status_code < 400, resp.text
+        return resp.json()
+
+    made = admin("POST", "/tools", json={
+        "name": name, "description": "an old lookup", "implementation_type": "http",
+        "side_effect": "pure", "risk_default": "low", "input_schema": {"type": "object"},
+        "implementation_config": {"url": "https://example.com/x", "method": "GET"}})
+    admin("POST", f"/tools/{made['id']}/publish")
+    admin("PUT", f"/tools/{made['id']}", json={"status": "disabled"})
+
+
 @pytest.fixture(scope="module")
 def known(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server whose only calls are the known ones above."""
@@ -91,6 +108,7 @@ def known(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         httpx.post(f"{srv.url}/approvals/{asked[0]['approval_id']}/approve", json={}, timeout=30,
                    headers={"Authorization": f"Bearer {srv.tokens['admin']}"}).raise_for_status()
         _recorded(srv, ALL)
+        _retire(srv, RETIRED)
         yield srv
 
 
@@ -179,7 +197,9 @@ def test_each_chart_draws_the_known_calls(browser: Browser, known: Server) -> No
     tile = page.locator("[data-tile=approvals]")
     expect(tile).to_have_attribute("data-count", str(ASKED - DECIDED))
     expect(page.locator("[data-tile=unknown]")).to_have_attribute("data-count", "0")
-    expect(page.locator("[data-tile=tools]")).to_have_attribute("data-count", "0")
+    tools_tile = page.locator("[data-tile=tools]")
+    expect(tools_tile).to_have_attribute("data-count", "1")
+    expect(tools_tile.locator(f"li[data-tool={RETIRED}]")).to_contain_text("disabled")
     for fig in ("calls", "denials", "approvals", "slowest"):
         chart = page.locator(f"#ov-{fig} .ov-chart")
         expect(chart).to_have_attribute("role", "img")
