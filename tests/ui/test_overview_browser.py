@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import httpx
 import pytest
@@ -369,3 +371,17 @@ def test_one_request_at_a_time_and_the_last_window_chosen_wins(browser: Browser,
     assert len(_data(page, "calls", "buckets")) == 168
     assert console.errors == []
     page.context.close()
+
+
+def test_the_time_axis_is_in_the_browsers_time_zone(browser: Browser, known: Server) -> None:
+    """Kolkata is UTC+05:30: a label in UTC would show other minutes than the one expected."""
+    zone = "Asia/Kolkata"
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT},
+                                  timezone_id=zone, locale="en-GB")
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    _open(page, known)
+    first = datetime.fromisoformat(_data(page, "calls", "buckets")[0]).astimezone(ZoneInfo(zone))
+    label = page.locator("#ov-calls .ct-label.ct-horizontal").first
+    expect(label).to_have_text(re.compile(rf"^0?{first.hour}:{first.minute:02d}$"))
+    context.close()
