@@ -52,7 +52,7 @@ def pending(server: Server, tmp_path: Path) -> Iterator[str]:
 
 def _login(page: Page, server: Server) -> None:
     axe_source()  # skips (fails under CI=true) before any work when axe-core is missing
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens["admin"])
     page.get_by_role("button", name="Use token").click()
     expect(page.locator("#status")).to_have_text(re.compile(r"\d+ pending"))
@@ -129,6 +129,8 @@ def test_tab_reaches_the_tab_buttons_and_enter_or_space_activates_them(
     page = console_page.page
     _login(page, server)
     page.locator("header h1").click()  # where sequential focus navigation starts
+    page.keyboard.press("Tab")
+    assert _focused(page) == "Overview"
     page.keyboard.press("Tab")
     assert _focused(page) == "Approvals"
     page.keyboard.press("Tab")

@@ -46,7 +46,7 @@ def test_the_newer_views_have_no_serious_violation_and_fit(
     axe_source()  # skips (fails under CI=true) before any work when axe-core is missing
     page = console_page.page
     page.set_viewport_size({"width": width, "height": 900})
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens["admin"])
     page.get_by_role("button", name="Use token").click()
     card = page.locator(f'article.approval[data-id="{asked}"]')

@@ -46,7 +46,7 @@ def _rest(server: Server, method: str, path: str, **kw: Any) -> Any:
 
 
 def _open_agents(page: Page, server: Server, who: str) -> None:
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens[who])
     page.get_by_role("button", name="Use token").click()
     expect(page.locator("#status")).to_have_text(re.compile(r"\d+ pending"))

@@ -17,7 +17,7 @@ from tests.ui.conftest import ConsolePage
 
 
 def _login(page: Page, server: Server, who: str) -> None:
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens[who])
     page.get_by_role("button", name="Use token").click()
 

@@ -48,7 +48,7 @@ def _call(server: Server, tool: str, action: str, args: dict[str, Any],
 
 
 def _inbox(page: Page, server: Server, approval_id: str) -> Any:
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens["approver"])
     page.get_by_role("button", name="Use token").click()
     return page.locator(f'article.approval[data-id="{approval_id}"]')

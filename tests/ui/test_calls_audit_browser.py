@@ -41,7 +41,7 @@ def lost_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def _login(page: Page, server: Server, who: str) -> None:
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens[who])
     page.get_by_role("button", name="Use token").click()
     expect(page.locator("#status")).to_have_text(re.compile(r"\d+ pending"))

@@ -22,7 +22,7 @@ document.addEventListener("securitypolicyviolation",
 
 
 def _login(page: Page, server: Server, who: str) -> None:
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens[who])
     page.get_by_role("button", name="Use token").click()
 

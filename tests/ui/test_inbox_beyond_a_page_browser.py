@@ -47,7 +47,7 @@ def test_every_pending_approval_is_reachable_past_a_hundred(
         console_page: ConsolePage, crowded: tuple[Server, list[str]]) -> None:
     server, ids = crowded
     page = console_page.page
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens["approver"])
     page.get_by_role("button", name="Use token").click()
     expect(page.locator("#status")).to_have_text(f"{PENDING} pending")

@@ -41,7 +41,7 @@ def test_the_inbox_polls_while_shown_and_stops_after_ten_minutes_or_another_tab(
     page = console_page.page
     page.clock.install()
     polls = Polls(page)
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens["approver"])
     page.get_by_role("button", name="Use token").click()
     expect(page.locator("#status")).to_have_text(re.compile(r"\d+ pending"))

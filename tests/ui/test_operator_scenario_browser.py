@@ -220,7 +220,7 @@ def test_the_operator_scenario_end_to_end(browser: Browser, scenario_server: Ser
     assert upstream.bodies == []
 
     approver, approver_console = _new_page(browser)
-    _login(approver, server, "approver")
+    _login(approver, server, "approver", "#approvals")
     card = approver.locator(f'article.approval[data-id="{approval_id}"]')
     expect(card).to_contain_text("place_order")
     shots.take(approver, "approvals")

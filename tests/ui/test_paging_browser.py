@@ -58,7 +58,7 @@ def _rest(server: Server, who: str, method: str, path: str, **kw: Any) -> Any:
 
 
 def _login(page: Page, server: Server) -> None:
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens["admin"])
     page.get_by_role("button", name="Use token").click()
     expect(page.locator("#status")).to_have_text(f"{MANY} pending")

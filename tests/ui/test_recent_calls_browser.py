@@ -23,7 +23,7 @@ def _execute(server: Server, tool: str, arguments: dict[str, Any]) -> dict[str, 
 
 
 def _open_calls(page: Page, server: Server) -> None:
-    page.goto(server.url + "/ui/")
+    page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens["admin"])
     page.get_by_role("button", name="Use token").click()
     expect(page.locator("#status")).to_have_text(re.compile(r"\d+ pending"))

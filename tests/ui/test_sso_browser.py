@@ -45,6 +45,7 @@ def test_a_person_signs_in_approves_once_and_signs_out(browser: Browser,
         console.errors.clear()  # the provider's pages (its favicon 404s) are not the console
         expect(page.locator("#sso-name")).to_have_text("Dana Decider")
         expect(page.locator("#login")).to_be_hidden()
+        page.locator("#tabs button[data-tab=approvals]").click()  # the Overview is the landing tab
         card = page.locator(f'article.approval[data-id="{approval_id}"]')
         card.get_by_role("button", name="Approve", exact=True).click()
         result = page.locator("#approval-result")

@@ -26,6 +26,11 @@ _FILES = {"index.html": "text/html; charset=utf-8",
           "agents.js": "text/javascript; charset=utf-8",
           "tooledit.js": "text/javascript; charset=utf-8",
           "access.js": "text/javascript; charset=utf-8",
+          "overview.js": "text/javascript; charset=utf-8",
+          "overview.css": "text/css; charset=utf-8",
+          "chartist.js": "text/javascript; charset=utf-8",
+          "chartist.css": "text/css; charset=utf-8",
+          "chartist.LICENSE.txt": "text/plain; charset=utf-8",
           "favicon.svg": "image/svg+xml"}
 _HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "

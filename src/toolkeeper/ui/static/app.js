@@ -220,12 +220,12 @@ document.addEventListener("DOMContentLoaded", async () => {
       say("token refused: " + e.message, true);
       return;
     }
-    show(location.hash.slice(1) || "approvals");
+    show(location.hash.slice(1) || "overview");
   });
   $("#logout").addEventListener("click", () => { forget(); say("token forgotten"); });
   // after every listener is in place: a token pasted while the session is asked for is
   // taken by its submit handler, not submitted by the browser as a plain form
   try { await loadSession(); } catch (e) { Sso.session = null; }
   const start = location.hash.slice(1);
-  show(views[start] ? start : "approvals");
+  show(views[start] ? start : "overview");
 });
