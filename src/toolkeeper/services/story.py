@@ -102,6 +102,12 @@ def detail(ev: AuditEvent) -> str:
     return say(ev) if say is not None else _words(ev.type.replace(".", " "))
 
 
+def hidden(call_agent: str | None, agent: str | None) -> bool:
+    """Whether a caller limited to ``agent``'s calls (``None``: to none) may not read a
+    call made by ``call_agent``: the rule of ``GET /calls/{id}``."""
+    return agent is not None and call_agent != agent
+
+
 def _ms(later: datetime, earlier: datetime) -> float:
     return round((later - earlier).total_seconds() * 1000.0, 3)
 
@@ -182,7 +188,7 @@ class CallStory:
         first = events[0] if events else None
         who = outcome.agent if outcome else next((e.agent_id for e in events if e.agent_id),
                                                  None)
-        if (outcome is None and first is None) or (agent is not None and who != agent):
+        if (outcome is None and first is None) or hidden(who, agent):
             raise OperationRefused(Reason.NOT_FOUND, f"no call {call_id!r}")
         status, reason = ((outcome.status, outcome.reason) if outcome else _status(events))
         approvals = [as_of(a, utcnow()) for a in
