@@ -205,3 +205,15 @@ def test_a_story_reads_a_bounded_number_of_events(
     cut = _story(api, call)
     assert cut["truncated"] is True
     assert cut["steps"] == whole["steps"][:4]  # the first ones
+
+
+def test_a_repeated_call_answered_from_the_first_has_its_status(api: RestClient) -> None:
+    first = api.execute("bot", "charge", INVOICE, idempotency_key="inv-7").json()
+    again = api.execute("bot", "charge", INVOICE, idempotency_key="inv-7").json()
+    assert again["deduped"] is True and again["call_id"] == first["call_id"]  # its answer
+    api.gw.flush()
+    [deduped] = api.gw.store.audit.list("default", types=["call.deduped"])
+    assert deduped.call_id and deduped.call_id != first["call_id"]
+    story = _story(api, deduped.call_id)
+    assert (story["status"], story["outcome"]) == ("succeeded", None)
+    assert story["steps"][-1]["detail"] == f"answered from the earlier call {first['call_id']}"

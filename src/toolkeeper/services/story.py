@@ -29,8 +29,9 @@ _DENIALS = (E.POLICY_DENIED.value, E.SCOPE_DENIED.value, E.LIMIT_DENIED.value)
 _WAITING = ("approval_required", "confirmation_required", "preview_required")
 _ENDS = {E.CALL_SUCCEEDED.value: "succeeded", E.CALL_FAILED.value: "failed",
          E.CALL_UNKNOWN.value: "unknown", E.CALL_SUPERSEDED.value: "superseded",
-         E.PREVIEW_CREATED.value: "preview_required", E.CALL_DEDUPED.value: "succeeded",
-         **dict.fromkeys(_DENIALS, "denied")}
+         E.PREVIEW_CREATED.value: "preview_required", **dict.fromkeys(_DENIALS, "denied")}
+_DEDUPED = {Reason.IDEMPOTENCY_IN_PROGRESS.value: "in_progress",
+            Reason.OUTCOME_UNKNOWN.value: "unknown"}
 _NEEDS = {"approval_required": "an approver's decision",
           "confirmation_required": "a confirmation by the agent's user",
           "preview_required": "the caller to confirm a preview"}
@@ -137,11 +138,19 @@ def _gate(events: list[AuditEvent]) -> dict[str, Any] | None:
                                       "why": f"risk {last.risk}: gate {last.gate}"}
 
 
-def _status(events: list[AuditEvent]) -> tuple[str | None, str | None]:
-    """A call's status and reason from its events (a call with no outcome row)."""
+def _status(events: list[AuditEvent],
+            earlier: Callable[[str | None], OutcomeRecord | None]) -> tuple[str | None,
+                                                                           str | None]:
+    """A call's status and reason from its events (a call with no outcome row); a call
+    answered from an earlier one's outcome (``earlier``) has that one's."""
     for ev in reversed(events):
         if ev.type == E.GATE_REQUIRED.value or ev.reason in _WAITING:
             return ev.reason if ev.reason in _WAITING else "approval_required", ev.reason
+        if ev.type == E.CALL_DEDUPED.value:
+            if ev.reason:
+                return _DEDUPED.get(ev.reason, "denied"), ev.reason
+            rec = earlier(ev.data.get("original_call_id"))
+            return (rec.status, rec.reason) if rec else (None, None)
         if ev.type in _ENDS:
             return _ENDS[ev.type], ev.reason
     return None, None
@@ -190,7 +199,8 @@ class CallStory:
                                                  None)
         if (outcome is None and first is None) or hidden(who, agent):
             raise OperationRefused(Reason.NOT_FOUND, f"no call {call_id!r}")
-        status, reason = ((outcome.status, outcome.reason) if outcome else _status(events))
+        status, reason = ((outcome.status, outcome.reason) if outcome else _status(
+            events, lambda earlier: self._outcome_of(tenant_id, earlier)))
         approvals = [as_of(a, utcnow()) for a in
                      self._store.approvals.of_call(tenant_id, call_id) if a.kind != "preview"]
         effects = self._effects(tenant_id, call_id)
