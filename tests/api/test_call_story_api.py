@@ -71,10 +71,10 @@ def test_a_call_approved_with_edits_then_compensated_tells_its_whole_story(
     assert _types(first) == ["call.requested", "call.resolved", "gate.required",
                              "approval.created", "approval.granted"]
     steps = {s["type"]: s for s in first["steps"]}
-    assert steps["gate.required"]["detail"] == "gate: approval required — risk high"
+    assert steps["gate.required"]["detail"] == "gate: approval required — risk high at autonomy 0"
     assert steps["approval.granted"]["detail"] == "approved by approver with edits"
     assert first["gate"] == {"gate": "approve", "risk": "high",
-                             "why": "risk high needs an approver's decision"}
+                             "why": "risk high at autonomy 0 needs an approver's decision"}
     [approval] = first["approvals"]
     assert (approval["id"], approval["status"], approval["kind"]) == (
         approval_id, "consumed", "approve")
@@ -127,10 +127,10 @@ def test_at_audit_level_steps_every_step_is_there_in_order(api: RestClient) -> N
     _at_ms_never_decrease(story)
     details = [s["detail"] for s in story["steps"]]
     assert details[:3] == ["agent bot asked for charge", "resolved to charge version 1.0.0",
-                           "gate: allowed — risk low"]
+                           "gate: allowed — risk low at autonomy 3"]
     assert details[4] == "the tool succeeded"
     assert story["started_at"] == story["steps"][0]["ts"]
-    assert story["gate"] == {"gate": "allow", "risk": "low", "why": "risk low"}
+    assert story["gate"] == {"gate": "allow", "risk": "low", "why": "risk low at autonomy 3"}
 
 
 def test_at_audit_level_decisions_only_the_decisions_are_there(db_url: str) -> None:

@@ -41,8 +41,14 @@ def _words(code: str | None) -> str:
     return (code or "").replace("_", " ")
 
 
+def _risk(ev: AuditEvent) -> str:
+    """"risk high at autonomy 0" (the autonomy when the event carries it)."""
+    autonomy = ev.data.get("autonomy")
+    return f"risk {ev.risk}" + ("" if autonomy is None else f" at autonomy {autonomy}")
+
+
 def _gate_phrase(ev: AuditEvent) -> str:
-    risk = f" — risk {ev.risk}" if ev.risk else ""
+    risk = f" — {_risk(ev)}" if ev.risk else ""
     return f"gate: {_words(ev.reason) or 'approval required'}{risk}"
 
 
@@ -51,7 +57,7 @@ def _allowed(ev: AuditEvent) -> str:
         return f"gate: {ev.gate} — allowed by approval {ev.data['approval_id']}"
     if "preview_token" in ev.data:
         return "gate: preview — allowed by the preview the caller confirmed"
-    return f"gate: allowed — risk {ev.risk}" if ev.risk else "gate: allowed"
+    return f"gate: allowed — {_risk(ev)}" if ev.risk else "gate: allowed"
 
 
 def _ran(ev: AuditEvent) -> str:
@@ -125,7 +131,7 @@ def _gate(events: list[AuditEvent]) -> dict[str, Any] | None:
     """The gate this call met and why (``None``: it stopped before the gate)."""
     for ev in reversed(events):
         if ev.type == E.GATE_REQUIRED.value:
-            why = f"risk {ev.risk} needs {_NEEDS.get(ev.reason or '', 'a decision')}"
+            why = f"{_risk(ev)} needs {_NEEDS.get(ev.reason or '', 'a decision')}"
         elif ev.type == E.GATE_ALLOWED.value:
             why = _allowed(ev).split(" — ", 1)[-1]
         elif ev.type == E.POLICY_DENIED.value and ev.reason == Reason.GATE_DENIED.value:
