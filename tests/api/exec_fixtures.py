@@ -147,10 +147,11 @@ def _profiles(names: list[str]) -> list[Profile]:
                     activations=tuple(Activation(tool=n) for n in names))]
 
 
-def build_gateway(url: str, hold: Gate) -> Gateway:
+def build_gateway(url: str, hold: Gate, **settings: Any) -> Gateway:
     """Tools registered per tenant and published; agents bot/other-bot (autonomy 3),
-    sup (1), intern (0) in ``default``, acme-bot (3) in ``acme``."""
-    gw = Gateway.open(url)
+    sup (1), intern (0) in ``default``, acme-bot (3) in ``acme``; ``settings`` as
+    :meth:`Gateway.open` takes them."""
+    gw = Gateway.open(url, **settings)
     tools = [*TOOLS, hold.tool()]
     names = [t.tool_name for t in tools]
     for t in tools:
@@ -166,12 +167,13 @@ def build_gateway(url: str, hold: Gate) -> Gateway:
 
 @contextmanager
 def api_for(where: Path | str, settings: ApiSettings | None = None, *,
-            hold: Gate | None = None) -> Iterator[RestClient]:
+            hold: Gate | None = None, **gateway_settings: Any) -> Iterator[RestClient]:
     """The app over a fresh gateway: ``where`` is a database URL, or a directory for
     ``sqlite:///{where}/tk.db``; ``hold`` is the gate of the ``hold`` tool, for a test
     that holds a call inside its execution. Closed on exit."""
     hold = hold or Gate()
-    gw = build_gateway((where if isinstance(where, str) else f"sqlite:///{where}/tk.db"), hold)
+    gw = build_gateway((where if isinstance(where, str) else f"sqlite:///{where}/tk.db"), hold,
+                       **gateway_settings)
     try:
         tokens = {who: gw.store.tokens.create(tenant_id=t, role=r, agent=a)[1]
                   for who, (t, r, a) in _TOKENS.items()}

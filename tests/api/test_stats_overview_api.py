@@ -260,3 +260,20 @@ def test_tools_needing_attention_are_listed_with_why(api: RestClient) -> None:
     assert attention["lost"]["id"] == api.tool_id("lost", None)  # a global tool
     acme = {t["tool"] for t in _overview(api, "acme_admin")["tools_attention"]}
     assert "ping" in acme and "lost" not in acme
+
+
+def test_the_wait_percentiles_are_nearest_rank_of_the_decided_approvals(db_url: str) -> None:
+    now = datetime.now(UTC)
+    with Gateway.open(db_url) as gw:
+        for i in range(1, 21):  # waited 1 s … 20 s, decided within the last hour
+            created = now - timedelta(minutes=30, seconds=i)
+            gw.store.approvals.create(_approval("default", created, n=i,
+                                                decided=created + timedelta(seconds=i)))
+        gw.store.approvals.create(_approval("default", now - timedelta(minutes=5)))  # pending
+        gw.store.approvals.create(_approval(  # decided before the window: not counted
+            "default", now - timedelta(hours=3), decided=now - timedelta(hours=2), n=99))
+        a = overview(gw.store, gw.catalog, gw.runtime.health, "default", "hour",
+                     approval_ttl=timedelta(days=1))["approvals"]
+    assert a["wait_ms"] == {"p50": 10000.0, "p95": 19000.0, "max": 20000.0}
+    assert (sum(a["decided"]), a["requested_total"], a["approved"], a["pending"]) == (
+        20, 21, 20, 1)

@@ -210,3 +210,16 @@ def test_profile_flag_samples_every_server_the_bench_starts(
             assert httpx.get(served.base + "/").status_code == 200
     graphs = list(tmp_path.glob("uvicorn-*.svg"))
     assert len(graphs) == 1 and graphs[0].read_text().lstrip().startswith("<?xml")
+
+
+def test_overview_bench_fills_a_tiny_store_and_times_each_window() -> None:
+    from toolkeeper.bench.overview import bench_overview
+
+    result = bench_overview(TINY, calls=3000)
+    rows = _metrics(result)
+    for name in ("hour", "day", "week", "calls"):
+        assert rows[f"overview_{name}_p50"].value > 0
+    for name in ("hour", "day", "week"):
+        assert rows[f"overview_{name}_vs_calls_list"].unit == "x"
+    assert rows["overview_fill"].unit == "s"
+    assert any("3,000 outcome rows" in note for note in result.notes)

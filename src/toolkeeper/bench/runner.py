@@ -15,6 +15,7 @@ from toolkeeper.bench.filesystem import bench_filesystem
 from toolkeeper.bench.irreversible import bench_irreversible, bench_irreversible_pg
 from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import BenchResult, Sizes
+from toolkeeper.bench.overview import bench_overview
 from toolkeeper.bench.pure import bench_pure
 from toolkeeper.bench.rest import bench_rest
 from toolkeeper.bench.retrieval import bench_retrieval
@@ -36,6 +37,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "filesystem": bench_filesystem,
     "retrieval": bench_retrieval,
     "sandbox": bench_sandbox,
+    "overview": bench_overview,
 }
 
 

@@ -54,13 +54,13 @@ class ApprovalService:
         one past its expiry reads (and filters as) ``expired``."""
         now = utcnow()
         recs = self._store.approvals.list(tenant_id, status=status, limit=limit, now=now)
-        return [_as_of(rec, now) for rec in recs if rec.kind != "preview"]
+        return [as_of(rec, now) for rec in recs if rec.kind != "preview"]
 
     def get(self, approval_id: str, tenant_id: str) -> ApprovalRecord:
         rec = self._store.approvals.get(approval_id)
         if rec is None or rec.tenant_id != tenant_id or rec.kind == "preview":
             raise OperationRefused(Reason.NOT_FOUND, f"no approval {approval_id!r}")
-        return _as_of(rec, utcnow())
+        return as_of(rec, utcnow())
 
     def approve(self, approval_id: str, by: Principal, *, edited_arguments: Any = None,
                 note: str | None = None) -> ApprovalRecord:
@@ -125,7 +125,7 @@ class ApprovalService:
         return rec
 
 
-def _as_of(rec: ApprovalRecord, now: datetime) -> ApprovalRecord:
+def as_of(rec: ApprovalRecord, now: datetime) -> ApprovalRecord:
     """The one home of lazy expiry: a pending approval past ``expires_at`` is ``expired``
     (marked on read, not stored; the store's decide/consume refuse it by time as well)."""
     if rec.status is ApprovalStatus.PENDING and rec.expires_at <= now:

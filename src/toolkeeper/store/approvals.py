@@ -81,6 +81,16 @@ class ApprovalRepo:
         with self._db.read() as conn:
             return [_approval(r._mapping) for r in conn.execute(q)]
 
+    def of_call(self, tenant_id: str, call_id: str) -> builtins.list[ApprovalRecord]:
+        """The approvals a call asked for or consumed (``call_id`` or ``consumed_by``),
+        oldest first; previews included (the caller decides what to show)."""
+        a = approvals.c
+        q = select(approvals).where(a.tenant_id == tenant_id,
+                                    (a.call_id == call_id) | (a.consumed_by == call_id))
+        with self._db.read() as conn:
+            rows = conn.execute(q.order_by(a.created_at).limit(50)).all()
+        return [_approval(r._mapping) for r in rows]
+
     def pending_of_agent(self, tenant_id: str, agent: str, now: datetime) -> int:
         """How many approvals ``agent`` has waiting for a human (unexpired, not previews)."""
         a = approvals.c

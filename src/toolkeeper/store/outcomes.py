@@ -47,6 +47,12 @@ def _outcome(m: Any) -> OutcomeRecord:
     return OutcomeRecord(**data)
 
 
+def _effect(m: Any) -> SideEffectRecord:
+    data = dict(m)
+    data["created_at"] = as_utc(data["created_at"])
+    return SideEffectRecord(**data)
+
+
 _FINISHED = (OutcomeState.SUCCEEDED.value, OutcomeState.FAILED.value)
 
 GROUP_WAIT_MARGIN_S = 30.0
@@ -260,11 +266,7 @@ class OutcomeRepo:
     def side_effect(self, effect_id: str) -> SideEffectRecord | None:
         with self._db.read() as conn:
             row = conn.execute(select(side_effects).where(side_effects.c.id == effect_id)).first()
-        if row is None:
-            return None
-        data = dict(row._mapping)
-        data["created_at"] = as_utc(data["created_at"])
-        return SideEffectRecord(**data)
+        return None if row is None else _effect(row._mapping)
 
     def side_effects(self, tenant_id: str, *, turn_group_id: str | None = None,
                      limit: int = 100) -> builtins.list[SideEffectRecord]:
@@ -273,12 +275,16 @@ class OutcomeRepo:
             q = q.where(side_effects.c.turn_group_id == turn_group_id)
         with self._db.read() as conn:
             rows = conn.execute(q.order_by(side_effects.c.created_at.desc()).limit(limit)).all()
-        out = []
-        for row in rows:
-            data = dict(row._mapping)
-            data["created_at"] = as_utc(data["created_at"])
-            out.append(SideEffectRecord(**data))
-        return out
+        return [_effect(r._mapping) for r in rows]
+
+    def side_effects_of_call(self, tenant_id: str,
+                             call_id: str) -> builtins.list[SideEffectRecord]:
+        """The side effects one call recorded, oldest first."""
+        q = select(side_effects).where(side_effects.c.tenant_id == tenant_id,
+                                       side_effects.c.call_id == call_id)
+        with self._db.read() as conn:
+            rows = conn.execute(q.order_by(side_effects.c.created_at).limit(50)).all()
+        return [_effect(r._mapping) for r in rows]
 
     def mark_compensated(self, effect_id: str, compensation_call_id: str,
                          events: Sequence[AuditDraft]) -> bool:

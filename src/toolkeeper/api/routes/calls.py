@@ -14,9 +14,11 @@ from toolkeeper.api.responses import OutcomeOut, RecentCallOut
 from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.api.schemas import ResolveBody
+from toolkeeper.api.story_responses import CallStoryOut
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
 from toolkeeper.model.reasons import Reason
+from toolkeeper.services.story import CallStory
 from toolkeeper.store.records import OutcomeRecord
 
 router = RouteTable(tags=["calls"])
@@ -66,6 +68,29 @@ async def get_call(call_id: str, gw: GatewayDep, caller: Caller) -> dict[str, An
     if not _visible(caller, rec):
         raise ApiError(404, Reason.NOT_FOUND, f"no recorded call {call_id!r}")
     return outcome_out(rec)
+
+
+@router.get("/calls/{call_id}/story", response_model=CallStoryOut, responses=ERRORS,
+            summary="A call's whole story: steps, gate, approvals, outcome, side effects")
+async def call_story(call_id: str, gw: GatewayDep, caller: Caller) -> dict[str, Any]:
+    """Every audit event of the call as a step (its offset from the first, a sentence for a
+    person), the gate it met and why, the approvals it asked for or ran with (who asked,
+    who decided and when, the edits, the preview; arguments as ``/approvals`` shows them),
+    its outcome, side effects and their compensation, and the calls related to it (the
+    re-submission of an approved call, a compensation), both ways. A call known only from
+    the audit (denied, or waiting for a decision) has a story too. At ``audit_level:
+    steps`` every pipeline step is there, else only the decisions. At most
+    500 events are read (``truncated`` says when there were more). Operators and
+    approvers read their tenant's calls, an agent its own; any other call is
+    ``not_found``."""
+    agent = None if caller.has_role(Role.OPERATOR, Role.APPROVER) else caller.agent or ""
+
+    def read() -> dict[str, Any]:
+        gw.flush()  # the events this process has queued are part of the story
+        return CallStory(gw.store).story(caller.tenant_id, call_id, agent=agent,
+                                         audit_level=gw.settings.audit_level)
+
+    return await anyio.to_thread.run_sync(read)
 
 
 @router.get("/calls", response_model=list[OutcomeOut],

@@ -20,10 +20,16 @@ router = RouteTable(tags=["stats"])
             summary="Calls, denials, approvals and slow tools over the last hour, day or week")
 async def stats_overview(gw: GatewayDep, caller: Caller,
                          window: Literal["hour", "day", "week"] = "day") -> dict[str, Any]:
-    """Counted from the call-stats rollup (minute buckets for ``hour``, hour buckets for
-    ``day`` and ``week``) and the approvals and outcomes tables, for the caller's tenant
-    only; the calls this process has queued are written first. Without the ``call_stats``
-    setting the call series stay empty."""
+    """The caller's tenant only; the calls this process has queued are written first.
+
+    Calls come from the call-stats rollup (``settings: call_stats``, on by default): per
+    tenant, minute and hour, tool, status and reason, a count and a duration histogram
+    (edges 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000 ms; p50/p95
+    interpolated within a bucket). ``hour`` reads 60 minute buckets, ``day`` 24 and
+    ``week`` 168 hour buckets; the last bucket is the current one. Minute rows are kept 2
+    days, hour rows 35 days (or the audit retention when longer). Approvals (previews not
+    counted) and unknown outcomes are read from their tables; tools needing attention from
+    the catalog and this process's health board."""
     require(caller, Role.OPERATOR, Role.APPROVER)
 
     def read() -> dict[str, Any]:

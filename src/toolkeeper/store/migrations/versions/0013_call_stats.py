@@ -6,7 +6,8 @@ Create Date: 2026-11-28
 
 ``call_stats`` (``toolkeeper.store.stats``) holds counts and duration histograms of
 finished calls per tenant, minute and hour, written by the recent-calls writer. The
-indexes: approvals by tenant and creation time (the overview's approval series), by the
+indexes: approvals by tenant and creation time (covering what the overview reads of
+them, so a window's approvals are counted from the index alone), by the
 call that asked and the call that ran it, side effects by call (a call's story), and the
 outcomes in state ``unknown`` per tenant (partial: only those rows).
 """
@@ -23,7 +24,8 @@ depends_on = None
 
 _UNKNOWN = sa.text("state = 'unknown'")
 _HIST = [f"h{i}" for i in range(15)]
-_INDEXES = [('ix_approvals_tenant_created', 'approvals', ['tenant_id', 'created_at']),
+_INDEXES = [('ix_approvals_tenant_created', 'approvals',
+             ['tenant_id', 'created_at', 'kind', 'status', 'expires_at', 'decided_at']),
             ('ix_approvals_call', 'approvals', ['call_id']),
             ('ix_approvals_consumed_by', 'approvals', ['consumed_by']),
             ('ix_side_effects_call', 'side_effects', ['call_id'])]
