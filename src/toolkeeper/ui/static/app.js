@@ -158,7 +158,7 @@ function clearViews() {
   // what one token was shown goes with it: after a token is forgotten or refused, no view of
   // the previous one's data (rows, cards, drawers, admin-only areas, results) stays on screen
   for (const s of document.querySelectorAll("main section")) s.hidden = true;
-  for (const e of document.querySelectorAll("main tbody, #approval-list, #drawer-body")) e.replaceChildren();
+  for (const e of document.querySelectorAll("main tbody, #approval-list, #drawer-body, #call-body")) e.replaceChildren();
   for (const e of document.querySelectorAll("main [role=status], main [role=alert]")) e.textContent = "";
   for (const e of document.querySelectorAll("#token-area, #token-secret, #tool-drawer")) e.hidden = true;
   const dialog = $("#tool-dialog");
@@ -173,15 +173,21 @@ const views = {
   calls: null,  // calls.js sets it
   audit: null,  // calls.js sets it
   access: null,  // access.js sets it
+  call: null,  // story.js sets it: #call/<call_id>, a call's page
 };
 
+function route(hash) {  // "call/<id>" → ["call", id]; a tab's name → [name, null]
+  return hash.startsWith("call/") ? ["call", decodeURIComponent(hash.slice(5))] : [hash, null];
+}
+
 async function show(name) {
+  const [view, arg] = route(name);  // the call page marks no tab as current
   for (const b of document.querySelectorAll("#tabs button")) {
-    b.classList.toggle("active", b.dataset.tab === name);
-    if (b.dataset.tab === name) b.setAttribute("aria-current", "page");
+    b.classList.toggle("active", b.dataset.tab === view);
+    if (b.dataset.tab === view) b.setAttribute("aria-current", "page");
     else b.removeAttribute("aria-current");
   }
-  for (const s of document.querySelectorAll("main section")) s.hidden = s.id !== name;
+  for (const s of document.querySelectorAll("main section")) s.hidden = s.id !== view;
   history.replaceState(null, "", "#" + name);  // not location.hash: that would move focus to the section
   if (!signedIn()) {
     say(Sso.configured ? "Sign in with single sign-on, or paste a token (admin, approver or operator)."
@@ -191,7 +197,7 @@ async function show(name) {
   try {
     say("loading…");
     await whoami();
-    say(await views[name]());
+    say(await views[view](arg));
   } catch (e) {
     say(e.message, true);
   }
@@ -227,5 +233,5 @@ document.addEventListener("DOMContentLoaded", async () => {
   // taken by its submit handler, not submitted by the browser as a plain form
   try { await loadSession(); } catch (e) { Sso.session = null; }
   const start = location.hash.slice(1);
-  show(views[start] ? start : "overview");
+  show(views[route(start)[0]] ? start : "overview");
 });
