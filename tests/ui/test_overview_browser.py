@@ -385,3 +385,36 @@ def test_the_time_axis_is_in_the_browsers_time_zone(browser: Browser, known: Ser
     label = page.locator("#ov-calls .ct-label.ct-horizontal").first
     expect(label).to_have_text(re.compile(rf"^0?{first.hour}:{first.minute:02d}$"))
     context.close()
+
+
+def test_an_answer_asked_for_under_a_forgotten_token_is_not_drawn(
+        browser: Browser, known: Server) -> None:
+    """The token is forgotten and one pasted again while the Overview's request is out: its
+    answer (held back, then let through) is not drawn; the page asks again, once."""
+    page, console = _page(browser)
+    _open(page, known)
+    held: list[Route] = []
+
+    def hold(route: Route) -> None:
+        held.append(route)
+
+    def holding(n: int) -> bool:
+        page.wait_for_timeout(50)  # lets Playwright hand over the requests it intercepted
+        return len(held) >= n
+
+    page.route("**/stats/overview*", hold)
+    page.get_by_label("Window").select_option("day")
+    wait_until(lambda: holding(1), timeout=10, what="the day's request")
+    page.get_by_role("button", name="Forget").click()
+    expect(page.locator("#overview-body")).to_be_empty()
+    page.get_by_label("token").fill(known.tokens["admin"])
+    page.get_by_role("button", name="Use token").click()
+    expect(page.locator("#overview")).to_be_visible()
+    held[0].continue_()
+    wait_until(lambda: holding(2), timeout=10, what="the request of the token pasted again")
+    assert page.locator("#overview").get_attribute("data-window") is None  # the old answer
+    held[1].continue_()
+    expect(page.locator("#overview")).to_have_attribute("data-window", "day")
+    assert len(held) == 2
+    assert console.errors == []
+    page.context.close()

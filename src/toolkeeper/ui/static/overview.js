@@ -9,7 +9,8 @@ const Overview = (() => {
   const WINDOWS = { hour: "the last hour", day: "the last day", week: "the last week" };
   // one label every N buckets on the time axes (hour: 60 x 1 min, day: 24 x 1 h, week: 168 x 1 h)
   const LABEL_EVERY = { hour: 10, day: 4, week: 24 };
-  const state = { timer: null, busy: false, again: false, parts: null, charts: [] };
+  // gen: bumped when a token's view is cleared, so an answer asked for under it is not drawn
+  const state = { timer: null, busy: false, again: false, parts: null, charts: [], gen: 0 };
 
   // Chartist writes `style` attributes (setAttribute), which the page's CSP (style-src 'self')
   // refuses; the same declarations go through the CSSOM instead, which the CSP allows
@@ -290,10 +291,11 @@ const Overview = (() => {
     if (state.busy) { state.again = true; return "loading…"; }
     state.busy = true;
     const win = $("#overview-window").value;
+    const gen = state.gen;
     try {
       const d = await api("GET", "/stats/overview?window=" + encodeURIComponent(win));
       // the token may have been forgotten or the window changed while it was asked for
-      if (!signedIn() || $("#overview").hidden || win !== $("#overview-window").value) return "";
+      if (gen !== state.gen || $("#overview").hidden || win !== $("#overview-window").value) return "";
       render(d, win);
       return "overview of " + WINDOWS[win] + ": " + d.calls.total + " calls";
     } finally {
@@ -322,6 +324,7 @@ const Overview = (() => {
 
   function clear() {  // what one token was shown goes with it (clearViews below)
     stop();
+    state.gen += 1;
     for (const c of state.charts.splice(0)) c.detach();
     state.parts = null;
     $("#overview-body").replaceChildren();
