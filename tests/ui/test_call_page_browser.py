@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
 from tests.ui.a11y import assert_accessible, axe_source, horizontal_overflow
@@ -264,3 +264,22 @@ def test_it_is_accessible_in_both_schemes_at_both_widths(
         assert horizontal_overflow(page) == 0, f"sideways scroll at {width} px ({scheme})"
         assert console.errors == []
         page.context.close()
+
+
+def test_a_story_cut_short_says_so(browser: Browser, served: tuple[Server, Story]) -> None:
+    """The server's own answer, with ``truncated`` set as a story of more than 500 events
+    has it (making 500 events here would be slow)."""
+    server, story = served
+    page, console = _page(browser)
+
+    def cut(route: Route) -> None:
+        body = route.fetch().json()
+        route.fulfill(json={**body, "truncated": True})
+
+    page.route("**/story", cut)
+    _open(page, server, f"#call/{story.ran}")
+    _call_page(page, story.ran)
+    expect(page.locator("#call-body .st-note")).to_have_text(re.compile(
+        r"^This call has more audit events than a page shows: only the first \d+ steps"))
+    assert console.errors == []
+    page.context.close()
