@@ -152,8 +152,9 @@ Read = tuple[str, str, str, dict[str, Any]]
 
 def _reads(r: Recorded) -> list[Read]:
     """Each recorded thing through the endpoints that show it, as people and as agents."""
-    reads: list[Read] = [("admin", "GET", "/calls/{call_id}", {"path_parameters": {
-        "call_id": c}}) for c in r.calls]
+    reads: list[Read] = [("admin", "GET", path, {"path_parameters": {"call_id": c}})
+                         for c in r.calls for path in ("/calls/{call_id}",
+                                                       "/calls/{call_id}/story")]
     reads += [(who, "GET", path, {}) for who in ("admin", "bot") for path in (
         "/calls", "/approvals", "/tools", "/tools/health", "/discovery/catalog",
         "/discovery/available")]

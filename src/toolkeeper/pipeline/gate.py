@@ -64,6 +64,12 @@ def static_gate(profile: CompiledProfile, tool: CompiledTool, action: str, *,
     return gate_for(profile, tool, action, level)
 
 
+def _autonomy(st: CallState) -> int | None:
+    """The calling agent's autonomy, audited with the gate it met (the call's story says
+    why: "risk high at autonomy 0")."""
+    return int(st.profile.profile.autonomy) if st.profile is not None else None
+
+
 def decide_gate(st: CallState) -> Gate:
     """The gate for this call, before approvals are looked at."""
     assert st.profile is not None and st.tool is not None and st.risk is not None
@@ -82,7 +88,7 @@ async def gate(rt: Runtime, st: CallState) -> CallResult | None:
                        "is denied")
     if g is Gate.ALLOW:
         if rt.settings.audit_level == "steps":
-            st.emit(EventType.GATE_ALLOWED)
+            st.emit(EventType.GATE_ALLOWED, autonomy=_autonomy(st))
         return None
     if g is Gate.PREVIEW:
         return await _preview_gate(rt, st)
@@ -124,7 +130,8 @@ async def _approval_gate(rt: Runtime, st: CallState, g: Gate) -> CallResult | No
     shown = await preview_for_approver(rt, st)  # what the approver sees of the effect
     rec = _new_approval(rt, st, g.value, preview=shown.data if shown else None,
                         summary=shown.summary if shown else None)
-    st.emit(EventType.GATE_REQUIRED, reason=reason.value, approval_id=rec.id)
+    st.emit(EventType.GATE_REQUIRED, reason=reason.value, approval_id=rec.id,
+            autonomy=_autonomy(st))
     st.emit(EventType.APPROVAL_CREATED, approval_id=rec.id, kind=rec.kind)
     rt.store.approvals.create(rec, st.take_drafts())
     rt.listeners.approval(rec)
@@ -155,7 +162,8 @@ async def _preview_gate(rt: Runtime, st: CallState) -> CallResult | None:
         return await _approval_gate(rt, st, Gate.CONFIRM)
     rec = _new_approval(rt, st, "preview", preview=preview.data, summary=preview.summary,
                         status=ApprovalStatus.APPROVED, ident="pv_" + secrets.token_urlsafe(24))
-    st.emit(EventType.GATE_REQUIRED, reason=Reason.PREVIEW_REQUIRED.value)
+    st.emit(EventType.GATE_REQUIRED, reason=Reason.PREVIEW_REQUIRED.value,
+            autonomy=_autonomy(st))
     st.emit(EventType.PREVIEW_CREATED, summary=preview.summary)
     rt.store.approvals.create(rec, st.take_drafts())
     # the summary was made safe by run_preview, with the secrets the preview resolved too

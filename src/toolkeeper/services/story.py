@@ -29,8 +29,9 @@ _DENIALS = (E.POLICY_DENIED.value, E.SCOPE_DENIED.value, E.LIMIT_DENIED.value)
 _WAITING = ("approval_required", "confirmation_required", "preview_required")
 _ENDS = {E.CALL_SUCCEEDED.value: "succeeded", E.CALL_FAILED.value: "failed",
          E.CALL_UNKNOWN.value: "unknown", E.CALL_SUPERSEDED.value: "superseded",
-         E.PREVIEW_CREATED.value: "preview_required", E.CALL_DEDUPED.value: "succeeded",
-         **dict.fromkeys(_DENIALS, "denied")}
+         E.PREVIEW_CREATED.value: "preview_required", **dict.fromkeys(_DENIALS, "denied")}
+_DEDUPED = {Reason.IDEMPOTENCY_IN_PROGRESS.value: "in_progress",
+            Reason.OUTCOME_UNKNOWN.value: "unknown"}
 _NEEDS = {"approval_required": "an approver's decision",
           "confirmation_required": "a confirmation by the agent's user",
           "preview_required": "the caller to confirm a preview"}
@@ -40,8 +41,14 @@ def _words(code: str | None) -> str:
     return (code or "").replace("_", " ")
 
 
+def _risk(ev: AuditEvent) -> str:
+    """"risk high at autonomy 0" (the autonomy when the event carries it)."""
+    autonomy = ev.data.get("autonomy")
+    return f"risk {ev.risk}" + ("" if autonomy is None else f" at autonomy {autonomy}")
+
+
 def _gate_phrase(ev: AuditEvent) -> str:
-    risk = f" — risk {ev.risk}" if ev.risk else ""
+    risk = f" — {_risk(ev)}" if ev.risk else ""
     return f"gate: {_words(ev.reason) or 'approval required'}{risk}"
 
 
@@ -50,7 +57,7 @@ def _allowed(ev: AuditEvent) -> str:
         return f"gate: {ev.gate} — allowed by approval {ev.data['approval_id']}"
     if "preview_token" in ev.data:
         return "gate: preview — allowed by the preview the caller confirmed"
-    return f"gate: allowed — risk {ev.risk}" if ev.risk else "gate: allowed"
+    return f"gate: allowed — {_risk(ev)}" if ev.risk else "gate: allowed"
 
 
 def _ran(ev: AuditEvent) -> str:
@@ -102,6 +109,12 @@ def detail(ev: AuditEvent) -> str:
     return say(ev) if say is not None else _words(ev.type.replace(".", " "))
 
 
+def hidden(call_agent: str | None, agent: str | None) -> bool:
+    """Whether a caller limited to ``agent``'s calls (``None``: to none) may not read a
+    call made by ``call_agent``: the rule of ``GET /calls/{id}``."""
+    return agent is not None and call_agent != agent
+
+
 def _ms(later: datetime, earlier: datetime) -> float:
     return round((later - earlier).total_seconds() * 1000.0, 3)
 
@@ -118,7 +131,7 @@ def _gate(events: list[AuditEvent]) -> dict[str, Any] | None:
     """The gate this call met and why (``None``: it stopped before the gate)."""
     for ev in reversed(events):
         if ev.type == E.GATE_REQUIRED.value:
-            why = f"risk {ev.risk} needs {_NEEDS.get(ev.reason or '', 'a decision')}"
+            why = f"{_risk(ev)} needs {_NEEDS.get(ev.reason or '', 'a decision')}"
         elif ev.type == E.GATE_ALLOWED.value:
             why = _allowed(ev).split(" — ", 1)[-1]
         elif ev.type == E.POLICY_DENIED.value and ev.reason == Reason.GATE_DENIED.value:
@@ -131,11 +144,19 @@ def _gate(events: list[AuditEvent]) -> dict[str, Any] | None:
                                       "why": f"risk {last.risk}: gate {last.gate}"}
 
 
-def _status(events: list[AuditEvent]) -> tuple[str | None, str | None]:
-    """A call's status and reason from its events (a call with no outcome row)."""
+def _status(events: list[AuditEvent],
+            earlier: Callable[[str | None], OutcomeRecord | None]) -> tuple[str | None,
+                                                                           str | None]:
+    """A call's status and reason from its events (a call with no outcome row); a call
+    answered from an earlier one's outcome (``earlier``) has that one's."""
     for ev in reversed(events):
         if ev.type == E.GATE_REQUIRED.value or ev.reason in _WAITING:
             return ev.reason if ev.reason in _WAITING else "approval_required", ev.reason
+        if ev.type == E.CALL_DEDUPED.value:
+            if ev.reason:
+                return _DEDUPED.get(ev.reason, "denied"), ev.reason
+            rec = earlier(ev.data.get("original_call_id"))
+            return (rec.status, rec.reason) if rec else (None, None)
         if ev.type in _ENDS:
             return _ENDS[ev.type], ev.reason
     return None, None
@@ -182,9 +203,10 @@ class CallStory:
         first = events[0] if events else None
         who = outcome.agent if outcome else next((e.agent_id for e in events if e.agent_id),
                                                  None)
-        if (outcome is None and first is None) or (agent is not None and who != agent):
+        if (outcome is None and first is None) or hidden(who, agent):
             raise OperationRefused(Reason.NOT_FOUND, f"no call {call_id!r}")
-        status, reason = ((outcome.status, outcome.reason) if outcome else _status(events))
+        status, reason = ((outcome.status, outcome.reason) if outcome else _status(
+            events, lambda earlier: self._outcome_of(tenant_id, earlier)))
         approvals = [as_of(a, utcnow()) for a in
                      self._store.approvals.of_call(tenant_id, call_id) if a.kind != "preview"]
         effects = self._effects(tenant_id, call_id)
