@@ -23,6 +23,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Route, expect
 
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
+from tests.support.waiting import wait_until
 from tests.ui.a11y import assert_accessible, axe_source, horizontal_overflow
 from tests.ui.conftest import Console
 from tests.ui.test_operator_scenario_browser import HEIGHT, WIDTH, Shots
@@ -57,6 +58,8 @@ class Story:
     approval: str
     ran: str
     compensation: str
+    pending: str
+    """A call still waiting for its approver (in the inbox)."""
 
 
 def _rest(server: Server, who: str, method: str, path: str, **kw: Any) -> Any:
@@ -86,7 +89,9 @@ def _scenario(server: Server) -> Story:
     _rest(server, "approver", "POST", f"/approvals/{gated['approval_id']}/confirm")
     comp = _rest(server, "operator", "POST", compensate)
     assert comp["status"] == "succeeded", comp
-    return Story(asked["call_id"], approval, ran["call_id"], comp["call_id"])
+    pending = _pay(server, {"invoice": "inv-31", "amount": 5})
+    assert pending["status"] == "approval_required", pending
+    return Story(asked["call_id"], approval, ran["call_id"], comp["call_id"], pending["call_id"])
 
 
 @pytest.fixture(scope="module")
@@ -281,5 +286,27 @@ def test_a_story_cut_short_says_so(browser: Browser, served: tuple[Server, Story
     _call_page(page, story.ran)
     expect(page.locator("#call-body .st-note")).to_have_text(re.compile(
         r"^This call has more audit events than a page shows: only the first \d+ steps"))
+    assert console.errors == []
+    page.context.close()
+
+
+def test_a_waiting_call_and_its_copyable_id(browser: Browser,
+                                           served: tuple[Server, Story]) -> None:
+    server, story = served
+    page, console = _page(browser)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    _open(page, server, f"#call/{story.pending}")
+    _call_page(page, story.pending)
+    expect(page.locator("#call-body > dl.st-facts [data-key=status]")).to_have_text(
+        "approval required")
+    card = page.locator("article.st-approval")
+    expect(card.locator("h4")).to_have_text("approve — pending")
+    expect(card.locator("[data-key=decided-by]")).to_have_text("nobody yet")
+    expect(card.locator("table.st-diff caption")).to_have_text("Arguments asked for")
+    expect(card.locator("table.st-diff tr[data-key=amount] td")).to_have_text("5")
+    expect(page.locator("[data-part=outcome]")).to_contain_text("No outcome recorded")
+    page.locator("#call-body [data-key=call-id] button").click()
+    wait_until(lambda: page.evaluate("navigator.clipboard.readText()") == story.pending,
+               timeout=10, what="the call id on the clipboard")
     assert console.errors == []
     page.context.close()

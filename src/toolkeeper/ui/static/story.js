@@ -78,7 +78,8 @@ window.Story = (() => {
     const status = el("span", words(s.status) + (s.reason && s.reason !== s.status ? " · " + words(s.reason) : ""),
       "st-status st-" + (s.status || "none"));
     const idBox = el("span", null, "st-idbox");
-    idBox.append(ident(s.call_id), copyButton(s.call_id));
+    idBox.append(ident(s.call_id));
+    if (typeof shortId !== "function") idBox.append(copyButton(s.call_id));  // shortId has its own
     const turn = s.turn_group_id ? el("span") : null;
     if (turn) turn.append(ident(s.turn_group_id), " ", link("#calls", "recent calls"));
     body.appendChild(facts([
@@ -131,31 +132,51 @@ window.Story = (() => {
       ["why", s.gate.why, "why"]]));
   }
 
-  function diff(a) {  // original vs edited arguments, key by key; a changed key says so in words
-    const was = a.arguments || {}, now = a.edited ? (a.edited_arguments || {}) : was;
+  function argsTable(caption, columns) {
     const table = el("table", null, "st-diff");
-    table.appendChild(el("caption", a.edited ? "Arguments: asked for, and as approved (edited)"
-      : "Arguments (approved as asked)"));
+    table.appendChild(el("caption", caption));
     const head = table.createTHead().insertRow();
-    for (const t of ["key", "asked for", "approved", "changed"]) {
+    for (const t of columns) {
       const th = el("th", t);
       th.scope = "col";
       head.appendChild(th);
     }
+    return table;
+  }
+
+  function argRow(tb, key, values) {  // a key (row header) and its values as JSON
+    const tr = tb.insertRow();
+    tr.dataset.key = key;
+    const th = el("th", key);
+    th.scope = "row";
+    tr.appendChild(th);
+    for (const v of values) tr.insertCell().appendChild(el("code", json(v)));
+    return tr;
+  }
+
+  function diff(a) {  // original vs edited arguments, key by key; a changed key says so in words
+    const was = a.arguments || {};
+    if (!a.edited) {
+      const decided = a.status === "approved" || a.status === "consumed";
+      const table = argsTable(decided ? "Arguments (approved as asked)" : "Arguments asked for",
+        ["key", "value"]);
+      const tb = table.createTBody();
+      for (const key of Object.keys(was)) argRow(tb, key, [was[key]]);
+      return table;
+    }
+    const now = a.edited_arguments || {};
+    const table = argsTable("Arguments: asked for, and as approved (edited)",
+      ["key", "asked for", "approved", "changed"]);
     const tb = table.createTBody();
     for (const key of [...new Set([...Object.keys(was), ...Object.keys(now)])]) {
       const changed = json(was[key]) !== json(now[key]);
-      const tr = tb.insertRow();
-      tr.dataset.key = key;
+      const tr = argRow(tb, key, [was[key], now[key]]);
       if (changed) { tr.className = "st-changed"; tr.dataset.changed = "true"; }
-      const th = el("th", key);
-      th.scope = "row";
-      tr.appendChild(th);
-      for (const v of [was[key], now[key]]) tr.insertCell().appendChild(el("code", json(v)));
       tr.insertCell().textContent = changed ? (key in was ? (key in now ? "edited" : "removed") : "added") : "same";
     }
     return table;
   }
+
 
   function approval(part, a) {
     const art = el("article", null, "st-approval");
