@@ -189,6 +189,12 @@ def test_the_page_of_a_call_approved_with_edits_then_compensated(
         "(hs) => hs.map((h) => h.tagName)")
     assert levels[0] == "H2" and levels[1:7] == ["H3", "H3", "H3", "H4", "H3", "H3"], levels
 
+    head.locator("[data-key=tool] a").click()  # the tool's drawer, on the Tools tab
+    expect(page.locator("#drawer-title")).to_have_text("bank")
+    expect(page.locator("#tool-search")).to_have_value("bank")
+    page.get_by_role("button", name="Close the tool details").click()
+    page.go_back()
+    _call_page(page, story.ran)
     page.locator("[data-relation=resubmission_of] a").click()  # the call that asked
     _call_page(page, story.asked)
     expect(page.locator("[data-part=outcome]")).to_contain_text("the tool did not run")

@@ -67,10 +67,17 @@ window.Story = (() => {
     return dl;
   }
 
-  function toolLink(s) {  // to the Tools tab, searched for this tool
+  function toolLink(s) {  // to the Tools tab, searched for this tool, its drawer open
     const a = link("#tools", s.tool + (s.action ? "." + s.action : "")
       + (s.tool_version ? " version " + s.tool_version : ""));
-    a.addEventListener("click", () => { $("#tool-search").value = s.tool; });
+    a.addEventListener("click", async (ev) => {
+      ev.preventDefault();
+      $("#tool-search").value = s.tool;
+      history.pushState(null, "", "#tools");  // a history entry: Back returns to this call
+      await show("tools");
+      const t = (Registry.all || []).find((x) => x.name === s.tool);
+      if (t) await Registry.open(t, $("#tool-table"));
+    });
     return a;
   }
 
