@@ -145,7 +145,6 @@ def test_the_page_of_a_call_approved_with_edits_then_compensated(
     expect(page.locator("#call-title")).to_have_text("Call of bank.pay by intern")
     head = page.locator("#call-body > dl.st-facts")
     expect(head.locator("[data-key=tool]")).to_have_text(re.compile(r"^bank\.pay version "))
-    expect(head.locator("[data-key=agent] a")).to_have_attribute("href", "#agents")
     expect(head.locator("[data-key=status]")).to_have_text("succeeded")
 
     steps = page.locator("#call-body .st-steps li").evaluate_all(
@@ -189,6 +188,11 @@ def test_the_page_of_a_call_approved_with_edits_then_compensated(
         "(hs) => hs.map((h) => h.tagName)")
     assert levels[0] == "H2" and levels[1:7] == ["H3", "H3", "H3", "H4", "H3", "H3"], levels
 
+    head.locator("[data-key=agent] a").click()  # that agent's row, on the Agents tab
+    expect(page.locator('#agent-table tr[data-agent="intern"]')).to_have_attribute(
+        "aria-current", "true")
+    page.go_back()
+    _call_page(page, story.ran)
     head.locator("[data-key=tool] a").click()  # the tool's drawer, on the Tools tab
     expect(page.locator("#drawer-title")).to_have_text("bank")
     expect(page.locator("#tool-search")).to_have_value("bank")

@@ -81,6 +81,22 @@ window.Story = (() => {
     return a;
   }
 
+  function agentLink(name) {  // to the Agents tab, on the page of that agent, its row marked
+    const a = link("#agents", name);
+    a.addEventListener("click", async (ev) => {
+      ev.preventDefault();
+      history.pushState(null, "", "#agents");  // a history entry: Back returns to this call
+      await show("agents");
+      const at = Agents.agents.findIndex((x) => x.name === name);
+      if (at < 0) return;
+      Agents.page = Math.floor(at / 20);  // agents.js pages by 20
+      say(Agents.renderAgents());
+      const row = document.querySelector('#agent-table tr[data-agent="' + CSS.escape(name) + '"]');
+      if (row) { row.setAttribute("aria-current", "true"); row.scrollIntoView({ block: "center" }); }
+    });
+    return a;
+  }
+
   function header(body, s) {
     const status = el("span", words(s.status) + (s.reason && s.reason !== s.status ? " · " + words(s.reason) : ""),
       "st-status st-" + (s.status || "none"));
@@ -90,7 +106,7 @@ window.Story = (() => {
     const turn = s.turn_group_id ? el("span") : null;
     if (turn) turn.append(ident(s.turn_group_id), " ", link("#calls", "recent calls"));
     body.appendChild(facts([
-      ["tool", toolLink(s), "tool"], ["agent", link("#agents", s.agent), "agent"],
+      ["tool", toolLink(s), "tool"], ["agent", agentLink(s.agent), "agent"],
       ["status", status, "status"], ["when", when(s.started_at), "when"],
       ["duration", duration(s.duration_ms), "duration"], ["call id", idBox, "call-id"],
       ["turn group", turn, "turn"], ["trace id", s.trace_id, "trace"],
