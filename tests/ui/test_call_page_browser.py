@@ -45,6 +45,7 @@ approver, and its refund for a confirmation."""
 INVOICE = {"invoice": "inv-30", "amount": 120}
 EDITED = {"invoice": "inv-30", "amount": 100}
 NOTE = "100 is the agreed price"
+TURN = "turn-30"
 
 pytestmark = pytest.mark.slow
 
@@ -89,7 +90,7 @@ def _scenario(server: Server) -> Story:
     _rest(server, "approver", "POST", f"/approvals/{gated['approval_id']}/confirm")
     comp = _rest(server, "operator", "POST", compensate)
     assert comp["status"] == "succeeded", comp
-    pending = _pay(server, {"invoice": "inv-31", "amount": 5})
+    pending = _pay(server, {"invoice": "inv-31", "amount": 5}, turn_group_id=TURN)
     assert pending["status"] == "approval_required", pending
     return Story(asked["call_id"], approval, ran["call_id"], comp["call_id"], pending["call_id"])
 
@@ -309,6 +310,7 @@ def test_a_waiting_call_and_its_copyable_id(browser: Browser,
     _call_page(page, story.pending)
     expect(page.locator("#call-body > dl.st-facts [data-key=status]")).to_have_text(
         "approval required")
+    expect(page.locator("#call-body > dl.st-facts [data-key=turn]")).to_contain_text(TURN)
     card = page.locator("article.st-approval")
     expect(card.locator("h4")).to_have_text("approve — pending")
     expect(card.locator("[data-key=decided-by]")).to_have_text("nobody yet")

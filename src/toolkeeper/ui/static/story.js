@@ -103,8 +103,8 @@ window.Story = (() => {
     const idBox = el("span", null, "st-idbox");
     idBox.append(ident(s.call_id));
     if (typeof shortId !== "function") idBox.append(copyButton(s.call_id));  // shortId has its own
-    const turn = s.turn_group_id ? el("span") : null;
-    if (turn) turn.append(ident(s.turn_group_id), " ", link("#calls", "recent calls"));
+    // the API lists no calls by turn group yet: the id is shown, not linked to an unfiltered list
+    const turn = s.turn_group_id ? ident(s.turn_group_id) : null;
     body.appendChild(facts([
       ["tool", toolLink(s), "tool"], ["agent", agentLink(s.agent), "agent"],
       ["status", status, "status"], ["when", when(s.started_at), "when"],
