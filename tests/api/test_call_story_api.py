@@ -217,3 +217,35 @@ def test_a_repeated_call_answered_from_the_first_has_its_status(api: RestClient)
     story = _story(api, deduped.call_id)
     assert (story["status"], story["outcome"]) == ("succeeded", None)
     assert story["steps"][-1]["detail"] == f"answered from the earlier call {first['call_id']}"
+
+
+def test_a_preview_token_is_never_told(api: RestClient) -> None:
+    """A preview's id is the token that lets its call run: the story names neither."""
+    shown = api.execute("sup", "email", {"to": "a@example.com"}).json()
+    token = shown["preview_token"]
+    assert shown["status"] == "preview_required" and token
+    ran = api.execute("sup", "email", {"to": "a@example.com"}, preview_token=token).json()
+    assert ran["status"] == "succeeded", ran
+    for call_id in (shown["call_id"], ran["call_id"]):
+        story = api.get("operator", f"/calls/{call_id}/story")
+        assert story.status_code == 200 and token not in story.text
+        assert story.json()["approvals"] == []
+    first, second = _story(api, shown["call_id"]), _story(api, ran["call_id"])
+    assert first["status"] == "preview_required"
+    assert second["gate"]["why"] == "allowed by the preview the caller confirmed"
+    assert "the confirmed preview was used by this call" in [s["detail"] for s in second["steps"]]
+    assert first["related"] == [{"call_id": ran["call_id"], "relation": "resubmitted_as"}]
+    assert second["related"] == [{"call_id": shown["call_id"], "relation": "resubmission_of"}]
+
+
+def test_an_agent_reads_no_other_agents_approval_on_its_call(api: RestClient) -> None:
+    """The approvals API's rule holds in a story too: an agent sees only its own (an
+    approval of another agent naming this call is planted in the store)."""
+    ran = api.execute("bot", "charge", INVOICE).json()["call_id"]
+    planted = api.gw.store.approvals.get(api.execute(
+        "intern", "bank", INVOICE, action="pay").json()["approval_id"])
+    assert planted is not None
+    planted.id, planted.call_id = "ap-planted", ran
+    api.gw.store.approvals.create(planted)
+    assert [a["id"] for a in _story(api, ran)["approvals"]] == ["ap-planted"]
+    assert _story(api, ran, who="bot")["approvals"] == []

@@ -83,8 +83,10 @@ _DETAIL: dict[str, Callable[[AuditEvent], str]] = {
     E.APPROVAL_GRANTED.value: lambda ev: f"approved by {ev.data.get('by')}"
                                          + (" with edits" if ev.data.get("edited") else ""),
     E.APPROVAL_DENIED.value: lambda ev: f"denied by {ev.data.get('by')}",
-    E.APPROVAL_CONSUMED.value: lambda ev: f"approval {ev.data.get('approval_id')} used by "
-                                          "this call",
+    E.APPROVAL_CONSUMED.value: lambda ev: ("the confirmed preview was used by this call"
+                                           if ev.gate == "preview" else  # its id: a token
+                                           f"approval {ev.data.get('approval_id')} used by "
+                                           "this call"),
     E.CALL_ATTEMPTED.value: lambda ev: "outcome recorded as in progress; the tool runs",
     E.CALL_DEDUPED.value: lambda ev: (f"not run: {_words(ev.reason)}" if ev.reason else
                                       "answered from the earlier call "
@@ -207,8 +209,9 @@ class CallStory:
             raise OperationRefused(Reason.NOT_FOUND, f"no call {call_id!r}")
         status, reason = ((outcome.status, outcome.reason) if outcome else _status(
             events, lambda earlier: self._outcome_of(tenant_id, earlier)))
-        approvals = [as_of(a, utcnow()) for a in
-                     self._store.approvals.of_call(tenant_id, call_id) if a.kind != "preview"]
+        linked = [as_of(a, utcnow()) for a in self._store.approvals.of_call(tenant_id, call_id)
+                  if not hidden(a.agent, agent)]
+        approvals = [a for a in linked if a.kind != "preview"]  # its id is the caller's token
         effects = self._effects(tenant_id, call_id)
         durations = [e.duration_ms for e in events if e.duration_ms is not None]
         level = "steps" if any(e.type in _STEPS_ONLY for e in events) else audit_level
@@ -226,7 +229,7 @@ class CallStory:
             "steps": _steps(events), "gate": _gate(events),
             "approvals": [_approval(a) for a in approvals], "outcome": _outcome(outcome),
             "side_effects": effects,
-            "related": self._related(tenant_id, call_id, outcome, approvals, effects),
+            "related": self._related(tenant_id, call_id, outcome, linked, effects),
             "truncated": truncated,
         }
 
@@ -243,8 +246,8 @@ class CallStory:
     def _related(self, tenant_id: str, call_id: str, outcome: OutcomeRecord | None,
                  approvals: list[ApprovalRecord],
                  effects: list[dict[str, Any]]) -> list[dict[str, str]]:
-        """Calls linked to this one: through an approval (the call that asked it, the call
-        that re-submitted and consumed it) or a compensation (both ways)."""
+        """Calls linked to this one: through an approval or a preview (the call that asked
+        for it, the call that re-submitted and consumed it) or a compensation (both ways)."""
         found: list[tuple[str, str]] = []
         for a in approvals:
             if a.call_id == call_id and a.consumed_by and a.consumed_by != call_id:
