@@ -208,12 +208,14 @@ function callLink(callId) {  // a link to the call's page (#call/<id>), shortene
   return a;
 }
 
-function emptyState(text, action) {  // what an empty list means and what to do next
+function emptyState(text, action) {  // what an empty list means and what to do next;
+  // action: {label, tab} (a link to that tab) or {label, onClick} (a button)
   const box = el("div", null, "empty");
   box.appendChild(el("p", text));
-  if (action && action.href) {
+  if (action && action.tab) {  // another tab: a real link, opened the way the nav opens it
     const a = el("a", action.label);
-    a.href = action.href;
+    a.href = "#" + action.tab;
+    a.addEventListener("click", (ev) => { ev.preventDefault(); show(action.tab); });
     box.appendChild(a);
   } else if (action && action.onClick) {
     const b = el("button", action.label);
