@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, Route, expect
+from playwright.sync_api import Browser, Locator, Page, Route, expect
 
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
 from tests.support.waiting import wait_until
@@ -320,5 +320,37 @@ def test_a_waiting_call_and_its_copyable_id(browser: Browser,
     page.locator("#call-body [data-key=call-id] button").click()
     wait_until(lambda: page.evaluate("navigator.clipboard.readText()") == story.pending,
                timeout=10, what="the call id on the clipboard")
+    assert console.errors == []
+    page.context.close()
+
+
+def _tab_to(page: Page, target: Locator, presses: int = 120) -> None:
+    for _ in range(presses):
+        if target.evaluate("(e) => e === document.activeElement"):
+            break
+        page.keyboard.press("Tab")
+    expect(target).to_be_focused()
+
+
+@pytest.mark.parametrize(("tab", "scope", "which"), [
+    ("#calls", "#call-table", "ran"), ("#calls", "#recent-table", "ran"),
+    ("#audit", "#audit-table", "ran"), ("#approvals", "#approval-list", "pending")])
+def test_every_list_links_to_the_page_and_back_returns_to_it(
+        browser: Browser, served: tuple[Server, Story], tab: str, scope: str,
+        which: str) -> None:
+    """By keyboard: Tab to the call's link in the list, Enter; the browser's Back returns."""
+    server, story = served
+    call_id = getattr(story, which)
+    page, console = _page(browser)
+    _open(page, server, tab)
+    link = page.locator(f'{scope} a[href="#call/{call_id}"]').first
+    expect(link).to_be_visible()
+    _tab_to(page, link)
+    page.keyboard.press("Enter")
+    _call_page(page, call_id)
+    page.go_back()
+    expect(page.locator(tab)).to_be_visible()
+    expect(page.locator("#tabs button[aria-current=page]")).to_have_attribute(
+        "data-tab", tab[1:])
     assert console.errors == []
     page.context.close()
