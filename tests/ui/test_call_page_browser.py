@@ -1,13 +1,15 @@
 """A call's page (issue 30 item 2, and item 5 for it), in a real Chromium against a real
 ``toolkeeper serve`` at ``audit_level: steps``: an agent's high-risk, compensatable ``bank.pay``
 waits for an approval, an approver approves it with edits (through the REST API), the agent
-re-submits, it runs, then an operator compensates its side effect. The page of the call that
-ran shows its steps in order, the gate and why, the approver, the edited keys side by side,
-the outcome, the compensation and the related calls; the page of the call that asked links to
-the one that ran; an unknown id says so with a way back; the browser's Back returns to the list
-the page was opened from, by keyboard too; axe-core finds nothing serious at 1280 and 390 px in
-both colour schemes, nothing scrolls sideways at 390 px, and no CSP or console error is raised.
-Screenshots: docs/screenshots/call-page.png and call-page-dark.png with
+re-submits, it runs, then an operator compensates its side effect. Every list (recorded calls,
+recent calls, audit, the approval card) links to a call's page, by keyboard too. The page of
+the call that ran shows its steps in order, the gate and why, the approver, the edited keys
+side by side, the outcome, the compensation and the related calls; its agent and tool links
+open that agent's row and that tool's drawer; the page of the call that asked links to the one
+that ran; an unknown id says so with a way back; a story cut short says so; the browser's Back
+returns to the list the page was opened from; axe-core finds nothing serious at 1280 and 390 px
+in both colour schemes, nothing scrolls sideways at 390 px, and no CSP or console error is
+raised. Screenshots: docs/screenshots/call-page.png and call-page-dark.png with
 ``TOOLKEEPER_UPDATE_SCREENSHOTS=1``."""
 
 from __future__ import annotations
@@ -129,19 +131,13 @@ def _call_page(page: Page, call_id: str) -> None:
     expect(page.locator("#call-title")).to_be_focused()
 
 
-def _visit(page: Page, call_id: str) -> None:
-    """Follows a link to the call's page, as a list's link would (a new history entry)."""
-    page.evaluate("(id) => { location.hash = 'call/' + encodeURIComponent(id); }", call_id)
-    _call_page(page, call_id)
-
-
 def test_the_page_of_a_call_approved_with_edits_then_compensated(
         browser: Browser, served: tuple[Server, Story]) -> None:
     server, story = served
     page, console = _page(browser)
     _open(page, server, "#calls")
-    expect(page.locator(f'#call-table tr[data-call-id="{story.ran}"]')).to_be_visible()
-    _visit(page, story.ran)
+    page.locator(f'#call-table tr[data-call-id="{story.ran}"] a[href="#call/{story.ran}"]').click()
+    _call_page(page, story.ran)
     expect(page.locator("#tabs button[aria-current=page]")).to_have_count(0)
     expect(page.locator("#call-title")).to_have_text("Call of bank.pay by intern")
     head = page.locator("#call-body > dl.st-facts")
@@ -219,8 +215,8 @@ def test_the_keyboard_reaches_the_page_its_links_and_the_way_back(
     server, story = served
     page, console = _page(browser)
     _open(page, server, "#audit")
-    expect(page.locator("#audit-table tbody tr").first).to_be_visible()
-    _visit(page, story.asked)
+    page.locator(f'#audit-table a[href="#call/{story.asked}"]').first.click()
+    _call_page(page, story.asked)
     link = page.locator("[data-relation=resubmitted_as] a")
     for _ in range(40):
         page.keyboard.press("Tab")
