@@ -162,6 +162,7 @@ def test_the_page_of_a_call_approved_with_edits_then_compensated(
     expect(card.locator("[data-key=requested-by]")).to_have_text("intern")
     expect(card.locator("[data-key=decided-by]")).to_have_text("approver")
     expect(card.locator("[data-key=note]")).to_have_text(NOTE)
+    expect(card.locator(".st-saw")).to_have_text(re.compile(r"^What they saw: \S"))
     expect(card.locator("[data-key=waited]")).to_have_text(re.compile(r"\d+(\.\d)? (ms|s|min)$"))
     changed = card.locator("table.st-diff tr[data-changed=true]")
     expect(changed).to_have_count(1)
