@@ -2,7 +2,8 @@
 // every pipeline step with its timing, the gate and why, the approvals (who asked, who decided,
 // the edits side by side, what they saw), the outcome, side effects and their compensation, and
 // links to the agent, the tool, the turn group and related calls. Loaded after app.js (api, el,
-// say, show, views, $). Values are written with textContent only.
+// say, show, views, $, fmtTime, fmtDuration, shortId, callLink), registry.js and agents.js.
+// Values are written with textContent only.
 "use strict";
 
 window.Story = (() => {
@@ -12,35 +13,9 @@ window.Story = (() => {
   };
   const state = { id: null, from: null };  // the call shown, the route the page came from
 
-  // the shared helpers of app.js (Contract 3) when they are there, small local ones until then
-  function duration(ms) {
-    if (ms == null) return "—";
-    if (typeof fmtDuration === "function") return fmtDuration(ms);
-    if (ms < 1000) return Math.round(ms) + " ms";
-    return ms < 60000 ? (ms / 1000).toFixed(1) + " s" : Math.round(ms / 60000) + " min";
-  }
-  const exact = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
-  function when(iso) {
-    if (!iso) return el("span", "—");
-    if (typeof fmtTime === "function") return fmtTime(iso);
-    const t = el("time", exact.format(new Date(iso)));
-    t.dateTime = iso;
-    return t;
-  }
-  function ident(id) {  // an id, shortened when the shared helper is there, copyable
-    if (typeof shortId === "function") return shortId(id);
-    const c = el("code", id, "st-id");
-    return c;
-  }
   function link(href, text) {
     const a = el("a", text);
     a.href = href;
-    return a;
-  }
-  function callRef(id) {
-    if (typeof callLink === "function") return callLink(id);
-    const a = link("#call/" + encodeURIComponent(id), id);
-    a.className = "st-id";
     return a;
   }
   function words(code) { return code == null ? "" : String(code).replace(/_/g, " "); }
@@ -100,15 +75,12 @@ window.Story = (() => {
   function header(body, s) {
     const status = el("span", words(s.status) + (s.reason && s.reason !== s.status ? " · " + words(s.reason) : ""),
       "st-status st-" + (s.status || "none"));
-    const idBox = el("span", null, "st-idbox");
-    idBox.append(ident(s.call_id));
-    if (typeof shortId !== "function") idBox.append(copyButton(s.call_id));  // shortId has its own
     // the API lists no calls by turn group yet: the id is shown, not linked to an unfiltered list
-    const turn = s.turn_group_id ? ident(s.turn_group_id) : null;
+    const turn = s.turn_group_id ? shortId(s.turn_group_id) : null;
     body.appendChild(facts([
       ["tool", toolLink(s), "tool"], ["agent", agentLink(s.agent), "agent"],
-      ["status", status, "status"], ["when", when(s.started_at), "when"],
-      ["duration", duration(s.duration_ms), "duration"], ["call id", idBox, "call-id"],
+      ["status", status, "status"], ["when", fmtTime(s.started_at), "when"],
+      ["duration", fmtDuration(s.duration_ms), "duration"], ["call id", shortId(s.call_id), "call-id"],
       ["turn group", turn, "turn"], ["trace id", s.trace_id, "trace"],
       ["audit level", s.audit_level === "steps" ? "every step recorded" : "decisions only", "level"],
     ]));
@@ -118,18 +90,6 @@ window.Story = (() => {
     }
   }
 
-  function copyButton(text) {
-    const b = el("button", "Copy");
-    b.type = "button";
-    b.setAttribute("aria-label", "Copy the call id " + text);
-    b.addEventListener("click", () => {
-      const done = () => say("copied " + text);
-      if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, () => say("copy failed: select the id", true));
-      else say("copy failed: select the id", true);
-    });
-    return b;
-  }
-
   function steps(body, s) {
     const part = section(body, "Steps", "steps");
     if (!s.steps.length) { part.appendChild(el("p", "No audit event recorded for this call.", "hint")); return; }
@@ -137,10 +97,10 @@ window.Story = (() => {
     for (const st of s.steps) {
       const li = el("li");
       li.dataset.type = st.type;
-      const at = el("span", "+" + duration(st.at_ms), "st-at");
+      const at = el("span", "+" + fmtDuration(st.at_ms), "st-at");
       at.title = "after the first event";
       const kind = el("strong", st.type, "st-type");
-      const took = st.duration_ms == null ? null : el("span", "took " + duration(st.duration_ms), "st-took");
+      const took = st.duration_ms == null ? null : el("span", "took " + fmtDuration(st.duration_ms), "st-took");
       li.append(at, " ", kind, " ", el("span", st.detail, "st-detail"));
       if (took) li.append(" ", took);
       ol.appendChild(li);
@@ -206,13 +166,13 @@ window.Story = (() => {
     art.dataset.approvalId = a.id;
     art.appendChild(el("h4", words(a.kind) + " — " + words(a.status) + (a.edited ? ", with edits" : "")));
     art.appendChild(facts([
-      ["approval id", ident(a.id)], ["asked by", a.requested_by, "requested-by"],
-      ["asked", when(a.requested_at)], ["decided by", a.decided_by || "nobody yet", "decided-by"],
-      ["decided", a.decided_at ? when(a.decided_at) : null],
-      ["waited", a.waited_ms == null ? null : duration(a.waited_ms), "waited"],
+      ["approval id", shortId(a.id)], ["asked by", a.requested_by, "requested-by"],
+      ["asked", fmtTime(a.requested_at)], ["decided by", a.decided_by || "nobody yet", "decided-by"],
+      ["decided", a.decided_at ? fmtTime(a.decided_at) : null],
+      ["waited", a.waited_ms == null ? null : fmtDuration(a.waited_ms), "waited"],
       ["note", a.note, "note"],
-      ["asked by call", a.call_id ? callRef(a.call_id) : null],
-      ["used by call", a.consumed_by ? callRef(a.consumed_by) : null],
+      ["asked by call", a.call_id ? callLink(a.call_id) : null],
+      ["used by call", a.consumed_by ? callLink(a.consumed_by) : null],
     ]));
     if (a.summary || a.preview) {
       art.appendChild(el("p", "What they saw: " + (a.summary || "a preview"), "st-saw"));
@@ -234,7 +194,7 @@ window.Story = (() => {
     if (!o) { part.appendChild(el("p", "No outcome recorded: the tool did not run for this call.", "hint")); return; }
     part.appendChild(facts([["state", words(o.state), "state"], ["status", words(o.status), "outcome-status"],
       ["reason", words(o.reason)], ["side effect", words(o.side_effect), "side-effect"],
-      ["resolved by", o.resolved_by], ["recorded", when(o.created_at)], ["updated", when(o.updated_at)]]));
+      ["resolved by", o.resolved_by], ["recorded", fmtTime(o.created_at)], ["updated", fmtTime(o.updated_at)]]));
   }
 
   function effects(body, s) {
@@ -245,9 +205,9 @@ window.Story = (() => {
       const li = el("li");
       li.dataset.sideEffect = e.id;
       li.dataset.status = e.status;
-      li.append("side effect ", ident(e.id), " (" + words(e.policy) + "): " + words(e.status));
+      li.append("side effect ", shortId(e.id), " (" + words(e.policy) + "): " + words(e.status));
       if (e.compensation_call_id) {
-        li.append(" — compensation call ", callRef(e.compensation_call_id),
+        li.append(" — compensation call ", callLink(e.compensation_call_id),
           e.compensation_status ? " " + words(e.compensation_status) : "");
       }
       ul.appendChild(li);
@@ -262,7 +222,7 @@ window.Story = (() => {
     for (const r of s.related) {
       const li = el("li");
       li.dataset.relation = r.relation;
-      li.append((RELATION[r.relation] || words(r.relation)) + " ", callRef(r.call_id));
+      li.append((RELATION[r.relation] || words(r.relation)) + " ", callLink(r.call_id));
       ul.appendChild(li);
     }
     part.appendChild(ul);
