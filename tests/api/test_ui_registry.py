@@ -31,7 +31,8 @@ def test_registry_script_is_served_under_the_strict_csp(api: RestClient) -> None
     # use app.js)
     assert scripts == ["/ui/registry.js", "/ui/app.js", "/ui/approvals.js", "/ui/calls.js",
                        "/ui/agents.js", "/ui/tooledit.js", "/ui/access.js",
-                       "/ui/chartist.js", "/ui/overview.js"]  # the Overview's charts, then it
+                       "/ui/chartist.js", "/ui/overview.js",  # the Overview's charts, then it
+                       "/ui/story.js"]  # a call's page
     asset = api.client.get("/ui/registry.js")
     assert asset.status_code == 200
     assert asset.headers["content-type"].startswith("text/javascript")

@@ -80,11 +80,13 @@ def _scan_every_tab(page: Page, width: int, approval_id: str) -> None:
     assert_accessible(page, f"audit with rows, {width} px")
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", [1280, 390])
 def test_every_tab_has_no_serious_accessibility_violation(
-        console_page: ConsolePage, server: Server, pending: str, width: int) -> None:
+        console_page: ConsolePage, server: Server, pending: str, width: int, scheme: str) -> None:
     page = console_page.page
     page.set_viewport_size({"width": width, "height": 900})
+    page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]  # dark mode follows the system
     _login(page, server)
     _scan_every_tab(page, width, pending)
     assert console_page.console.errors == []

@@ -40,12 +40,14 @@ def _tab(page: Page, name: str) -> None:
     expect(page.locator("#status")).not_to_have_text(re.compile("loading|error"))
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_newer_views_have_no_serious_violation_and_fit(
-        console_page: ConsolePage, server: Server, asked: str, width: int) -> None:
+        console_page: ConsolePage, server: Server, asked: str, width: int, scheme: str) -> None:
     axe_source()  # skips (fails under CI=true) before any work when axe-core is missing
     page = console_page.page
     page.set_viewport_size({"width": width, "height": 900})
+    page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]  # dark mode follows the system
     page.goto(server.url + "/ui/#approvals")
     page.get_by_label("token").fill(server.tokens["admin"])
     page.get_by_role("button", name="Use token").click()

@@ -61,7 +61,9 @@ def test_the_preview_and_the_expiry_are_shown(console_page: ConsolePage,
     card = _inbox(console_page.page, gated, asked["approval_id"])
     expect(card.locator("dd", has_text="email to ann@example.com")).to_be_visible()
     expect(card.locator("dt", has_text="expires")).to_be_visible()
-    expect(card).to_contain_text(re.compile(r"\(\d{4}-\d\d-\d\dT"))
+    expires = card.locator("dt:text-is('expires') + dd time")  # relative, exact on hover
+    expect(expires).to_have_text(re.compile(r"^in \d+ hours \(.*\d.*\)$"))
+    expect(expires).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT"))
     assert console_page.console.errors == []
 
 

@@ -96,7 +96,10 @@ def test_the_audit_is_searched_by_call_tool_and_time_range(console_page: Console
     assert 1 <= len(of_call) < len(every), of_call
     _search(page, form, **{"Call id": first["call_id"]})
     expect(page.locator("#audit-page")).to_have_text(f"page 1 · {len(of_call)} events")
-    assert set(_column(page, CALL)) == {first["call_id"]}
+    links = page.locator(f"#audit-table tbody tr td:nth-child({CALL + 1}) a")
+    assert set(links.evaluate_all("(as) => as.map((a) => a.getAttribute('href'))")) == {
+        "#call/" + first["call_id"]}  # every call id is a link to its page
+    assert {t[:8] for t in _column(page, CALL)} == {first["call_id"][:8]}  # shown shortened
 
     of_tool = [e for e in every if e["tool"] == "add"]
     assert 2 <= len(of_tool) < len(every), of_tool
@@ -125,7 +128,9 @@ def test_a_failing_tools_health_is_shown(console_page: ConsolePage, audited: Ser
     expect(row.locator("td").nth(1)).to_have_class("health-degraded")
     ok = page.locator("#health-table tbody tr", has_text="add")
     expect(ok.locator("td").nth(1)).to_have_text("healthy")
-    expect(ok.locator("td").nth(4)).to_have_text(re.compile(r"^\d{4}-\d\d-\d\dT"))
+    last = ok.locator("td").nth(4).locator("time")  # relative, the exact time on hover
+    expect(last).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT"))
+    expect(last).to_have_attribute("title", re.compile(r"\d"))
 
 
 def test_an_edited_event_makes_the_verification_report_a_broken_chain(

@@ -220,7 +220,8 @@ def test_a_quarantined_tool_shows_its_diff_and_only_an_admin_republishes(
     admin.locator("#tools tbody tr[data-tool=fx_echo] button.link").click()
     admin.locator("#tool-drawer button.admin-action", has_text="Re-publish").click()
     expect(admin.locator("#tool-drawer")).to_be_hidden()
-    expect(admin.locator("#tools tbody tr")).to_have_count(0)  # nothing quarantined now
+    expect(admin.locator("#tools tbody tr[data-tool]")).to_have_count(0)  # nothing quarantined now
+    expect(admin.locator("#tools tbody .empty")).to_contain_text("No tool matches these filters")
     auth = {"Authorization": f"Bearer {drifted.tokens['admin']}"}
     listed = httpx.get(drifted.url + "/tools", headers=auth, timeout=10).json()
     echo = next(t for t in listed if t["name"] == "fx_echo")

@@ -43,15 +43,19 @@
     const body = $("#token-table tbody");
     body.replaceChildren();
     const start = state.page * PAGE_SIZE;
+    if (!state.tokens.length) {
+      emptyRow(body, 7, "No tokens yet. Create one above: an agent token for each agent that calls "
+        + "tools, an approver or operator token for each person.");
+    }
     for (const t of state.tokens.slice(start, start + PAGE_SIZE)) {
       const tr = document.createElement("tr");
       tr.dataset.token = t.id;
       cell(tr, t.label || "(no label)");
       cell(tr, t.role);
       cell(tr, t.agent || "");
-      cell(tr, t.created_at);
-      cell(tr, t.revoked_at || "");
-      cell(tr, t.id);
+      cell(tr, fmtTime(t.created_at));
+      cell(tr, t.revoked_at ? fmtTime(t.revoked_at) : "");
+      cell(tr, shortId(t.id));
       const actions = cell(tr, "");
       if (!t.revoked_at) button(actions, "Revoke…", "", () => askRevoke(actions, t));
       body.appendChild(tr);
@@ -155,6 +159,11 @@
   function tierTable(which, items, row) {  // client-side paging: the API returns a tier whole
     const { rows, nav } = paged(items, tierPages[which], which + " tools", () => tierTable(which, items, row));
     $("#" + which + "-table tbody").replaceChildren(...rows.map(row));
+    if (!items.length) {
+      emptyRow($("#" + which + "-table tbody"), 4, which === "enabled"
+        ? "No tool is enabled for this agent: activate tools in its profile (Agents)."
+        : "No tool is held back from this agent.");
+    }
     $("#" + which + "-pages").replaceChildren(nav);
   }
 

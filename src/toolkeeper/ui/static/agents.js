@@ -46,6 +46,10 @@ window.Agents = (() => {
           td.append(adminButton("Delete", () => api("DELETE", "/agents/" + enc(a.name)), "agent " + a.name + " deleted"));
         } else about.textContent = a.description;
       }
+      if (!this.agents.length) {
+        emptyRow(tb, 4, this.isAdmin ? "No agents yet. Add one below: give it a name and a profile, then a token (Access)."
+          : "No agents yet. An admin adds them here.");
+      }
       $("#agent-page").textContent = "page " + (this.page + 1) + " of " + pages;
       $("#agent-prev").disabled = this.page === 0;
       $("#agent-next").disabled = this.page >= pages - 1;

@@ -16,6 +16,8 @@ function field(dl, label, value, pre) {
     const p = document.createElement("pre");
     p.textContent = value;
     dd.appendChild(p);
+  } else if (value instanceof Node) {  // fmtTime, shortId, callLink
+    dd.appendChild(value);
   } else {
     dd.textContent = value == null ? "" : String(value);
   }
@@ -252,9 +254,10 @@ function approvalCard(a) {
   } else if (a.summary && a.summary !== a.tool + "." + a.action) {
     field(dl, "what it does", a.summary, true);  // the tool's confirmation prompt
   }
-  field(dl, "requested", a.created_at);
-  field(dl, "expires", new Date(a.expires_at).toLocaleString() + " (" + a.expires_at + ")");
-  field(dl, "call id", a.call_id || "—");
+  field(dl, "requested", fmtTime(a.created_at));
+  field(dl, "expires", fmtTime(a.expires_at));
+  field(dl, "call", callLink(a.call_id));  // the call that asked: its page
+  field(dl, "approval id", shortId(a.id));
   card.appendChild(dl);
   const actions = el("div", null, "actions");
   const open = (make) => () => {
@@ -272,7 +275,11 @@ function showInbox(items) {  // client-side paging: GET /approvals returns every
   const list = $("#approval-list");
   const { rows, nav } = paged(items, inboxPage, "pending approvals", () => showInbox(items));
   list.replaceChildren(...rows.map(approvalCard), nav);
-  if (!items.length) list.appendChild(el("p", "Nothing is waiting for a decision.", "hint"));
+  if (!items.length) {
+    list.appendChild(emptyState("Nothing is waiting for a decision. New requests appear here by "
+      + "themselves while this tab is open; the Overview shows what was decided.",
+    { label: "Open the Overview", tab: "overview" }));
+  }
 }
 
 const INBOX_MAX = 1000;  // the API's largest page: GET /approvals answers at most this many

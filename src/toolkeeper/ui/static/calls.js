@@ -40,12 +40,12 @@ window.CallsAudit = (() => {
       for (const c of this.all.slice(this.page * PAGE_SIZE, (this.page + 1) * PAGE_SIZE)) {
         const tr = body.insertRow();
         tr.dataset.callId = c.call_id;
-        cell(tr, c.updated_at);
+        cell(tr, fmtTime(c.updated_at));
         cell(tr, c.agent);
         cell(tr, c.tool + (c.action ? " / " + c.action : ""));
         cell(tr, c.state);
         cell(tr, (c.status || "") + (c.reason ? " · " + c.reason : ""));
-        cell(tr, c.call_id);
+        cell(tr, callLink(c.call_id));
         const td = cell(tr, "");
         if (c.state === "unknown" || c.state === "in_progress") {
           button(td, "Resolve…", "", () => this.resolveForm(c));
@@ -53,6 +53,11 @@ window.CallsAudit = (() => {
         if (c.side_effect === "compensatable" && c.state === "succeeded") {  // the API compensates these
           button(td, "Side effects…", "", () => this.effects(c).catch((e) => report("#call-result", e.message, true)));
         }
+      }
+      if (!this.all.length) {
+        emptyRow(body, 7, $("#call-status").value
+          ? "No recorded call with this status. Choose another status, or all of them."
+          : "No recorded calls yet. Calls to tools that record outcomes appear here once an agent makes them.");
       }
       $("#call-page").textContent = "page " + (this.page + 1) + " of " + pages;
       $("#call-prev").disabled = this.page === 0;
@@ -128,12 +133,17 @@ window.CallsAudit = (() => {
       for (const c of shown) {
         const tr = body.insertRow();
         tr.dataset.callId = c.call_id;
-        cell(tr, c.ts);
+        cell(tr, fmtTime(c.ts));
         cell(tr, c.agent || "—");
         cell(tr, c.tool + (c.action ? " / " + c.action : ""));
         cell(tr, c.status + (c.reason ? " · " + c.reason : ""));
-        cell(tr, String(c.duration_ms));
-        cell(tr, c.call_id);
+        cell(tr, fmtDuration(c.duration_ms));
+        cell(tr, callLink(c.call_id));
+      }
+      if (!shown.length) {
+        emptyRow(body, 6, status ? "No recent call with this status. Choose another status, or all of them."
+          : "No calls yet. Give an agent a token (Access) and let it call a tool: every call shows here.",
+        status ? undefined : { label: "Make an agent token", tab: "access" });
       }
       $("#recent-page").textContent = "page " + this.cursors.length + " · " + shown.length + " calls";
       $("#recent-newer").disabled = this.cursors.length === 1;
@@ -181,12 +191,15 @@ window.CallsAudit = (() => {
       for (const e of page.events) {
         const tr = body.insertRow();
         cell(tr, e.seq);
-        cell(tr, e.ts);
+        cell(tr, fmtTime(e.ts));
         cell(tr, e.type);
         cell(tr, e.agent_id);
         cell(tr, e.tool);
-        cell(tr, e.call_id);
+        cell(tr, e.call_id ? callLink(e.call_id) : "—");
         cell(tr, e.reason);
+      }
+      if (!page.events.length) {
+        emptyRow(body, 7, "No audit event matches. Clear a filter or widen the time range, then search again.");
       }
       $("#audit-page").textContent = "page " + this.cursors.length + " · " + page.events.length + " events";
       $("#audit-prev").disabled = this.cursors.length === 1;
@@ -204,8 +217,9 @@ window.CallsAudit = (() => {
         cell(tr, h.health).className = "health-" + h.health;
         cell(tr, h.consecutive_errors);
         cell(tr, h.last_error || "—");
-        cell(tr, h.last_success_at ? new Date(h.last_success_at * 1000).toISOString() : "—");
+        cell(tr, h.last_success_at ? fmtTime(new Date(h.last_success_at * 1000).toISOString()) : "—");
       }
+      if (!body.rows.length) emptyRow(body, 5, "No tool has been called yet: health shows once tools run.");
     },
 
     async verify() {

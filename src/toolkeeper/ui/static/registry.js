@@ -91,6 +91,11 @@ window.Registry = (() => {
         tr.insertCell().textContent = t.side_effect;
         tr.insertCell().textContent = t.risk_default;
       }
+      if (!items.length) {
+        emptyRow(body, 6, this.all.length ? "No tool matches these filters. Clear the search or a filter."
+          : "No tools yet. " + (isAdmin() ? "Add one with New tool, or import an MCP server's tools."
+            : "An admin adds them (New tool, or an MCP server's tools)."));
+      }
       $("#tool-page").textContent = "page " + (this.page + 1) + " of " + pages;
       $("#tool-prev").disabled = this.page === 0;
       $("#tool-next").disabled = this.page >= pages - 1;
@@ -203,9 +208,13 @@ window.Registry = (() => {
     const dl = el("dl", "summary", "");
     const rows = [["bucket", t.tool_type], ["subtype", subtype], ["status", t.status],
                   ["version", t.version], ["scope", t.scope], ["side effect", t.side_effect],
-                  ["risk", t.risk_default], ["published", t.published_at || "never"],
+                  ["risk", t.risk_default], ["published", t.published_at ? fmtTime(t.published_at) : "never"],
                   ["definition hash", t.definition_hash], ["description", t.description]];
-    for (const [k, v] of rows) dl.append(el("dt", "", k), el("dd", "", v == null ? "" : String(v)));
+    for (const [k, v] of rows) {
+      const dd = el("dd", "", v instanceof Node ? "" : v == null ? "" : String(v));
+      if (v instanceof Node) dd.appendChild(v);
+      dl.append(el("dt", "", k), dd);
+    }
     return dl;
   }
 
@@ -277,7 +286,7 @@ window.Registry = (() => {
       for (const v of rows) {
         const tr = tb.insertRow();
         tr.insertCell().textContent = v.version;
-        tr.insertCell().textContent = v.snapshot_at;
+        tr.insertCell().appendChild(fmtTime(v.snapshot_at));
         tr.insertCell().textContent = v.definition_hash || "";
         const d = el("details", "", "");
         d.append(el("summary", "", "show"), json(v.tool));
