@@ -62,6 +62,8 @@ def test_an_empty_store_says_in_every_list_what_to_do_next(console_page: Console
     _tab(page, "Agents")
     agents = page.locator("#agent-table tbody .empty")
     expect(agents).to_contain_text("No agents yet. Add one below")
+    profiles = page.locator("#profile-table tbody .empty")
+    expect(profiles).to_contain_text("No profiles yet. Add one below")
     _tab(page, "Calls")  # the next step is one link away, and it opens that tab
     page.locator("#recent-table").get_by_role("link", name="Make an agent token").click()
     expect(page.locator("#access")).to_be_visible()
