@@ -224,6 +224,9 @@ def test_the_operator_scenario_end_to_end(browser: Browser, scenario_server: Ser
     card = approver.locator(f'article.approval[data-id="{approval_id}"]')
     expect(card).to_contain_text("place_order")
     shots.take(approver, "approvals")
+    approver.emulate_media(color_scheme="dark")  # the console follows the system setting
+    shots.take(approver, "approvals-dark")
+    approver.emulate_media(color_scheme="light")
     card.get_by_role("button", name="Approve", exact=True).click()
     expect(approver.locator("#approval-result")).to_contain_text("approved")
     assert approver_console.errors == []
@@ -260,7 +263,8 @@ def test_the_operator_scenario_end_to_end(browser: Browser, scenario_server: Ser
     for path in shots.taken:
         assert png_size(path.read_bytes()) == (WIDTH, HEIGHT), path
     assert sorted(p.stem for p in shots.taken) == sorted(
-        ["tool-dialog", "registry", "tool-picker", "approvals", "calls", "audit", "access"])
+        ["tool-dialog", "registry", "tool-picker", "approvals", "approvals-dark", "calls", "audit",
+         "access"])
 
 
 def test_every_screenshot_is_in_the_console_guide_and_every_image_exists() -> None:

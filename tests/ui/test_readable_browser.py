@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -45,9 +45,11 @@ def test_an_empty_store_says_in_every_list_what_to_do_next(console_page: Console
                                                           empty: Server) -> None:
     page = console_page.page
     _login(page, empty, "admin", "approvals")
-    expect(page.locator("#approval-list .empty")).to_contain_text("Nothing is waiting for a decision")
+    inbox = page.locator("#approval-list .empty")
+    expect(inbox).to_contain_text("Nothing is waiting for a decision")
     _tab(page, "Tools")
-    expect(page.locator("#tools tbody .empty")).to_contain_text("No tools yet. Add one with New tool")
+    tools = page.locator("#tools tbody .empty")
+    expect(tools).to_contain_text("No tools yet. Add one with New tool")
     _tab(page, "Calls")
     expect(page.locator("#recent-table tbody .empty")).to_contain_text("No calls yet")
     expect(page.locator("#call-table tbody .empty")).to_contain_text("No recorded calls yet")
@@ -55,9 +57,13 @@ def test_an_empty_store_says_in_every_list_what_to_do_next(console_page: Console
     page.get_by_label("Call id").fill("no-such-call")
     page.get_by_role("button", name="Search").click()
     expect(page.locator("#audit-table tbody .empty")).to_contain_text("No audit event matches")
-    expect(page.locator("#health-table tbody .empty")).to_contain_text("No tool has been called yet")
+    health = page.locator("#health-table tbody .empty")
+    expect(health).to_contain_text("No tool has been called yet")
     _tab(page, "Agents")
-    expect(page.locator("#agent-table tbody .empty")).to_contain_text("No agents yet. Add one below")
+    agents = page.locator("#agent-table tbody .empty")
+    expect(agents).to_contain_text("No agents yet. Add one below")
+    profiles = page.locator("#profile-table tbody .empty")
+    expect(profiles).to_contain_text("No profiles yet. Add one below")
     _tab(page, "Calls")  # the next step is one link away, and it opens that tab
     page.locator("#recent-table").get_by_role("link", name="Make an agent token").click()
     expect(page.locator("#access")).to_be_visible()
@@ -69,7 +75,7 @@ def test_times_are_relative_exact_on_hover_and_move_on(browser: Browser, empty: 
     context = browser.new_context(locale="en-US", timezone_id="Europe/Paris")
     page = context.new_page()
     try:
-        now = datetime(2026, 11, 26, 11, 13, 42, tzinfo=timezone.utc)
+        now = datetime(2026, 11, 26, 11, 13, 42, tzinfo=UTC)
         page.clock.install(time=now)
         page.goto(empty.url + "/ui/")
         iso = (now - timedelta(minutes=3)).isoformat()  # 2026-11-26T11:10:42+00:00
@@ -148,6 +154,7 @@ def test_the_colours_follow_the_system_setting(browser: Browser, empty: Server, 
     try:
         page.goto(empty.url + "/ui/")
         assert page.evaluate("getComputedStyle(document.body).backgroundColor") == background
-        assert page.evaluate("getComputedStyle(document.documentElement).colorScheme") == "light dark"
+        scheme_of = "getComputedStyle(document.documentElement).colorScheme"
+        assert page.evaluate(scheme_of) == "light dark"
     finally:
         context.close()

@@ -62,6 +62,10 @@ window.Agents = (() => {
       tb.replaceChildren();
       const { rows, nav } = paged(this.profiles, this.profilePage, "profiles", () => this.renderProfiles());
       $("#profile-pages").replaceChildren(nav);
+      if (!this.profiles.length) {
+        emptyRow(tb, 5, this.isAdmin ? "No profiles yet. Add one below: it says which tools its agents may call."
+          : "No profiles yet. An admin adds them here.");
+      }
       for (const p of rows) {
         const tr = tb.insertRow();
         tr.dataset.profile = p.name;

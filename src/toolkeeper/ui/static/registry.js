@@ -209,7 +209,8 @@ window.Registry = (() => {
     const rows = [["bucket", t.tool_type], ["subtype", subtype], ["status", t.status],
                   ["version", t.version], ["scope", t.scope], ["side effect", t.side_effect],
                   ["risk", t.risk_default], ["published", t.published_at ? fmtTime(t.published_at) : "never"],
-                  ["definition hash", t.definition_hash], ["description", t.description]];
+                  ["definition hash", t.definition_hash ? shortId(t.definition_hash) : ""],
+                  ["description", t.description]];
     for (const [k, v] of rows) {
       const dd = el("dd", "", v instanceof Node ? "" : v == null ? "" : String(v));
       if (v instanceof Node) dd.appendChild(v);
@@ -287,7 +288,7 @@ window.Registry = (() => {
         const tr = tb.insertRow();
         tr.insertCell().textContent = v.version;
         tr.insertCell().appendChild(fmtTime(v.snapshot_at));
-        tr.insertCell().textContent = v.definition_hash || "";
+        tr.insertCell().appendChild(v.definition_hash ? shortId(v.definition_hash) : el("span", "", ""));
         const d = el("details", "", "");
         d.append(el("summary", "", "show"), json(v.tool));
         tr.insertCell().appendChild(d);
