@@ -19,6 +19,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
 from tests.ui.conftest import ConsolePage
+from tests.ui.shown import short
 
 CONFIG = """\
 version: 1
@@ -99,7 +100,7 @@ def test_the_audit_is_searched_by_call_tool_and_time_range(console_page: Console
     links = page.locator(f"#audit-table tbody tr td:nth-child({CALL + 1}) a")
     assert set(links.evaluate_all("(as) => as.map((a) => a.getAttribute('href'))")) == {
         "#call/" + first["call_id"]}  # every call id is a link to its page
-    assert {t[:8] for t in _column(page, CALL)} == {first["call_id"][:8]}  # shown shortened
+    assert set(_column(page, CALL)) == {short(first["call_id"])}  # shown shortened
 
     of_tool = [e for e in every if e["tool"] == "add"]
     assert 2 <= len(of_tool) < len(every), of_tool

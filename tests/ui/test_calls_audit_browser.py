@@ -18,6 +18,7 @@ from playwright.sync_api import Page, expect
 
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
 from tests.ui.conftest import ConsolePage
+from tests.ui.shown import short
 
 LOST = """\
 version: 1
@@ -76,7 +77,7 @@ def test_the_calls_list_shows_the_agents_call_and_filters_by_status(
     row = page.locator(f'#call-table tr[data-call-id="{ran["call_id"]}"]')
     expect(row).to_contain_text("pay-bot")
     expect(row).to_contain_text("succeeded")
-    link = row.get_by_role("link", name=ran["call_id"][:8] + "…")  # shortened, to the call's page
+    link = row.get_by_role("link", name=short(ran["call_id"]))  # shortened, to the call's page
     expect(link).to_have_attribute("href", "#call/" + ran["call_id"])
     expect(row.locator("time")).to_have_attribute("datetime", re.compile(r"^\d{4}-\d\d-\d\dT"))
     expect(page.locator("#call-page")).to_have_text(re.compile(r"page 1 of \d+"))

@@ -149,7 +149,9 @@ function fmtDuration(ms) {  // "840 ms", "2.4 s", "3 min 5 s", "1 h 2 min"
   return Math.floor(m / 60) + " h" + (m % 60 ? " " + (m % 60) + " min" : "");
 }
 
-function shortText(id) { const s = String(id); return s.length > 12 ? s.slice(0, 8) + "…" : s; }
+// both ends of an id: the ids one server makes share their start (a per-process prefix)
+// and differ at their end (a counter), so "first 8…" would read the same for every call
+function shortText(id) { const s = String(id); return s.length > 14 ? s.slice(0, 6) + "…" + s.slice(-6) : s; }
 
 function copyStatus() {  // one polite live region outside main, made before the first copy
   let region = document.getElementById("copy-status");

@@ -1,5 +1,6 @@
 // toolkeeper admin UI: the Overview (GET /stats/overview), the console's landing tab. Loaded
-// after app.js (api, el, cell, say, show, signedIn, clearViews, $) and chartist.js (Chartist).
+// after app.js (api, el, cell, say, show, signedIn, clearViews, fmtTime, fmtDuration, $) and
+// chartist.js (Chartist).
 // Every chart is a figure with a caption, an accessible name summarising it, the values it draws
 // in data attributes and an exact data table; values are written with textContent only.
 "use strict";
@@ -27,20 +28,7 @@ const Overview = (() => {
     return chartistAttr.call(this, attrs, ns);
   };
 
-  // the shared helpers of app.js (Contract 3) when they are there, small local ones until then
-  function duration(ms) {
-    if (ms == null) return "—";
-    if (typeof fmtDuration === "function") return fmtDuration(ms);
-    if (ms < 1000) return Math.round(ms) + " ms";
-    return ms < 60000 ? (ms / 1000).toFixed(1) + " s" : Math.round(ms / 60000) + " min";
-  }
   const exact = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
-  function when(iso) {
-    if (typeof fmtTime === "function") return fmtTime(iso);
-    const t = el("time", exact.format(new Date(iso)));
-    t.dateTime = iso;
-    return t;
-  }
   function tickFormat(win) {
     return new Intl.DateTimeFormat(undefined, win === "week"
       ? { weekday: "short", day: "numeric" } : { hour: "numeric", minute: "2-digit" });
@@ -134,7 +122,7 @@ const Overview = (() => {
   function drawTiles(parts, d) {
     const u = d.unknown_outcomes;
     const oldest = u.oldest ? el("span", "oldest: ", "hint") : null;
-    if (oldest) oldest.appendChild(when(u.oldest));
+    if (oldest) oldest.appendChild(fmtTime(u.oldest));
     const list = el("ul", null, "ov-tools");
     for (const t of d.tools_attention) {
       const li = el("li", t.tool + ": " + [t.status, t.health].filter(Boolean).join(", ")
@@ -217,16 +205,16 @@ const Overview = (() => {
     p.chart.dataset.wait = JSON.stringify(a.wait_ms);
     const decidedTotal = a.decided.reduce((x, y) => x + y, 0);
     p.chart.setAttribute("aria-label", a.requested_total + " approvals requested and "
-      + decidedTotal + " decided in " + WINDOWS[win] + "; waited p50 " + duration(a.wait_ms.p50)
-      + ", p95 " + duration(a.wait_ms.p95) + ", max " + duration(a.wait_ms.max));
+      + decidedTotal + " decided in " + WINDOWS[win] + "; waited p50 " + fmtDuration(a.wait_ms.p50)
+      + ", p95 " + fmtDuration(a.wait_ms.p95) + ", max " + fmtDuration(a.wait_ms.max));
     emptied(p, a.requested_total === 0 && decidedTotal === 0, "No approval was requested in "
       + WINDOWS[win] + ". Calls that need a person wait in", goTo("approvals", "Approvals"));
     const dl = p.extra;
     dl.replaceChildren();
     dl.hidden = p.chart.hidden;
     const pairs = [["approved", a.approved], ["denied", a.denied], ["expired", a.expired],
-      ["pending", a.pending], ["waited p50", duration(a.wait_ms.p50)],
-      ["waited p95", duration(a.wait_ms.p95)], ["waited at most", duration(a.wait_ms.max)]];
+      ["pending", a.pending], ["waited p50", fmtDuration(a.wait_ms.p50)],
+      ["waited p95", fmtDuration(a.wait_ms.p95)], ["waited at most", fmtDuration(a.wait_ms.max)]];
     for (const [k, v] of pairs) {
       dl.append(el("dt", k), el("dd", String(v)));
       dl.lastChild.dataset.key = k;
@@ -250,20 +238,20 @@ const Overview = (() => {
     const tools = d.slowest_tools;
     p.chart.dataset.tools = JSON.stringify(tools);
     p.chart.setAttribute("aria-label", "Slowest tools in " + WINDOWS[win] + " by p95: "
-      + (tools.length ? tools.map((t) => t.tool + " p50 " + duration(t.p50_ms) + ", p95 "
-        + duration(t.p95_ms)).join("; ") : "none"));
+      + (tools.length ? tools.map((t) => t.tool + " p50 " + fmtDuration(t.p50_ms) + ", p95 "
+        + fmtDuration(t.p95_ms)).join("; ") : "none"));
     emptied(p, !tools.length, "No tool ran in " + WINDOWS[win] + "; the time each tool takes "
       + "shows here once agents call them. The tools are in", goTo("tools", "Tools"));
     head(p, ["tool", "calls", "p50", "p95"]);
     p.tbody.replaceChildren();
-    for (const t of tools) row(p, [t.tool, t.calls, duration(t.p50_ms), duration(t.p95_ms)]);
+    for (const t of tools) row(p, [t.tool, t.calls, fmtDuration(t.p50_ms), fmtDuration(t.p95_ms)]);
     draw((n, data, o) => new Chartist.BarChart(n, data, o), p.chart, {
       labels: tools.map((t) => t.tool),
       series: [{ name: "p50", className: "ov-s-p50", data: tools.map((t) => t.p50_ms) },
         { name: "p95", className: "ov-s-p95", data: tools.map((t) => t.p95_ms) }],
     }, { horizontalBars: true, reverseData: true, seriesBarDistance: 10, chartPadding: { right: 30 },
       height: Math.max(120, 44 * tools.length) + "px", axisY: { offset: 110 },
-      axisX: { labelInterpolationFnc: (v) => duration(v) } });
+      axisX: { labelInterpolationFnc: (v) => fmtDuration(v) } });
     legend(p, [["p50", ""], ["p95", ""]]);
   }
 
@@ -278,7 +266,7 @@ const Overview = (() => {
     drawApprovals(parts.approvals, d, win);
     drawSlowest(parts.slowest, d, win);
     const upd = $("#overview-updated");
-    upd.replaceChildren("Updated ", when(d.generated_at), "; refreshes every "
+    upd.replaceChildren("Updated ", fmtTime(d.generated_at), "; refreshes every "
       + REFRESH_MS / 1000 + " s while shown.");
   }
 
