@@ -77,7 +77,8 @@ lint: venv
 
 # Renders the console's screenshots of README.md again into docs/screenshots (real Chromium).
 screenshots: venv peers
-	TOOLKEEPER_UPDATE_SCREENSHOTS=1 $(BIN)/pytest -q tests/ui/test_operator_scenario_browser.py
+	TOOLKEEPER_UPDATE_SCREENSHOTS=1 $(BIN)/pytest -q tests/ui/test_operator_scenario_browser.py \
+		tests/ui/test_overview_browser.py tests/ui/test_call_page_browser.py -k "scenario or accessible"
 
 # The documentation site (mkdocs.yml) into site/; its reference pages are generated from the
 # code at build time (docs/gen). `make test` builds it --strict too (tests/docs).

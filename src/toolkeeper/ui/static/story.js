@@ -260,7 +260,7 @@ window.Story = (() => {
     header(body, s);
     for (const part of [steps, gate, approvals, outcome, effects, related]) part(body, s);
     title.focus();
-    return "call " + s.call_id + ": " + s.steps.length + " steps";
+    return "call " + shortText(s.call_id) + ": " + s.steps.length + " steps";
   }
 
   // the browser's Back and Forward, and links to #call/<id>: the hash names the view
