@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Literal
 
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, Response, sync_playwright
@@ -95,17 +96,27 @@ def browser() -> Iterator[Browser]:
             b.close()
 
 
-@pytest.fixture
-def console_page(browser: Browser, server: Server) -> Iterator[ConsolePage]:
-    """A fresh page (its own context: no shared ``sessionStorage``) on the console."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+def new_page(browser: Browser, *, width: int = 1280, height: int = 900,
+             scheme: Literal["light", "dark"] = "light") -> ConsolePage:
+    """A page in a fresh context (no shared ``sessionStorage``) in colour ``scheme``, its
+    console errors, uncaught exceptions and failed requests collected; close its
+    ``page.context`` when done."""
+    context = browser.new_context(viewport={"width": width, "height": height},
+                                  color_scheme=scheme)
     page = context.new_page()
     console = Console()
     page.on("console", console.on_console)
     page.on("pageerror", console.on_error)
     page.on("response", console.on_response)
     page.set_default_timeout(10_000)
+    return ConsolePage(page, console)
+
+
+@pytest.fixture
+def console_page(browser: Browser, server: Server) -> Iterator[ConsolePage]:
+    """A fresh page (its own context: no shared ``sessionStorage``) on the console."""
+    opened = new_page(browser)
     try:
-        yield ConsolePage(page, console)
+        yield opened
     finally:
-        context.close()
+        opened.page.context.close()

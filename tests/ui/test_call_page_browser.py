@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import pytest
@@ -27,7 +27,7 @@ from playwright.sync_api import Browser, Locator, Page, Route, expect
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
 from tests.support.waiting import wait_until
 from tests.ui.a11y import assert_accessible, axe_source, horizontal_overflow
-from tests.ui.conftest import Console
+from tests.ui.conftest import Console, new_page
 from tests.ui.test_operator_scenario_browser import HEIGHT, WIDTH, Shots
 
 CONFIG = """\
@@ -107,16 +107,10 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, S
         yield srv, _scenario(srv)
 
 
-def _page(browser: Browser, scheme: str = "light", width: int = WIDTH) -> tuple[Page, Console]:
-    context = browser.new_context(viewport={"width": width, "height": HEIGHT},
-                                  color_scheme=scheme)  # type: ignore[arg-type]
-    page = context.new_page()
-    console = Console()
-    page.on("console", console.on_console)
-    page.on("pageerror", console.on_error)
-    page.on("response", console.on_response)
-    page.set_default_timeout(10_000)
-    return page, console
+def _page(browser: Browser, scheme: Literal["light", "dark"] = "light",
+          width: int = WIDTH) -> tuple[Page, Console]:
+    opened = new_page(browser, width=width, height=HEIGHT, scheme=scheme)
+    return opened.page, opened.console
 
 
 def _open(page: Page, server: Server, hash_: str, who: str = "admin") -> None:
@@ -264,7 +258,8 @@ def test_an_unknown_call_says_so_with_a_way_back(browser: Browser,
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_it_is_accessible_in_both_schemes_at_both_widths(
-        browser: Browser, served: tuple[Server, Story], scheme: str, tmp_path: Path) -> None:
+        browser: Browser, served: tuple[Server, Story], scheme: Literal["light", "dark"],
+        tmp_path: Path) -> None:
     server, story = served
     axe_source()  # skips (fails under CI=true) before any work when axe-core is missing
     for width in (WIDTH, 390):

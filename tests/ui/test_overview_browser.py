@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -26,7 +26,7 @@ from playwright.sync_api import Browser, Page, Request, Route, expect
 from tests.support.serve import Server, TokenSpec, serving_toolkeeper
 from tests.support.waiting import wait_until
 from tests.ui.a11y import assert_accessible, axe_source, horizontal_overflow
-from tests.ui.conftest import Console
+from tests.ui.conftest import Console, new_page
 from tests.ui.test_operator_scenario_browser import HEIGHT, WIDTH, Shots
 
 CONFIG = """\
@@ -122,16 +122,10 @@ def empty(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield srv
 
 
-def _page(browser: Browser, scheme: str = "light", width: int = 1280) -> tuple[Page, Console]:
-    context = browser.new_context(viewport={"width": width, "height": HEIGHT},
-                                  color_scheme=scheme)  # type: ignore[arg-type]
-    page = context.new_page()
-    console = Console()
-    page.on("console", console.on_console)
-    page.on("pageerror", console.on_error)
-    page.on("response", console.on_response)
-    page.set_default_timeout(10_000)
-    return page, console
+def _page(browser: Browser, scheme: Literal["light", "dark"] = "light",
+          width: int = 1280) -> tuple[Page, Console]:
+    opened = new_page(browser, width=width, height=HEIGHT, scheme=scheme)
+    return opened.page, opened.console
 
 
 def _open(page: Page, server: Server) -> None:
@@ -284,8 +278,8 @@ def test_it_refreshes_while_shown_and_visible_only(browser: Browser, known: Serv
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_it_is_accessible_in_both_schemes_at_both_widths(browser: Browser, known: Server,
-                                                         scheme: str, tmp_path: Path) -> None:
+def test_it_is_accessible_in_both_schemes_at_both_widths(
+        browser: Browser, known: Server, scheme: Literal["light", "dark"], tmp_path: Path) -> None:
     axe_source()  # skips (fails under CI=true) before any work when axe-core is missing
     for width in (WIDTH, 390):
         page, console = _page(browser, scheme, width)
@@ -340,6 +334,19 @@ def test_an_empty_store_says_what_to_do_next(browser: Browser, empty: Server) ->
     page.context.close()
 
 
+def _hold_answers(page: Page) -> tuple[list[Route], Callable[[int], bool]]:
+    """Holds back every request for the Overview (``route.continue_()`` lets one through):
+    the held routes, and ``holding(n)``: are ``n`` held yet?"""
+    held: list[Route] = []
+
+    def holding(n: int) -> bool:
+        page.wait_for_timeout(50)  # lets Playwright hand over the requests it intercepted
+        return len(held) >= n
+
+    page.route("**/stats/overview*", held.append)
+    return held, holding
+
+
 def test_one_request_at_a_time_and_the_last_window_chosen_wins(browser: Browser,
                                                                known: Server) -> None:
     """Answers are held back (then let through unchanged) to see the page wait for one before
@@ -347,16 +354,7 @@ def test_one_request_at_a_time_and_the_last_window_chosen_wins(browser: Browser,
     the answer for a window no longer chosen is not drawn."""
     page, console = _page(browser)
     _open(page, known)
-    held: list[Route] = []
-
-    def hold(route: Route) -> None:
-        held.append(route)
-
-    def holding(n: int) -> bool:
-        page.wait_for_timeout(50)  # lets Playwright hand over the requests it intercepted
-        return len(held) >= n
-
-    page.route("**/stats/overview*", hold)
+    held, holding = _hold_answers(page)
     page.get_by_label("Window").select_option("day")
     wait_until(lambda: holding(1), timeout=10, what="the day's request")
     page.get_by_label("Window").select_option("week")
@@ -393,16 +391,7 @@ def test_an_answer_asked_for_under_a_forgotten_token_is_not_drawn(
     answer (held back, then let through) is not drawn; the page asks again, once."""
     page, console = _page(browser)
     _open(page, known)
-    held: list[Route] = []
-
-    def hold(route: Route) -> None:
-        held.append(route)
-
-    def holding(n: int) -> bool:
-        page.wait_for_timeout(50)  # lets Playwright hand over the requests it intercepted
-        return len(held) >= n
-
-    page.route("**/stats/overview*", hold)
+    held, holding = _hold_answers(page)
     page.get_by_label("Window").select_option("day")
     wait_until(lambda: holding(1), timeout=10, what="the day's request")
     page.get_by_role("button", name="Forget").click()
