@@ -33,6 +33,16 @@ NONE_ALLOWED = Target(op="<=", bound=0)
 MAX_OUTCOME_ROWS = 10_000_000
 
 
+def pg_server(result: BenchResult) -> str | None:
+    """The PostgreSQL server of ``PG_URL_ENV``, or ``None`` and a note in ``result`` saying
+    the scenario was not measured."""
+    server = os.environ.get(PG_URL_ENV)
+    if not server:
+        result.notes.append(f"not measured: set {PG_URL_ENV} to a PostgreSQL URL whose user "
+                            "may create databases")
+    return server or None
+
+
 def bench_irreversible(sizes: Sizes) -> BenchResult:
     """Durable irreversible calls on SQLite: latency in one loop, then throughput across
     processes (sequential callers, then concurrent callers sharing group commits)."""
@@ -52,10 +62,8 @@ def bench_irreversible_pg(sizes: Sizes) -> BenchResult:
     fsync each), SQLite's (``synchronous=NORMAL``) across a crash of the process only."""
     result = BenchResult(name=PG_NAME, title="Irreversible call, durable outcome + audit, "
                                              "PostgreSQL (SPEC 10.2, beside SQLite)")
-    server = os.environ.get(PG_URL_ENV)
-    if not server:
-        result.notes.append(f"not measured: set {PG_URL_ENV} to a PostgreSQL URL whose user "
-                            "may create databases")
+    server = pg_server(result)
+    if server is None:
         return result
     with fresh_pg_database(server) as url:
         _measure(result, url, PG_NAME, sizes, speed_targets=False)

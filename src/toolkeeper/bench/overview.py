@@ -10,7 +10,6 @@ side with ``GET /calls?limit=20`` on the same store (the console's existing list
 
 from __future__ import annotations
 
-import os
 import random
 import statistics
 import sys
@@ -24,7 +23,7 @@ from typing import Any
 import httpx
 from sqlalchemy import insert
 
-from toolkeeper.bench.irreversible import PG_URL_ENV
+from toolkeeper.bench.irreversible import pg_server
 from toolkeeper.bench.model import BenchResult, Row, Sizes, percentile
 from toolkeeper.bench.rest import _free_port, _start, _wait_ready
 from toolkeeper.bench.tools import fresh_pg_database, sqlite_url
@@ -61,10 +60,8 @@ def bench_overview_pg(sizes: Sizes, calls: int = CALLS) -> BenchResult:
     (``make bench`` starts one); skipped without it."""
     result = BenchResult(name=PG_NAME, title=f"GET /stats/overview on {calls:,} recorded "
                                              "calls, PostgreSQL (issue 30)")
-    server = os.environ.get(PG_URL_ENV)
-    if not server:
-        result.notes.append(f"not measured: set {PG_URL_ENV} to a PostgreSQL URL whose user "
-                            "may create databases")
+    server = pg_server(result)
+    if server is None:
         return result
     return _measure(result, fresh_pg_database(server), sizes, calls)
 
