@@ -80,6 +80,17 @@ def test_filters_and_pages(api: RestClient) -> None:
     assert_error(api.get("admin", "/calls/recent", limit=0), 422, "invalid_arguments")
 
 
+def test_a_cursor_or_offset_past_the_stores_integers_is_refused_not_a_500(
+        api: RestClient) -> None:
+    """The log's ids are 32-bit on PostgreSQL (``serial``), offsets 64-bit: a larger
+    ``before`` or tools' ``skip`` is a bad request, never an overflow in the driver."""
+    for path, param, top in (("/calls/recent", "before", 2**31 - 1), ("/tools", "skip", 2**63 - 1)):
+        resp = api.get("admin", path, **{param: top + 1})
+        assert resp.status_code == 422, (path, resp.text)
+        assert resp.json()["error"]["reason"] == "invalid_arguments"
+        assert api.get("admin", path, **{param: top}).status_code == 200, path
+
+
 def test_agents_see_only_their_own_calls_and_tenants_only_theirs(api: RestClient) -> None:
     api.execute("bot", "add", {"a": 1, "b": 2})
     api.execute("other-bot", "add", {"a": 1, "b": 2})

@@ -147,7 +147,7 @@ ToolType = Literal["built_in", "mcp", "artifact", "custom"]
             responses=ERRORS, summary="The tenant's tools and the global ones")
 async def list_tools(gw: GatewayDep, caller: Caller, status: ToolStatus | None = None,
                      implementation_type: ImplementationType | None = None,
-                     tool_type: ToolType | None = None, skip: int = Query(0, ge=0),
+                     tool_type: ToolType | None = None, skip: int = Query(0, ge=0, le=2**63 - 1),
                      limit: int = Query(100, ge=1, le=500)) -> list[dict[str, Any]]:
     require(caller, *_READERS)
 
