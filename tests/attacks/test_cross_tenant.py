@@ -32,6 +32,7 @@ PROBES: dict[tuple[str, str], Any] = {
     ("GET", "/tools/{tool_id}/versions"): None,
     ("GET", "/tools/{tool_id}/quarantine"): None,
     ("GET", "/calls/{call_id}"): None,
+    ("GET", "/calls/{call_id}/story"): None,
     ("POST", "/calls/{call_id}/resolve"): {"status": "failed", "note": "probe"},
     ("GET", "/approvals/{approval_id}"): None,
     ("POST", "/approvals/{approval_id}/approve"): {"note": "probe"},
@@ -82,7 +83,7 @@ BODY_PROBES: dict[tuple[str, str], Any] = {
     ("POST", "/retrieval/pipelines"): {"name": "planted", "tenant_id": "other"},
 }
 LISTINGS = ("/tools", "/tools/health", "/tools/builtins/templates", "/tools/sources", "/calls",
-            "/calls/recent",
+            "/calls/recent", "/stats/overview",
             "/approvals", "/audit", "/audit/verify", "/discovery/catalog",
             "/discovery/available", "/me", "/tokens", "/credentials", "/tenants",
             "/settings/webhook", "/agents", "/profiles", "/activations", "/healthz",

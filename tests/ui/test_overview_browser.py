@@ -343,7 +343,10 @@ def _hold_answers(page: Page) -> tuple[list[Route], Callable[[int], bool]]:
         page.wait_for_timeout(50)  # lets Playwright hand over the requests it intercepted
         return len(held) >= n
 
-    page.route("**/stats/overview*", held.append)
+    def hold(route: Route) -> None:  # a function of ours: Playwright wraps what it is given
+        held.append(route)
+
+    page.route("**/stats/overview*", hold)
     return held, holding
 
 
