@@ -14,6 +14,7 @@ import httpx2
 import pytest
 from alembic import command
 from fastapi.testclient import TestClient
+from sqlalchemy import text
 
 from tests.api.exec_fixtures import add, api_for
 from tests.support.rest import RestClient, assert_error
@@ -82,9 +83,9 @@ def test_filters_and_pages(api: RestClient) -> None:
 
 def test_a_cursor_or_offset_past_the_stores_integers_is_refused_not_a_500(
         api: RestClient) -> None:
-    """The log's ids are 32-bit on PostgreSQL (``serial``), offsets 64-bit: a larger
-    ``before`` or tools' ``skip`` is a bad request, never an overflow in the driver."""
-    for path, param, top in (("/calls/recent", "before", 2**31 - 1), ("/tools", "skip", 2**63 - 1)):
+    """The store's integers are 64-bit: a larger ``before`` or tools' ``skip`` is a bad
+    request, never an overflow in the driver."""
+    for path, param, top in (("/calls/recent", "before", 2**63 - 1), ("/tools", "skip", 2**63 - 1)):
         resp = api.get("admin", path, **{param: top + 1})
         assert resp.status_code == 422, (path, resp.text)
         assert resp.json()["error"]["reason"] == "invalid_arguments"
@@ -173,6 +174,31 @@ def test_migration_0007_adds_the_log_and_downgrades_cleanly(db_url: str) -> None
             duration_ms=0.5, trace_id=None)], keep=5)
         [row] = store.recent_calls.list("t")
         assert (row.call_id, row.reason, row.ts.tzinfo) == ("c1", "tool_not_found", UTC)
+    finally:
+        store.close()
+
+
+def test_the_log_goes_on_past_32_bit_ids(db_url: str) -> None:
+    """Ids grow with every call ever logged (trimmed rows leave the sequence where it was):
+    past 2**31 the log still takes calls and pages by them (0014 made them 64-bit on
+    PostgreSQL; SQLite's rowid always was)."""
+    store = Store.open(db_url)
+    try:
+        late = 2**31 + 7
+        with store.db.write() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text(f"ALTER SEQUENCE recent_calls_id_seq RESTART WITH {late}"))
+            else:
+                conn.execute(text(f"INSERT INTO recent_calls (id, tenant_id, call_id, ts, tool, "
+                                  f"status, duration_ms) VALUES ({late - 1}, 'other', 'c0', "
+                                  "'2026-11-28 00:00:00', 'x', 'denied', 0)"))
+        store.recent_calls.append([RecentCall(
+            tenant_id="t", call_id=f"c{i}", ts=datetime.now(UTC), agent=None, tool="x",
+            action=None, tool_version=None, status="denied", reason=None, duration_ms=0.5,
+            trace_id=None) for i in (1, 2)], keep=5)
+        newest, older = store.recent_calls.list("t")
+        assert older.id >= late and newest.id > older.id, (older.id, newest.id)
+        assert [r.call_id for r in store.recent_calls.list("t", before=newest.id)] == ["c1"]
     finally:
         store.close()
 

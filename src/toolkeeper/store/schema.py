@@ -399,8 +399,9 @@ beside this table: on SQLite the FTS5 table ``retrieval_fts`` (kept in step by t
 PostgreSQL the generated ``tsv`` column with a GIN index."""
 
 recent_calls = Table(
-    "recent_calls", metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
+    "recent_calls", metadata,  # ids grow with every call ever logged: 64-bit (0014)
+    Column("id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True,
+           autoincrement=True),
     Column("tenant_id", String(ID), nullable=False),
     Column("call_id", String(ID), nullable=False),
     Column("ts", DateTime(timezone=True), nullable=False),

@@ -43,8 +43,7 @@ def _visible(caller: Principal, rec: OutcomeRecord) -> bool:
             summary="The last calls, whatever became of them, newest first")
 async def recent_calls(gw: GatewayDep, caller: Caller, status: str | None = None,
                        agent: str | None = None, tool: str | None = None,
-                       # the log's ids are int4 on PostgreSQL: a larger cursor is refused
-                       before: int | None = Query(None, ge=1, le=2**31 - 1),
+                       before: int | None = Query(None, ge=1, le=2**63 - 1),
                        limit: int = Query(100, ge=1, le=1000)) -> list[dict[str, Any]]:
     """Denied, gated, pure and recorded calls alike (the last ``recent_calls_max`` per
     tenant); never their arguments or outputs. An agent sees only its own calls."""
