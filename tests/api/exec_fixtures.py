@@ -138,6 +138,17 @@ _TOKENS = {"admin": ("default", "admin", None), "operator": ("default", "operato
            "acme_bot": ("acme", "agent", "acme-bot")}
 
 
+def add_config(directory: Path, settings: str) -> Path:
+    """``toolkeeper.yaml`` in ``directory``: agent ``bot`` may call :func:`add`, under the
+    ``settings`` given as a YAML flow mapping (e.g. ``{recent_calls_max: 2}``)."""
+    config = directory / "toolkeeper.yaml"
+    config.write_text(f"version: 1\nsettings: {settings}\n"
+                      "tools:\n  - native: tests.api.exec_fixtures:add\nprofiles:\n"
+                      "  - {name: p, autonomy: 3, activations: [{tool: add}]}\n"
+                      "agents:\n  - {name: bot, profile: p}\n", encoding="utf-8")
+    return config
+
+
 def _profiles(names: list[str]) -> list[Profile]:
     acts = tuple(Activation(tool=n, limits=_RATE if n == "ping" else None) for n in names)
     return [Profile(name="auto", autonomy=3, scopes=("bank",), activations=acts),

@@ -16,7 +16,7 @@ from alembic import command
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from tests.api.exec_fixtures import add, api_for
+from tests.api.exec_fixtures import add, add_config, api_for
 from tests.support.rest import RestClient, assert_error
 from toolkeeper import Activation, Agent, Gateway, Profile
 from toolkeeper.api import create_app
@@ -204,11 +204,7 @@ def test_the_log_goes_on_past_32_bit_ids(db_url: str) -> None:
 
 
 def test_the_config_file_sets_the_bound(tmp_path: Path) -> None:
-    config = tmp_path / "toolkeeper.yaml"
-    config.write_text("version: 1\nsettings: {recent_calls_max: 2}\ntools:\n"
-                      "  - native: tests.api.exec_fixtures:add\nprofiles:\n"
-                      "  - {name: p, autonomy: 3, activations: [{tool: add}]}\n"
-                      "agents:\n  - {name: bot, profile: p}\n", encoding="utf-8")
+    config = add_config(tmp_path, "{recent_calls_max: 2}")
     with Gateway.open(f"sqlite:///{tmp_path}/tk.db", config=config) as gw:
         ids = [gw.call_sync("add", arguments={"a": i, "b": 0}, agent="bot").call_id
                for i in range(4)]

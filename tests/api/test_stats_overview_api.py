@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.exec_fixtures import api_for
+from tests.api.exec_fixtures import add_config, api_for
 from tests.support.rest import RestClient, assert_error
 from toolkeeper import Gateway
 from toolkeeper.model.enums import ApprovalStatus, ToolStatus
@@ -195,11 +195,7 @@ def test_a_bad_window_is_refused(api: RestClient, window: str) -> None:
 
 
 def test_the_setting_turns_the_counting_off(tmp_path: Path) -> None:
-    config = tmp_path / "toolkeeper.yaml"
-    config.write_text("version: 1\nsettings: {call_stats: false, recent_calls_max: 0}\n"
-                      "tools:\n  - native: tests.api.exec_fixtures:add\nprofiles:\n"
-                      "  - {name: p, autonomy: 3, activations: [{tool: add}]}\n"
-                      "agents:\n  - {name: bot, profile: p}\n", encoding="utf-8")
+    config = add_config(tmp_path, "{call_stats: false, recent_calls_max: 0}")
     with Gateway.open(f"sqlite:///{tmp_path}/tk.db", config=config) as gw:
         gw.call_sync("add", arguments={"a": 1, "b": 0}, agent="bot")
         gw.flush()
