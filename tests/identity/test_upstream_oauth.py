@@ -248,17 +248,29 @@ def test_a_token_the_upstream_echoes_is_masked_in_the_result(world: World) -> No
     assert "***" in shown
 
 
+def _held_expiry(gw: Gateway, upstream: str) -> float:
+    found = [t.expires_at for k, t in _tokens_of(gw)._cache.items() if k[1] == upstream]
+    assert len(found) == 1, found
+    return float(found[0])
+
+
 def test_a_token_is_renewed_before_it_expires(world: World) -> None:
     tokens = _tokens_of(world.gw)
-    first = world.call("short_whoami")
-    assert first.status is CallStatus.SUCCEEDED, first
+    skew = 3.0  # the short upstream: ttl 5 s, refresh_skew_s 3 s — fresh for 2 s
+    assert world.call("short_whoami").status is CallStatus.SUCCEEDED
+    # the token held may be one fetched a while ago (listing tools): wait until it is
+    # within the skew, so the next call renews it and the clock starts from a new token
+    time.sleep(max(0.0, _held_expiry(world.gw, "short") - skew - time.time() + 0.2))
     before = tokens.fetches
+    first = world.call("short_whoami")
+    assert first.status is CallStatus.SUCCEEDED and tokens.fetches == before + 1, first
+    renewed_at = _held_expiry(world.gw, "short") - 5.0
     again = world.call("short_whoami")  # still fresh: the cached token serves
-    assert again.status is CallStatus.SUCCEEDED and tokens.fetches == before
-    time.sleep(2.5)  # ttl 5 s, skew 3 s: now within the skew, not yet expired
+    assert again.status is CallStatus.SUCCEEDED and tokens.fetches == before + 1
+    time.sleep(max(0.0, renewed_at + 2.5 - time.time()))  # within the skew, not expired
     last = world.call("short_whoami")
     assert last.status is CallStatus.SUCCEEDED, last
-    assert tokens.fetches == before + 1
+    assert tokens.fetches == before + 2
     seen = world.short.seen()
     assert all(s["accepted"] for s in seen), seen  # renewed before any 401
     assert len({s["sha256"] for s in seen}) >= 2
