@@ -43,6 +43,7 @@ def test_event_types_match_spec_vocabulary() -> None:
         "call.failed",
         "call.unknown",
         "call.superseded",
+        "turn.decided",
         "call.resolved_manually",
         "side_effect.recorded",
         "side_effect.compensated",

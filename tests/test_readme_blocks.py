@@ -107,6 +107,10 @@ COVERED: dict[str, str] = {
     "docs/guides/toolbox.md: In-process #0":
         "tests/toolbox/test_toolbox_readme.py::test_toolbox_guide_example_runs",
     "docs/guides/toolbox.md: Remote #0": _DEMO,
+    "docs/guides/toolbox.md: Supersede decisions #0": "tests/toolbox/test_supersede_example.py"
+        "::test_the_guides_snippet_calls_the_guard_with_its_real_parameters",
+    "docs/guides/toolbox.md: Supersede decisions #1":
+        "tests/toolbox/test_supersede_example.py::test_the_guides_output_is_the_examples",
     f"{_GUIDES}vault.md: Which key a store is keyed with #0":
         _HERE + "test_the_keying_note_is_what_the_cli_prints",
     "docs/guides/vault.md: Vault and OpenBao #0":

@@ -197,3 +197,32 @@ async def test_build_tools_takes_a_client(server: Server) -> None:
     assert "unknown framework 'nope'" in str(err.value)
     assert "pydantic_ai" in str(err.value) and "langchain" in str(err.value)
     assert "agent=" in str(no_agent.value)
+
+
+async def test_supersede_decisions_are_recorded_over_rest_and_the_turn_follows(
+        server: Server) -> None:
+    """Seed 004 §10 over a real server: a queue decision moves the turn to a new turn
+    group (the stamp runs again), a supersede decision stops it; both are in the audit."""
+    sink = _sink(server)
+    turn = f"turn-{uuid.uuid4().hex}"
+    async with _client(server, "worker-bot") as tk:
+        box = tk.toolbox("worker-bot")
+        first = await box.execute("stamp", {"mark": "a", "path": str(sink)},
+                                  turn_group_id=turn)
+        queued = box.guard(has_pending=lambda: True, decide=lambda planned: "queue",
+                           turn_group_id=turn)
+        again = await queued.execute("stamp", {"mark": "a", "path": str(sink)})
+        stopped = box.guard(has_pending=lambda: True, decide=lambda planned: "supersede",
+                            turn_group_id=queued.turn_group_id)
+        late = await stopped.execute("stamp", {"mark": "b", "path": str(sink)})
+        with pytest.raises(Exception) as bad:  # queue must name its new turn group
+            await tk.decide_turn(turn, "queue")
+    assert first.ok and again.ok and not again.deduped and queued.turn_group_id != turn
+    assert late.reason is Reason.SUPERSEDED and sink.read_text() == "a\na\n"
+    assert getattr(bad.value, "reason", None) == Reason.INVALID_ARGUMENTS
+    async with AsyncClient(server.url, server.tokens["admin"], timeout=10) as admin:
+        events = await admin.audit.list(agent="worker-bot", types=["turn.decided"])
+    mine = [e.data for e in events.events if e.data.get("turn_group_id") in (
+        turn, queued.turn_group_id)]
+    assert [(d["decision"], d.get("continued_as")) for d in mine] == [
+        ("queue", queued.turn_group_id), ("supersede", None)]

@@ -24,6 +24,7 @@ from toolkeeper.model.enums import (
 )
 from toolkeeper.model.profile import Activation
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta, ToolDefinition
+from toolkeeper.model.turns import SupersedeAction
 from toolkeeper.model.wire import Timestamp
 from toolkeeper.services.discovery import Why
 from toolkeeper.services.tool_views import AGENT_HIDDEN
@@ -112,6 +113,11 @@ class IndexOut(Out):
 
 class SupersedeOut(wire.Superseded, Out):
     model_config = Out.model_config
+
+
+class TurnDecidedOut(wire.TurnDecided, Out):
+    model_config = Out.model_config
+    decision: SupersedeAction  # narrowed: the server's enum
 
 
 # tools --------------------------------------------------------------------------------

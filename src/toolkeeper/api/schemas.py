@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from toolkeeper.model.call import CallRequest, CallResult
+from toolkeeper.model.turns import SupersedeAction
 
 
 class Body(BaseModel):
@@ -77,6 +78,21 @@ class ApproveBody(Body):
 
 
 class DenyBody(Body):
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class TurnDecisionBody(Body):
+    """``POST /turns/{turn_group_id}/decisions``: what the runtime decided before an
+    irreversible call while new user messages were pending (seed 004 §10)."""
+
+    decision: SupersedeAction
+    tool: str | None = Field(default=None, max_length=200)
+    """The planned irreversible call the decision was asked about."""
+    action: str | None = Field(default=None, max_length=200)
+    continued_as: str | None = Field(default=None, max_length=200)
+    """``queue`` only: the new turn group the calls go on in."""
+    pending: int | None = Field(default=None, ge=0, le=1_000_000)
+    """How many user messages were pending."""
     note: str | None = Field(default=None, max_length=2000)
 
 

@@ -28,6 +28,7 @@ from toolkeeper.client._models import (
     Outcome,
     Superseded,
     ToolView,
+    TurnDecided,
 )
 from toolkeeper.client._sync import Approvals, Audit, Calls, Client, Discovery
 from toolkeeper.client.backend import RemoteBackend
@@ -57,4 +58,5 @@ __all__ = [
     "ServerUnavailable",
     "Superseded",
     "ToolView",
+    "TurnDecided",
 ]

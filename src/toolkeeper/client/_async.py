@@ -20,6 +20,7 @@ from toolkeeper.client._models import (
     Outcome,
     Superseded,
     ToolView,
+    TurnDecided,
     agent_tools,
     call_result,
     from_json,
@@ -296,6 +297,19 @@ class AsyncClient:
         except ServerUnavailable as exc:
             return [unanswered(str(b["tool"]), b.get("action"), exc, b) for b in bodies]
         return [call_result(r) for r in rows]
+
+    async def decide_turn(self, turn_group_id: str, decision: str, *, tool: str | None = None,
+                          action: str | None = None, continued_as: str | None = None,
+                          pending: int | None = None,
+                          note: str | None = None) -> TurnDecided:
+        """Record a supersede decision taken before an irreversible call (``supersede``,
+        ``absorb``, ``force_complete`` or ``queue`` with ``continued_as``, the new turn
+        group). Retried on a lost answer: the audit may then hold the decision twice."""
+        body = {k: v for k, v in {"decision": decision, "tool": tool, "action": action,
+                                  "continued_as": continued_as, "pending": pending,
+                                  "note": note}.items() if v is not None}
+        return TurnDecided.model_validate(await self._core.json(
+            "POST", f"/turns/{turn_group_id}/decisions", json=body, retry_safe=True))
 
     async def supersede(self, turn_group_id: str) -> Superseded:
         """Stop later irreversible calls of a turn group (a regenerated answer)."""

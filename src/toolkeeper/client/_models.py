@@ -24,6 +24,7 @@ from toolkeeper.model.wire import (
     DiscoveredTool,
     Outcome,
     Superseded,
+    TurnDecided,
 )
 
 T = TypeVar("T")
@@ -104,6 +105,7 @@ __all__ = [
     "Outcome",
     "Superseded",
     "ToolView",
+    "TurnDecided",
     "agent_tools",
     "call_result",
     "from_json",

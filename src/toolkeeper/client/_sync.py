@@ -19,6 +19,7 @@ from toolkeeper.client._models import (
     AuditVerification,
     Outcome,
     Superseded,
+    TurnDecided,
 )
 from toolkeeper.client.backend import RemoteBackend
 from toolkeeper.model.call import CallRequest, CallResult
@@ -177,6 +178,10 @@ class Client:
 
     def supersede(self, turn_group_id: str) -> Superseded:
         return self._loop.run(self._async.supersede(turn_group_id))
+
+    def decide_turn(self, turn_group_id: str, decision: str, **kw: Any) -> TurnDecided:
+        """See :meth:`AsyncClient.decide_turn`."""
+        return self._loop.run(self._async.decide_turn(turn_group_id, decision, **kw))
 
     def wait_for_decision(self, approval_id: str, timeout_s: float) -> Approval:
         return self._loop.run(self._async.wait_for_decision(approval_id, timeout_s))

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from toolkeeper.client._models import Approval as RestApproval
-from toolkeeper.client._models import DiscoveredTool, ToolView
+from toolkeeper.client._models import DiscoveredTool, ToolView, TurnDecided
 from toolkeeper.errors import OperationRefused, UserError
 from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import ApprovalStatus, Risk, SideEffect
@@ -103,6 +103,12 @@ class RemoteBackend:
 
     async def supersede(self, turn_group_id: str, tenant_id: str) -> bool:
         return (await self._on_loop(self.client.supersede(turn_group_id))).changed
+
+    async def decide_turn(self, turn_group_id: str, decision: str, tenant_id: str,
+                          **fields: Any) -> TurnDecided:
+        fields.pop("agent", None)  # the server records the token's own agent
+        return await self._on_loop(self.client.decide_turn(turn_group_id, decision,
+                                                           **fields))
 
     # -- approvals ---------------------------------------------------------------------
 

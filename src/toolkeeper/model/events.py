@@ -24,6 +24,10 @@ class EventType(StrEnum):
     CALL_FAILED = "call.failed"
     CALL_UNKNOWN = "call.unknown"
     CALL_SUPERSEDED = "call.superseded"
+    TURN_DECIDED = "turn.decided"
+    """An agent's runtime decided what to do about new user messages before an irreversible
+    call (seed 004 §10): ``decision`` (supersede, absorb, force_complete, queue), the
+    ``turn_group_id``, ``continued_as`` (queue's new turn group) and the planned call."""
     CALL_RESOLVED_MANUALLY = "call.resolved_manually"
     SIDE_EFFECT_RECORDED = "side_effect.recorded"
     SIDE_EFFECT_COMPENSATED = "side_effect.compensated"

@@ -73,6 +73,18 @@ class Superseded(Wire):
     changed: bool = False
 
 
+class TurnDecided(Wire):
+    """``POST /turns/{turn_group_id}/decisions``: the decision as recorded."""
+
+    turn_group_id: str
+    decision: str
+    """``supersede``, ``absorb``, ``force_complete`` or ``queue`` (SupersedeAction)."""
+    continued_as: str | None = None
+    """The turn group the calls go on in: queue's new one, else ``turn_group_id``."""
+    superseded: bool = False
+    """The turn group is superseded now (a ``supersede`` decision)."""
+
+
 # approvals -----------------------------------------------------------------------------
 
 class ApprovalPreview(Wire):

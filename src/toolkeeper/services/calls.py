@@ -15,6 +15,7 @@ from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import CallStatus, OutcomeState, Role
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.model.turns import SupersedeAction
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.secrets.redact import Redactor
 from toolkeeper.services.events import system_event
@@ -81,6 +82,33 @@ class CallService:
     def supersede(self, tenant_id: str, turn_group_id: str) -> bool:
         """Later irreversible calls in this turn group stop with ``superseded``."""
         return self._store.turns.supersede(tenant_id, turn_group_id)
+
+    def decide_turn(self, tenant_id: str, turn_group_id: str, decision: SupersedeAction, *,
+                    agent: str | None, tool: str | None = None, action: str | None = None,
+                    continued_as: str | None = None, pending: int | None = None,
+                    note: str | None = None) -> dict[str, Any]:
+        """Record a supersede decision (seed 004 §10) in the audit; ``supersede`` also
+        supersedes the turn group. Only ``queue`` continues in another turn group, and it
+        must name it (``continued_as``)."""
+        if decision is SupersedeAction.QUEUE:
+            if not continued_as or continued_as == turn_group_id:
+                raise OperationRefused(Reason.INVALID_ARGUMENTS,
+                                       "a queue decision names the new turn group it goes on "
+                                       "in (continued_as), other than the turn group")
+        elif continued_as not in (None, turn_group_id):
+            raise OperationRefused(Reason.INVALID_ARGUMENTS,
+                                   f"only a queue decision goes on in another turn group; "
+                                   f"{decision.value} stays in {turn_group_id}")
+        superseded = decision is SupersedeAction.SUPERSEDE
+        if superseded:
+            self._store.turns.supersede(tenant_id, turn_group_id)
+        going_on = continued_as if decision is SupersedeAction.QUEUE else None
+        self._store.audit.append([system_event(
+            EventType.TURN_DECIDED, tenant_id, tool=tool, agent=agent,
+            decision=decision.value, turn_group_id=turn_group_id, action=action,
+            continued_as=going_on, pending=pending, note=note)])
+        return {"turn_group_id": turn_group_id, "decision": decision.value,
+                "continued_as": going_on or turn_group_id, "superseded": superseded}
 
     async def compensate(self, side_effect_id: str, by: Principal) -> CallResult:
         """Run the named compensation of a side effect through the pipeline, once."""

@@ -13,7 +13,8 @@ from typing import Any as _Any
 
 from toolkeeper.toolbox.backend import Approver, Backend, Decision
 from toolkeeper.toolbox.build import FRAMEWORKS, Framework, build_tools
-from toolkeeper.toolbox.toolbox import BatchItem, Toolbox, Turn, new_turn_group_id
+from toolkeeper.toolbox.decisions import PlannedCall, SupersedeGuard, new_turn_group_id
+from toolkeeper.toolbox.toolbox import BatchItem, Toolbox, Turn
 from toolkeeper.toolbox.types import Approval, ToolInfo, ToolMetadata, UnavailableInfo
 
 if TYPE_CHECKING:
@@ -48,6 +49,8 @@ __all__ = [
     "Decision",
     "Framework",
     "InProcessBackend",
+    "PlannedCall",
+    "SupersedeGuard",
     "ToolInfo",
     "ToolMetadata",
     "Toolbox",

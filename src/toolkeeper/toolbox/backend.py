@@ -13,6 +13,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any, Literal, Protocol, TypeVar
 
 from toolkeeper.model.call import CallRequest, CallResult, Principal
+from toolkeeper.model.wire import TurnDecided
 from toolkeeper.toolbox.types import Approval, ToolInfo, ToolMetadata, UnavailableInfo
 
 T = TypeVar("T")
@@ -52,6 +53,12 @@ class Backend(Protocol):
 
     async def supersede(self, turn_group_id: str, tenant_id: str) -> bool:
         """Stop the later irreversible calls of that turn group (SPEC §2 supersede)."""
+        ...
+
+    async def decide_turn(self, turn_group_id: str, decision: str, tenant_id: str,
+                          **fields: Any) -> TurnDecided:
+        """Record a supersede decision (seed 004 §10) in the audit; ``fields``: ``agent``,
+        ``tool``, ``action``, ``continued_as``, ``pending``, ``note``."""
         ...
 
     async def approval(self, approval_id: str, tenant_id: str) -> Approval:

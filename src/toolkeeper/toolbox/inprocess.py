@@ -19,6 +19,8 @@ from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import ApprovalStatus
 from toolkeeper.model.mcp_names import mcp_name
 from toolkeeper.model.reasons import Reason
+from toolkeeper.model.turns import SupersedeAction
+from toolkeeper.model.wire import TurnDecided
 from toolkeeper.services.discovery import (
     EnabledTool,
     agent_enabled,
@@ -81,6 +83,13 @@ class InProcessBackend:
 
     async def supersede(self, turn_group_id: str, tenant_id: str) -> bool:
         return self.gateway.calls.supersede(tenant_id, turn_group_id)
+
+    async def decide_turn(self, turn_group_id: str, decision: str, tenant_id: str,
+                          **fields: Any) -> TurnDecided:
+        answer = await asyncio.to_thread(
+            self.gateway.calls.decide_turn, tenant_id, turn_group_id,
+            SupersedeAction(decision), **fields)
+        return TurnDecided.model_validate(answer)
 
     async def approval(self, approval_id: str, tenant_id: str) -> Approval:
         return approval_of(self.gateway.approvals.get(approval_id, tenant_id))

@@ -8,22 +8,18 @@ nothing here raises for them.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar, Token
 from types import TracebackType
 from typing import Any
 
 from toolkeeper.model.call import CallRequest, CallResult
 from toolkeeper.toolbox.backend import Approver, Backend
+from toolkeeper.toolbox.decisions import Decide, Maybe, SupersedeGuard, new_turn_group_id
 from toolkeeper.toolbox.types import Approval, ToolInfo, ToolMetadata, UnavailableInfo
 
 BatchItem = CallRequest | Mapping[str, Any]
 """A batch entry: a :class:`CallRequest`, or its fields as a mapping (``critical`` too)."""
-
-
-def new_turn_group_id() -> str:
-    return f"turn-{uuid.uuid4().hex}"
 
 
 class Toolbox:
@@ -105,6 +101,20 @@ class Toolbox:
         """A turn (``with``/``async with``): calls made inside carry its ``turn_group_id``
         (a new one unless given — pass the framework's run id to make retries dedupe)."""
         return Turn(self, turn_group_id or new_turn_group_id())
+
+    def guard(self, *, has_pending: Callable[[], Maybe[bool]], decide: Decide,
+              absorb: Callable[[], Maybe[object]] | None = None,
+              pending_count: Callable[[], Maybe[int]] | None = None,
+              turn_group_id: str | None = None) -> SupersedeGuard:
+        """A turn that, before each irreversible call while ``has_pending()`` says new user
+        messages wait, asks ``decide`` (supersede, absorb, force_complete or queue),
+        records the decision in the audit and lets the turn group — so the keys — follow
+        it (seed 004 §10; :mod:`toolkeeper.toolbox.decisions`). The turn group: the given
+        one, else the :meth:`turn` entered here, else a new one."""
+        return SupersedeGuard(toolbox=self, has_pending=has_pending, decide=decide,
+                              absorb=absorb, pending_count=pending_count,
+                              turn_group_id=turn_group_id or self._turn.get()
+                              or new_turn_group_id())
 
     async def supersede(self, turn_group_id: str) -> bool:
         """A newer turn replaces that one: its later irreversible calls stop with

@@ -10,11 +10,11 @@ from sqlalchemy import text
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
-from toolkeeper.api.responses import IndexOut, StatusOut, SupersedeOut
+from toolkeeper.api.responses import IndexOut, StatusOut, SupersedeOut, TurnDecidedOut
 from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.access import system_tenant
 from toolkeeper.api.routes.execute import ERRORS
-from toolkeeper.api.schemas import ErrorOut
+from toolkeeper.api.schemas import ErrorOut, TurnDecisionBody
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import Role
 from toolkeeper.version import __version__
@@ -77,6 +77,21 @@ async def supersede(turn_group_id: str, gw: GatewayDep, caller: Caller) -> dict[
     changed = await anyio.to_thread.run_sync(gw.calls.supersede, caller.tenant_id,
                                              turn_group_id)
     return {"turn_group_id": turn_group_id, "superseded": True, "changed": changed}
+
+
+@router.post("/turns/{turn_group_id}/decisions", response_model=TurnDecidedOut,
+             responses=ERRORS,
+             summary="Record a supersede decision taken before an irreversible call")
+async def decide_turn(turn_group_id: str, body: TurnDecisionBody, gw: GatewayDep,
+                      caller: Caller) -> dict[str, Any]:
+    """The agent's runtime found new user messages pending before an irreversible call and
+    decided (seed 004 §10): recorded as a ``turn.decided`` audit event; ``supersede``
+    also supersedes the turn group, ``queue`` names the new one the calls go on in."""
+    require(caller, Role.AGENT, Role.OPERATOR)
+    return await anyio.to_thread.run_sync(lambda: gw.calls.decide_turn(
+        caller.tenant_id, turn_group_id, body.decision, agent=caller.agent or caller.name,
+        tool=body.tool, action=body.action, continued_as=body.continued_as,
+        pending=body.pending, note=body.note))
 
 
 @router.post("/side-effects/{side_effect_id}/compensate", response_model=CallResult,

@@ -1,0 +1,1 @@
+../../../../../src/toolkeeper/toolbox/decisions.py
