@@ -17,6 +17,7 @@ from toolkeeper.bench.floors import (
     COMMITS_PER_CALL,
     TABLE,
     bare_commit_block,
+    bare_commit_throughput,
     bare_commits,
     server_dependencies,
     validated_add_block,
@@ -58,6 +59,19 @@ def test_the_postgresql_floor_commits_each_calls_two_rows_in_the_same_database(
         pg_cluster: PgCluster) -> None:
     with fresh_pg_database(pg_cluster.url_for("postgres")) as url:
         _check_bare_commits(url)
+
+
+def test_the_throughput_floor_runs_processes_on_one_table_and_drops_it_after_all(
+        tmp_path: Path) -> None:
+    # two workers: the one finishing first must not drop the table under the other
+    url = f"sqlite:///{tmp_path}/bench.db"
+    assert bare_commit_throughput(url, 2, 0.3) > 0
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            assert not conn.dialect.has_table(conn, TABLE)
+    finally:
+        engine.dispose()
 
 
 def test_the_pure_floor_validates_then_calls() -> None:

@@ -64,17 +64,19 @@ def validated_add_block() -> BlockFn:
 
 
 @contextmanager
-def bare_commits(url: str) -> Iterator[Callable[[int], None]]:
+def bare_commits(url: str, *, drop: bool = True) -> Iterator[Callable[[int], None]]:
     """``commit(n)``: one durable call's bare commits on the database of ``url`` (a table
-    of its own, dropped on exit), through SQLAlchemy's driver connection with the store's
-    SQLite pragmas (WAL, ``synchronous=NORMAL``)."""
+    of its own, dropped on exit unless ``drop`` is false: a worker's table is its
+    parent's), through SQLAlchemy's driver connection with the store's SQLite pragmas
+    (WAL, ``synchronous=NORMAL``)."""
     engine = create_engine(url, poolclass=NullPool)
     try:
         with engine.connect() as conn:
             _prepare(conn)
             yield _committer(conn)
-            conn.execute(text(f"DROP TABLE IF EXISTS {TABLE}"))
-            conn.commit()
+            if drop:
+                conn.execute(text(f"DROP TABLE IF EXISTS {TABLE}"))
+                conn.commit()
     finally:
         engine.dispose()
 
@@ -120,6 +122,11 @@ def bare_commit_block(commit: Callable[[int], None]) -> BlockFn:
 def bare_commit_throughput(url: str, workers: int, duration_s: float) -> float:
     """Calls per second of ``workers`` spawned processes, each committing a call's bare
     commits in a loop for ``duration_s`` on the same database (started together)."""
+    with bare_commits(url):  # the table, made before and dropped after every worker
+        return _commit_throughput(url, workers, duration_s)
+
+
+def _commit_throughput(url: str, workers: int, duration_s: float) -> float:
     ctx = mp.get_context("spawn")
     ready, results = ctx.Queue(), ctx.Queue()
     start = ctx.Event()
@@ -154,7 +161,7 @@ def _commit_worker(url: str, duration_s: float, ready: Any, start: Any,
                    results: Any) -> None:
     """Process entry point: ``(calls, elapsed_s)`` or an error string on ``results``."""
     try:
-        with bare_commits(url) as commit:
+        with bare_commits(url, drop=False) as commit:
             base = mp.current_process().pid or 0
             for i in range(100):  # warm-up
                 commit(-i)
