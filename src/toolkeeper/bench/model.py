@@ -117,16 +117,25 @@ def percentile(sorted_samples: Sequence[float], q: float) -> float:
 
 
 def latency_rows(prefix: str, direct_ns: list[int], governed_ns: list[int],
-                 overhead_p50_target: Target | None) -> list[Row]:
-    """Direct/governed p50 and p99 and their differences, in microseconds."""
+                 overhead_p50_target: Target | None, *, direct: str = "direct") -> list[Row]:
+    """Direct/governed p50 and p99 and their differences, in microseconds (``direct``
+    names the other side: ``floor`` when it is one)."""
     d, g = sorted(direct_ns), sorted(governed_ns)
     figures = {q: (percentile(d, q) / 1000.0, percentile(g, q) / 1000.0) for q in (50, 99)}
-    rows = [Row(metric=f"{prefix}_direct_p{q}", value=d_us, unit="us", decimals=2)
+    rows = [Row(metric=f"{prefix}_{direct}_p{q}", value=d_us, unit="us", decimals=2)
             for q, (d_us, _) in figures.items()]
     rows += [Row(metric=f"{prefix}_governed_p{q}", value=g_us, unit="us")
              for q, (_, g_us) in figures.items()]
-    for q, (direct, governed) in figures.items():
+    for q, (other, governed) in figures.items():
         target = overhead_p50_target if q == 50 else None
-        rows.append(Row(metric=f"{prefix}_overhead_p{q}", value=governed - direct, unit="us",
+        rows.append(Row(metric=f"{prefix}_overhead_p{q}", value=governed - other, unit="us",
                         target=target))
     return rows
+
+
+def ratio_row(metric: str, value: float, floor: float, target: Target | None) -> Row:
+    """``value`` as a multiple of ``floor``, measured in the same run (SPEC §10: targets
+    are ratios; the absolute figures are printed beside them as information)."""
+    if floor <= 0:
+        raise BenchError(f"{metric}: the floor measured {floor}, nothing to compare with")
+    return Row(metric=metric, value=value / floor, unit="x", target=target, decimals=2)

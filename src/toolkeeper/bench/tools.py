@@ -73,12 +73,3 @@ def open_gateway(url: str, **settings: Any) -> Gateway:
         gw.close()
         raise
     return gw
-
-
-def direct_add() -> Any:
-    """The undecorated function behind ``add`` (``@tool`` keeps it as ``fn``)."""
-    return add.fn
-
-
-def direct_record() -> Any:
-    return record.fn
