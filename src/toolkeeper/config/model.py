@@ -25,6 +25,7 @@ from pydantic import (
 from toolkeeper.bounds import TenantBounds
 from toolkeeper.builtins import BUILTINS
 from toolkeeper.config._section import _Section
+from toolkeeper.config.audit_export import AuditExportConfig
 from toolkeeper.config.identity import IdentityConfig
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Adjuster, Agent, GateOverrides, Limits, Profile
@@ -313,6 +314,8 @@ class ConfigFile(BaseModel):
     """Caller identities, each bound to one profile."""
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     """Retrieval pipelines (with documents) and query/ingest limits."""
+    audit_export: AuditExportConfig | None = None
+    """Audit sinks (OTLP logs, Splunk HEC, Elasticsearch bulk) fed from the committed chain."""
     identity: IdentityConfig | None = None
     """Who may call besides ``tk_…`` tokens: OAuth issuers whose access tokens are accepted,
     and the console's single sign-on (read at start; a change needs a restart)."""
