@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from tests.support.audit_receivers import Receiver
-from toolkeeper.config.audit_export import AuditExportConfig, AuditSinkConfig
-from toolkeeper.services.audit_export import AuditExporter
+from toolkeeper.services.audit_export.config import AuditExportConfig, AuditSinkConfig
+from toolkeeper.services.audit_export.worker import AuditExporter
 from toolkeeper.store import Store
 from toolkeeper.store.audit import chain_hash, event_body
 from toolkeeper.store.db import utcnow

@@ -25,12 +25,12 @@ from pydantic import (
 from toolkeeper.bounds import TenantBounds
 from toolkeeper.builtins import BUILTINS
 from toolkeeper.config._section import _Section
-from toolkeeper.config.audit_export import AuditExportConfig
 from toolkeeper.config.identity import IdentityConfig
 from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Adjuster, Agent, GateOverrides, Limits, Profile
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.secrets.vault import VaultConfig
+from toolkeeper.services.audit_export.config import AuditExportConfig
 from toolkeeper.upstream.servers import ServerConfig
 
 ENTRY_POINT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")

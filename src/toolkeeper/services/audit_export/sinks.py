@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import httpx
 import orjson
 
-from toolkeeper.config.audit_export import AuditSinkConfig
+from toolkeeper.services.audit_export.config import AuditSinkConfig
 from toolkeeper.store.records import AuditEvent
 
 

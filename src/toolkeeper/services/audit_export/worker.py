@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+from prometheus_client.registry import Collector, CollectorRegistry
 
-from toolkeeper.config.audit_export import AuditExportConfig
+from toolkeeper.services.audit_export.config import AuditExportConfig
 from toolkeeper.services.audit_export.sinks import Sink, SinkError, make_sink
+from toolkeeper.store import Store
 from toolkeeper.store.audit import AuditRepo
 from toolkeeper.store.audit_export import ExportCursors, Head
 
@@ -170,6 +171,17 @@ class AuditExporter:
                 log.warning("audit export: releasing %s's lease failed", st.sink.name,
                             exc_info=True)
             st.sink.close()
+
+
+def start_exporter(store: Store, registry: CollectorRegistry,
+                   cfg: AuditExportConfig | None) -> AuditExporter | None:
+    """The running exporter of ``cfg``'s sinks, its metrics on ``registry`` (``None``
+    without sinks). ``serve`` starts one per process; the leases pick who ships."""
+    if cfg is None or not cfg.sinks:
+        return None
+    exporter = AuditExporter(store.audit_export, store.audit, cfg)
+    registry.register(exporter.collector())
+    return exporter.start()
 
 
 class _ExportMetrics(Collector):
