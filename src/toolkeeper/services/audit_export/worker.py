@@ -189,21 +189,25 @@ class _ExportMetrics(Collector):
         self._exporter = exporter
 
     def collect(self) -> Iterator[Metric]:
-        states = self._exporter.states
-        backlog = GaugeMetricFamily("toolkeeper_audit_export_backlog", "Audit events stored "
-                                    "and not yet accepted by the sink", labels=["sink"])
-        alarm = GaugeMetricFamily("toolkeeper_audit_export_alarm", "1 while the sink is more "
-                                  "than max_backlog events behind", labels=["sink"])
-        sent = CounterMetricFamily("toolkeeper_audit_export_sent", "Audit events the sink "
-                                   "accepted from this process", labels=["sink"])
-        failed = CounterMetricFamily("toolkeeper_audit_export_failures", "Batches the sink "
-                                     "did not accept", labels=["sink"])
-        gaps = CounterMetricFamily("toolkeeper_audit_export_gaps", "Runs of events deleted by "
-                                   "retention before the sink accepted them", labels=["sink"])
-        for st in states:
-            backlog.add_metric([st.sink.name], float(st.backlog))
-            alarm.add_metric([st.sink.name], 1.0 if st.alarm else 0.0)
-            sent.add_metric([st.sink.name], st.sent)
-            failed.add_metric([st.sink.name], st.failures)
-            gaps.add_metric([st.sink.name], st.gaps)
-        yield from (backlog, alarm, sent, failed, gaps)
+        return iter(families(self._exporter.states))
+
+
+def families(states: Sequence[SinkState]) -> list[Metric]:
+    """The export's Prometheus families, one sample per sink in ``states``."""
+    backlog = GaugeMetricFamily("toolkeeper_audit_export_backlog", "Audit events stored "
+                                "and not yet accepted by the sink", labels=["sink"])
+    alarm = GaugeMetricFamily("toolkeeper_audit_export_alarm", "1 while the sink is more "
+                              "than max_backlog events behind", labels=["sink"])
+    sent = CounterMetricFamily("toolkeeper_audit_export_sent", "Audit events the sink "
+                               "accepted from this process", labels=["sink"])
+    failed = CounterMetricFamily("toolkeeper_audit_export_failures", "Batches the sink "
+                                 "did not accept", labels=["sink"])
+    gaps = CounterMetricFamily("toolkeeper_audit_export_gaps", "Runs of events deleted by "
+                               "retention before the sink accepted them", labels=["sink"])
+    for st in states:
+        backlog.add_metric([st.sink.name], float(st.backlog))
+        alarm.add_metric([st.sink.name], 1.0 if st.alarm else 0.0)
+        sent.add_metric([st.sink.name], st.sent)
+        failed.add_metric([st.sink.name], st.failures)
+        gaps.add_metric([st.sink.name], st.gaps)
+    return [backlog, alarm, sent, failed, gaps]
