@@ -31,7 +31,8 @@ from toolkeeper.store.audit_export import ExportCursors, Head
 log = logging.getLogger("toolkeeper")
 
 LEASE_S = 30.0
-"""How long a sink's lease lasts without renewal (a dead holder's sink resumes after it)."""
+"""How long a sink's lease lasts without renewal, plus the sink's ``timeout_s`` (a dead
+holder's sink resumes after it)."""
 
 
 @dataclass(slots=True)
@@ -40,6 +41,8 @@ class SinkState:
 
     sink: Sink
     kind: str
+    batch: int = 500
+    timeout_s: float = 10.0
     backlog: int = 0
     alarm: bool = False
     sent: int = 0
@@ -64,8 +67,10 @@ class AuditExporter:
                  clock: Callable[[], float] = time.time) -> None:
         self._cursors, self._audit, self._cfg, self._clock = cursors, audit, cfg, clock
         made = list(sinks) if sinks is not None else [make_sink(s) for s in cfg.sinks]
-        kinds = {s.name: s.kind for s in cfg.sinks}
-        self.states = [SinkState(sink=s, kind=kinds.get(s.name, "custom")) for s in made]
+        by_name = {s.name: s for s in cfg.sinks}
+        self.states = [SinkState(sink=s, kind=c.kind, batch=c.batch, timeout_s=c.timeout_s)
+                       if (c := by_name.get(s.name)) else SinkState(sink=s, kind="custom")
+                       for s in made]
         self.holder = uuid.uuid4().hex
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -94,14 +99,17 @@ class AuditExporter:
 
     def _pass(self, st: SinkState) -> None:
         name = st.sink.name
-        st.holding = self._cursors.lease(name, self.holder, self._clock(), LEASE_S)
+        # a pass starts no batch after LEASE_S / 3; the one in flight ends within timeout_s
+        st.holding = self._cursors.lease(name, self.holder, self._clock(),
+                                         LEASE_S + st.timeout_s)
         heads = self._cursors.heads()
         cursors = self._cursors.cursors(name)
         if st.holding:
+            deadline = self._clock() + LEASE_S / 3  # renewed by the next pass, well in time
             try:
                 for head in heads:
-                    cursors[head.tenant_id] = self._drain(st, head,
-                                                         cursors.get(head.tenant_id, 0))
+                    cursors[head.tenant_id] = self._drain(
+                        st, head, cursors.get(head.tenant_id, 0), deadline)
                 st.consecutive, st.last_error = 0, None
             except SinkError as exc:
                 st.failures += 1
@@ -112,12 +120,12 @@ class AuditExporter:
                 log.warning("audit export: %s (next try in %.0f s)", exc, wait)
         self._judge(st, self._cursors.backlog(name, heads, cursors))
 
-    def _drain(self, st: SinkState, head: Head, cursor: int) -> int:
-        """Ship ``head``'s chain from ``cursor`` up to the head; returns the new cursor."""
-        deadline = self._clock() + LEASE_S / 3  # renew the lease before it could lapse
+    def _drain(self, st: SinkState, head: Head, cursor: int, deadline: float) -> int:
+        """Ship ``head``'s chain from ``cursor`` towards the head until ``deadline``;
+        returns the new cursor."""
         while cursor < head.seq and not self._stop.is_set() and self._clock() < deadline:
             events = self._audit.list(head.tenant_id, after_seq=cursor,
-                                      limit=self._batch(st))
+                                      limit=st.batch)
             if not events:
                 break
             if cursor and events[0].seq > cursor + 1:
@@ -130,9 +138,6 @@ class AuditExporter:
             self._cursors.advance(st.sink.name, head.tenant_id, cursor)
             st.sent += len(events)
         return cursor
-
-    def _batch(self, st: SinkState) -> int:
-        return next((s.batch for s in self._cfg.sinks if s.name == st.sink.name), 500)
 
     def _judge(self, st: SinkState, backlog: int) -> None:
         st.backlog = backlog
