@@ -184,3 +184,20 @@ def test_the_alarm_shows_in_the_metrics(store: Store) -> None:
     assert 'toolkeeper_audit_export_backlog{sink="siem-splunk_hec"} 5.0' in text
     assert 'toolkeeper_audit_export_failures_total{sink="siem-splunk_hec"} 1.0' in text
     exp.close()
+
+
+def test_retention_keeps_what_an_active_sink_has_not_accepted(store: Store) -> None:
+    import time
+    from datetime import timedelta
+
+    _append(store, "acme", 6)
+    later = utcnow() + timedelta(hours=1)  # every event is old enough to prune
+    store.audit_export.lease("gone", "old-process", time.time() - 3 * 86_400, 30)
+    assert store.audit_export.lease("siem", "me", time.time(), 30)
+    store.audit_export.advance("siem", "acme", 4)
+    [rep] = store.audit.prune(later)
+    assert (rep.deleted, rep.through_seq) == (4, 4)  # 5 and 6 wait for the sink
+    store.audit_export.advance("siem", "acme", 6)  # "gone" (lease long lapsed) holds nothing
+    [rep] = store.audit.prune(later)
+    assert (rep.deleted, rep.through_seq) == (2, 6)
+    assert store.audit.verify("acme").ok

@@ -38,6 +38,10 @@ audit_export_leases = Table(
 """Which process ships ``sink`` (``holder``) until ``until`` (epoch seconds)."""
 
 
+ACTIVE_S = 86_400.0
+"""A sink whose lease was renewed within this long holds back audit retention."""
+
+
 @dataclass(frozen=True, slots=True)
 class Head:
     """A chain's newest ``seq`` and the first one still stored (``base_seq`` + 1)."""
@@ -116,6 +120,23 @@ class ExportCursors:
         with self._db.write() as conn:
             conn.execute(update(audit_export_leases).where(
                 lt.sink == sink, lt.holder == holder).values(until=0.0))
+
+    def floors(self, now: float, active_s: float = ACTIVE_S) -> dict[str, int]:
+        """Tenant key -> the last ``seq`` every active sink accepted, for the chains an
+        active sink (its lease renewed within ``active_s``) still lacks events of: audit
+        retention deletes nothing past it (a sink that is down keeps its events; a sink
+        taken out of the config stops holding them ``active_s`` after its last pass)."""
+        c, lt = audit_export_cursors.c, audit_export_leases.c
+        with self._db.read() as conn:
+            active = conn.execute(select(lt.sink).where(lt.until > now - active_s)
+                                  ).scalars().all()
+            if not active:
+                return {}
+            keys = conn.execute(select(audit_heads.c.tenant_key)).scalars().all()
+            rows = conn.execute(select(c.sink, c.tenant_key, c.seq)
+                                .where(c.sink.in_(active))).all()
+        got = {(sink, key): int(seq) for sink, key, seq in rows}
+        return {key: min(got.get((sink, key), 0) for sink in active) for key in keys}
 
     def backlog(self, sink: str, heads: list[Head] | None = None,
                 cursors: Mapping[str | None, int] | None = None) -> int:
