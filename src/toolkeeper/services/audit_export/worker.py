@@ -52,6 +52,7 @@ class SinkState:
     last_error: str | None = None
     next_try: float = 0.0
     holding: bool = False
+    renew_at: float = 0.0
 
     def view(self) -> dict[str, Any]:
         return {"name": self.sink.name, "kind": self.kind, "backlog": self.backlog,
@@ -100,8 +101,10 @@ class AuditExporter:
     def _pass(self, st: SinkState) -> None:
         name = st.sink.name
         # a pass starts no batch after LEASE_S / 3; the one in flight ends within timeout_s
-        st.holding = self._cursors.lease(name, self.holder, self._clock(),
-                                         LEASE_S + st.timeout_s)
+        now = self._clock()
+        if not st.holding or now >= st.renew_at:  # one write per LEASE_S / 2, not per pass
+            st.holding = self._cursors.lease(name, self.holder, now, LEASE_S + st.timeout_s)
+            st.renew_at = now + LEASE_S / 2
         heads = self._cursors.heads()
         cursors = self._cursors.cursors(name)
         if st.holding:
