@@ -201,3 +201,45 @@ def test_retention_keeps_what_an_active_sink_has_not_accepted(store: Store) -> N
     [rep] = store.audit.prune(later)
     assert (rep.deleted, rep.through_seq) == (2, 6)
     assert store.audit.verify("acme").ok
+
+
+def test_a_batch_the_index_partly_refuses_is_sent_again(store: Store) -> None:
+    rx = Receiver("elasticsearch").start()
+    clock = Clock()
+    exp = _exporter(store, _config("elasticsearch", rx.url), clock)
+    try:
+        _append(store, "acme", 3)
+        rx.got.refuse = True
+        exp.run_once()
+        st = exp.states[0]
+        assert st.failures == 1 and "refused" in (st.last_error or "")
+        assert store.audit_export.cursors("siem-elasticsearch") == {}
+        rx.got.refuse = False
+        clock.now += 3600
+        exp.run_once()
+        assert [e["seq"] for e in rx.got.events] == [1, 2, 3]
+    finally:
+        exp.close()
+        rx.stop()
+
+
+def test_headers_come_from_the_environment_and_a_missing_one_stops_the_sink(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    rx = Receiver("splunk_hec").start()
+    clock = Clock()
+    sink = AuditSinkConfig(name="splunk", kind="splunk_hec", url=rx.url,
+                           headers_env={"Authorization": "TK_TEST_HEC_AUTH"})
+    exp = _exporter(store, AuditExportConfig(sinks=[sink]), clock)
+    try:
+        _append(store, "acme", 2)
+        monkeypatch.delenv("TK_TEST_HEC_AUTH", raising=False)
+        exp.run_once()
+        assert rx.got.requests == 0 and "TK_TEST_HEC_AUTH" in (exp.states[0].last_error or "")
+        monkeypatch.setenv("TK_TEST_HEC_AUTH", "Splunk s3cret")
+        clock.now += 3600
+        exp.run_once()
+        assert rx.got.headers["authorization"] == "Splunk s3cret"
+        assert [e["seq"] for e in rx.got.events] == [1, 2]
+    finally:
+        exp.close()
+        rx.stop()

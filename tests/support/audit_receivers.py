@@ -26,6 +26,9 @@ class Received:
     events: list[dict[str, Any]] = field(default_factory=list)
     requests: int = 0
     die_at: int | None = None
+    refuse: bool = False
+    """``elasticsearch``: answer 200 with every item refused (400), as a mapping error does."""
+    headers: dict[str, str] = field(default_factory=dict)
     ids: set[str] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -44,6 +47,11 @@ def _elastic(body: bytes, rec: Received) -> tuple[int, str, bytes]:
     items, errors = [], False
     for action, doc in zip(lines[0::2], lines[1::2], strict=True):
         meta = json.loads(action)["create"]
+        if rec.refuse:
+            items.append({"create": {"_id": meta["_id"], "status": 400,
+                                     "error": {"type": "mapper_parsing_exception"}}})
+            errors = True
+            continue
         if meta["_id"] in rec.ids:
             items.append({"create": {"_id": meta["_id"], "status": 409}})
             errors = True
@@ -104,6 +112,7 @@ class Receiver:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 with rec.lock:
                     rec.requests += 1
+                    rec.headers = {k.lower(): v for k, v in self.headers.items()}
                     status, ctype, answer = handle(body, rec)
                     if rec.die_at == rec.requests:  # took the batch in, then "crashed"
                         self.close_connection = True
