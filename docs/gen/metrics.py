@@ -12,7 +12,9 @@ INTRO = """# Metrics
 [`GET /metrics`](rest.md#get-metrics) answers the Prometheus text exposition, to admins
 and operators only: a token of the system tenant sees every tenant's samples and the
 process's own families, any other only the samples labelled with its own tenant. This page
-is generated from the gateway's collector, `toolkeeper.observability.metrics.Metrics`.
+is generated from the gateway's collector, `toolkeeper.observability.metrics.Metrics`, and
+the [audit export](../guides/audit-export.md)'s (`toolkeeper_audit_export_*`, while sinks
+are configured).
 
 """
 
@@ -21,10 +23,12 @@ _SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"),
 
 
 def families() -> list[Any]:
-    """The families of a new ``Metrics`` (every one, as the system tenant's scrape sees)."""
+    """The families of a new ``Metrics`` (every one, as the system tenant's scrape sees),
+    and the audit export's (shown while ``audit_export`` names sinks)."""
     from toolkeeper.observability.metrics import Metrics
+    from toolkeeper.services.audit_export.worker import families as export_families
 
-    return list(Metrics().families(None))
+    return [*Metrics().families(None), *export_families([])]
 
 
 def exposed_names(family: Any) -> list[str]:

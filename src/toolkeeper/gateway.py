@@ -74,6 +74,7 @@ class Gateway:
         self.store = store
         self.settings = settings or Settings()
         self.identity_config: Any = None  # the file's ``identity`` section, set by ``open``
+        self.audit_export_config: Any = None  # its ``audit_export`` section (serve ships it)
         default_sandbox()  # reads the operator's opt-out now, so its warning shows at start
         self.factory = factory or ProviderFactory(
             artifacts=ArtifactLibrary(self.settings.artifacts_dir))

@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # for the type only: the config package loads when a file is 
         def calls(self) -> CallService: ...
         def close(self) -> None: ...
         identity_config: Any
+        audit_export_config: Any
 
     G = TypeVar("G", bound=Opened)
 
@@ -102,6 +103,7 @@ def open_gateway(cls: Callable[..., G], url: str | None, *, config: str | Path |
         store.close()
         raise
     gw.identity_config = cfg.identity if cfg is not None else None
+    gw.audit_export_config = cfg.audit_export if cfg is not None else None
     try:
         if cfg is not None:
             from toolkeeper.config.apply import apply_config

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # the CLI imports this module: FastAPI and the gateway load o
     from fastapi import FastAPI
 
     from toolkeeper.gateway import Gateway
+    from toolkeeper.services.audit_export.worker import AuditExporter
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
 ENV = {
@@ -186,9 +187,12 @@ class Server:
     gw: Gateway
     app: FastAPI
     tokens: list[Announcement]
+    exporter: AuditExporter | None = None
 
     def close(self) -> None:
-        """Close the gateway (which stops its webhook worker)."""
+        """Stop the audit export, close the gateway (which stops its webhook worker)."""
+        if self.exporter is not None:
+            self.exporter.close()
         self.gw.close()
 
 
@@ -259,6 +263,7 @@ def build(settings: ServerSettings) -> Server:
     from toolkeeper.api import ApiSettings, create_app
     from toolkeeper.gateway import Gateway
     from toolkeeper.mcp.state import state_key
+    from toolkeeper.services.audit_export.worker import start_exporter
 
     # what the imports made (modules, classes, schemas) lives as long as the process: out
     # of the collector's sight before the gateway opens, or each full collection while the
@@ -286,10 +291,12 @@ def build(settings: ServerSettings) -> Server:
                                      mcp_fast_path=settings.mcp_fast_path,
                                      rest_fast_path=settings.rest_fast_path))
     app.state.system_tenant = settings.system_tenant
+    app.state.audit_export = exporter = start_exporter(gw.store, gw.metrics.registry,
+                                                       gw.audit_export_config)
     # what exists now (catalog, routes, models) lives as long as the server: keep it out
     # of the cyclic collector's generations so collections stay short under load
     gc.freeze()
-    return Server(settings=settings, gw=gw, app=app, tokens=tokens)
+    return Server(settings=settings, gw=gw, app=app, tokens=tokens, exporter=exporter)
 
 
 def log_config(settings: ServerSettings) -> dict[str, Any]:

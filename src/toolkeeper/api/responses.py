@@ -10,7 +10,7 @@ tools) are derived from those models, never copied by hand.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -96,6 +96,27 @@ class VerifyOut(wire.AuditVerification, Out):
 
 class StatusOut(Out):
     status: str
+
+
+class AuditSinkOut(Out):
+    """One audit sink as this process sees it (``shipping``: this process holds its lease)."""
+
+    name: str
+    kind: str
+    backlog: int
+    alarm: bool
+    sent: int
+    failures: int
+    gaps: int
+    last_error: str | None
+    shipping: bool
+
+
+class AuditExportOut(Out):
+    """``GET /audit/export``: ``off`` (no sinks), ``ok`` or ``alarm`` (then HTTP 503)."""
+
+    status: Literal["off", "ok", "alarm"]
+    sinks: list[AuditSinkOut]
 
 
 class IndexOut(Out):

@@ -30,6 +30,7 @@ from toolkeeper.model.enums import Mode
 from toolkeeper.model.profile import Adjuster, Agent, GateOverrides, Limits, Profile
 from toolkeeper.model.tool import ToolDefinition
 from toolkeeper.secrets.vault import VaultConfig
+from toolkeeper.services.audit_export.config import AuditExportConfig
 from toolkeeper.upstream.servers import ServerConfig
 
 ENTRY_POINT_RE = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -313,6 +314,8 @@ class ConfigFile(BaseModel):
     """Caller identities, each bound to one profile."""
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     """Retrieval pipelines (with documents) and query/ingest limits."""
+    audit_export: AuditExportConfig | None = None
+    """Audit sinks (OTLP logs, Splunk HEC, Elasticsearch bulk) fed from the committed chain."""
     identity: IdentityConfig | None = None
     """Who may call besides ``tk_…`` tokens: OAuth issuers whose access tokens are accepted,
     and the console's single sign-on (read at start; a change needs a restart)."""

@@ -6,6 +6,7 @@ from toolkeeper.store.agent_calls import AgentCallRepo
 from toolkeeper.store.approvals import ApprovalRepo
 from toolkeeper.store.audit import AuditRepo
 from toolkeeper.store.audit_checkpoints import Checkpoints
+from toolkeeper.store.audit_export import ExportCursors
 from toolkeeper.store.audit_key import AuditKey
 from toolkeeper.store.blobs import BlobRepo
 from toolkeeper.store.caps import CapRepo
@@ -49,6 +50,7 @@ class Store:
         self.sessions = SessionRepo(db)
         self.request_states = RequestStateRepo(db)
         self.mcp_tasks = McpTaskRepo(db)
+        self.audit_export = ExportCursors(db)
 
     @classmethod
     def open(cls, url: str = DEFAULT_URL, *, migrate: bool = True,

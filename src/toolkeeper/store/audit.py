@@ -22,6 +22,7 @@ from sqlalchemy import Connection, and_, delete, select, update
 from toolkeeper.canonical import canonical_bytes
 from toolkeeper.errors import ConfigError
 from toolkeeper.store.audit_checkpoints import Checkpoints
+from toolkeeper.store.audit_export import ExportCursors
 from toolkeeper.store.audit_key import AuditKey
 from toolkeeper.store.audit_verify import ChainWalk
 from toolkeeper.store.db import Database, as_utc, utcnow
@@ -208,16 +209,19 @@ class AuditRepo:
         writer lock) only for the delete, and the head then records the new base, re-MAC'd
         with the key. A chain whose chunk or head fails is left whole (reported,
         ``refused``): retention never erases the evidence of an edit.
-        Between chunks ``stop()`` may end it early (the gateway is closing).
+        Between chunks ``stop()`` may end it early (the gateway is closing). Events an
+        active audit sink has not accepted yet are kept (``store/audit_export.py``).
         """
         out = []
+        floors = ExportCursors(self._db).floors(time.time())
         with self._db.read() as conn:
             keys = conn.execute(select(audit_heads.c.tenant_key).where(
                 audit_heads.c.seq > audit_heads.c.base_seq)).scalars().all()
         for tenant_key in sorted(keys):
             rep = PruneReport(tenant_id=None if tenant_key == GLOBAL_TENANT else tenant_key)
             while not stop():
-                n = self._prune_chunk(tenant_key, before, chunk, rep)
+                n = self._prune_chunk(tenant_key, before, chunk, rep,
+                                      floors.get(tenant_key))
                 if n < chunk or rep.refused:
                     break
                 time.sleep(pause_s)  # the writers (one at a time on SQLite) go first
@@ -226,7 +230,7 @@ class AuditRepo:
         return out
 
     def _prune_chunk(self, tenant_key: str, before: datetime, chunk: int,
-                     rep: PruneReport) -> int:
+                     rep: PruneReport, floor: int | None = None) -> int:
         """Verify the next chunk from a read snapshot (no lock held), then, holding the
         writer lock only for it, delete it and move the base — if the base did not move
         meanwhile and the head still checks."""
@@ -247,7 +251,8 @@ class AuditRepo:
         walk.start(head.base_seq, head.base_hash)
         cut = None
         for r in rows:
-            if as_utc(r.ts) >= before:  # type: ignore[operator]
+            if as_utc(r.ts) >= before or (  # type: ignore[operator]
+                    floor is not None and r.seq > floor):
                 break
             walk.event(dict(r._mapping), event_hash, event_body)
             cut = r

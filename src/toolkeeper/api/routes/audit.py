@@ -6,13 +6,17 @@ from datetime import datetime
 from typing import Any
 
 import anyio
-from fastapi import Query
+from fastapi import Query, Request
+from fastapi.responses import JSONResponse
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
-from toolkeeper.api.responses import AuditPage, VerifyOut
+from toolkeeper.api.errors import ApiError
+from toolkeeper.api.responses import AuditExportOut, AuditPage, VerifyOut
 from toolkeeper.api.route_table import RouteTable
+from toolkeeper.api.routes.access import system_tenant
 from toolkeeper.api.routes.execute import ERRORS
 from toolkeeper.model.enums import Role
+from toolkeeper.model.reasons import Reason
 
 router = RouteTable(tags=["audit"])
 
@@ -45,3 +49,20 @@ async def verify_audit(gw: GatewayDep, caller: Caller) -> dict[str, Any]:
     return {"tenant_id": report.tenant_id, "ok": report.ok, "events": report.events,
             "problems": report.problems, "warnings": report.warnings,
             "first_seq": report.first_seq}
+
+
+@router.get("/audit/export", response_model=AuditExportOut, summary="The audit sinks' state",
+            responses={**ERRORS, 503: {"model": AuditExportOut,
+                                       "description": "A sink is past max_backlog"}})
+async def audit_export(request: Request, caller: Caller) -> Any:
+    """Operators of the system tenant: each sink's backlog (events stored and not yet
+    accepted, over every tenant), its failures and last error; 503 while a sink is past
+    ``max_backlog``, so a health check can page on it (docs/guides/audit-export.md)."""
+    require(caller, Role.OPERATOR)
+    if caller.tenant_id != system_tenant(request):
+        raise ApiError(403, Reason.FORBIDDEN, "the audit export is the system tenant's")
+    exporter = getattr(request.app.state, "audit_export", None)
+    if exporter is None:
+        return {"status": "off", "sinks": []}
+    body = {"status": "alarm" if exporter.alarm else "ok", "sinks": exporter.status()}
+    return JSONResponse(body, status_code=503) if exporter.alarm else body
