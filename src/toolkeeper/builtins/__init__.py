@@ -10,6 +10,7 @@ from typing import Any
 
 from toolkeeper.builtins.agent_call import AgentCallTool
 from toolkeeper.builtins.calculate import CalculateTool
+from toolkeeper.builtins.composio import ComposioTool
 from toolkeeper.builtins.datetime_utils import DatetimeTool
 from toolkeeper.builtins.filesystem import FilesystemTool
 from toolkeeper.builtins.function_call import FunctionCallTool
@@ -28,6 +29,7 @@ from toolkeeper.providers.native import BaseTool
 BUILTINS: dict[str, type[BaseTool]] = {
     "agent_call": AgentCallTool,
     "calculate": CalculateTool,
+    "composio": ComposioTool,
     "datetime_utils": DatetimeTool,
     "filesystem": FilesystemTool,
     "function_call": FunctionCallTool,

@@ -45,16 +45,20 @@ class SearchKey:
     source: str
 
 
-def places(provider: str) -> str:
+def places(provider: str, family: str = "web_search") -> str:
     """The four places, as the ``credential_missing`` message names them."""
+    own = f"{family}/{provider} (or {provider}/api_key)" if family != provider \
+        else f"{provider}/api_key"
     return (f"implementation.api_key, implementation.credentials_ref, a tenant credential "
-            f"web_search/{provider} (or {provider}/api_key), or the environment variable "
-            f"{provider.upper()}_API_KEY")
+            f"{own}, or the environment variable {provider.upper()}_API_KEY")
 
 
 async def find_key(ctx: ToolContext, provider: str, default_endpoint: str,
-                   environ: Mapping[str, str] | None = None) -> SearchKey:
-    """The key for this call (see the module docstring), or ``credential_missing``."""
+                   environ: Mapping[str, str] | None = None, *,
+                   family: str = "web_search") -> SearchKey:
+    """The key for this call (see the module docstring), or ``credential_missing``;
+    ``family``: the provider key of the tenant credential tried first (``composio`` uses
+    its own name: only ``composio/api_key``)."""
     config = ctx.config
     endpoint = str(config.get("endpoint") or default_endpoint)
     api_key = config.get("api_key")
@@ -67,7 +71,9 @@ async def find_key(ctx: ToolContext, provider: str, default_endpoint: str,
         connector, key = _ref_name(ref.strip())
         payload = await ctx.secret(key, connector)
         return _from_payload(ctx, payload, endpoint, "credentials_ref", ref.strip())
-    for connector, key in (("web_search", provider), (provider, "api_key")):
+    tenant_places = ((family, provider), (provider, "api_key")) if family != provider \
+        else ((provider, "api_key"),)
+    for connector, key in tenant_places:
         own = await ctx.credential(connector, key)
         if own is not None and own.strip():
             return _from_payload(ctx, own, endpoint, "tenant_credential", f"{connector}/{key}")
@@ -78,7 +84,7 @@ async def find_key(ctx: ToolContext, provider: str, default_endpoint: str,
         own = env.get(f"{provider.upper()}_ENDPOINT", "").strip()
         return SearchKey(value, own or default_endpoint, "environment")
     raise ToolError(Reason.CREDENTIAL_MISSING,
-                    f"no {provider} key: set {places(provider)}", provider=provider)
+                    f"no {provider} key: set {places(provider, family)}", provider=provider)
 
 
 async def _resolved(ctx: ToolContext, text: str) -> str:
