@@ -18,6 +18,7 @@ from fastapi.responses import PlainTextResponse
 
 from toolkeeper.api.auth import Caller, GatewayDep, require
 from toolkeeper.api.errors import ApiError
+from toolkeeper.api.graph_responses import CredentialImpactOut, GraphOut, ToolImpactOut
 from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.access import ConnectorName, KeyName
 from toolkeeper.api.routes.execute import ERRORS
@@ -47,7 +48,10 @@ def _graph(gw: Gateway, caller: Principal) -> tuple[Graph, set[str] | None]:
     return g, known
 
 
-@router.get("/graph", responses=ERRORS, response_model=None,
+_TEXT = {200: {"content": {m: {"schema": {"type": "string"}} for m in _MEDIA.values()}}}
+
+
+@router.get("/graph", responses={**ERRORS, **_TEXT}, response_model=GraphOut,
             summary="The tenant's tool dependency graph (JSON, DOT, GraphML or Cypher)")
 async def get_graph(gw: GatewayDep, caller: Caller,
                     format: Literal["json", "dot", "graphml", "cypher"] = "json",
@@ -66,7 +70,7 @@ async def get_graph(gw: GatewayDep, caller: Caller,
                                         "node": f.node} for f in found]}
 
 
-@router.get("/tools/{tool_id}/impact", responses=ERRORS,
+@router.get("/tools/{tool_id}/impact", responses=ERRORS, response_model=ToolImpactOut,
             summary="Who loses which actions, and which compensations break, if the tool "
                     "is disabled, deprecated, re-published or quarantined")
 async def get_tool_impact(tool_id: str, gw: GatewayDep, caller: Caller,
@@ -84,6 +88,7 @@ async def get_tool_impact(tool_id: str, gw: GatewayDep, caller: Caller,
 
 
 @router.get("/credentials/{connector}/{key}/impact", responses=ERRORS,
+            response_model=CredentialImpactOut,
             summary="What revoking a credential of the tenant breaks")
 async def get_credential_impact(connector: ConnectorName, key: KeyName, gw: GatewayDep,
                                 caller: Caller) -> dict[str, Any]:
