@@ -48,7 +48,8 @@ def _graph(gw: Gateway, caller: Principal) -> tuple[Graph, set[str] | None]:
     return g, known
 
 
-_TEXT: dict[int | str, dict[str, Any]] = {200: {"content": {m: {"schema": {"type": "string"}} for m in _MEDIA.values()}}}
+_TEXT: dict[int | str, dict[str, Any]] = {
+    200: {"content": {m: {"schema": {"type": "string"}} for m in _MEDIA.values()}}}
 
 
 @router.get("/graph", responses={**ERRORS, **_TEXT}, response_model=GraphOut,
