@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,12 @@ def test_impact_of_revoking_a_credential(api: RestClient) -> None:
     assert out["tools"][0]["profiles"][0]["profile"] == "triage"
     unused = api.call("GET", "/credentials/svc/key/impact", "operator").json()
     assert unused["tools"] == [] and unused["agent_endpoints"] == []
+
+
+def test_without_the_embedded_store_the_graph_skips_the_credential_finding(
+        tmp_path: Path) -> None:
+    with identity_api(tmp_path, embedded=False) as api:
+        api.gw.registry.register(JIRA, tenant_id="default")
+        r = api.call("GET", "/graph")
+        assert r.status_code == 200, r.text
+        assert "credential_absent" not in {f["code"] for f in r.json()["findings"]}

@@ -22,6 +22,7 @@ from toolkeeper.api.graph_responses import CredentialImpactOut, GraphOut, ToolIm
 from toolkeeper.api.route_table import RouteTable
 from toolkeeper.api.routes.access import ConnectorName, KeyName
 from toolkeeper.api.routes.execute import ERRORS
+from toolkeeper.errors import OperationRefused
 from toolkeeper.gateway import Gateway
 from toolkeeper.model.call import Principal
 from toolkeeper.model.enums import Role
@@ -44,7 +45,10 @@ def _graph(gw: Gateway, caller: Principal) -> tuple[Graph, set[str] | None]:
                     gw.identities.list_agents(caller, tenant))
     known = None
     if caller.has_role(Role.ADMIN):
-        known = {f"{c}/{k}" for c, k in gw.identities.list_credentials(caller, tenant)}
+        try:
+            known = {f"{c}/{k}" for c, k in gw.identities.list_credentials(caller, tenant)}
+        except OperationRefused:  # not the embedded store: names cannot be listed here
+            known = None
     return g, known
 
 
