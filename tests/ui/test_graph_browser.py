@@ -67,3 +67,19 @@ def test_publish_shows_the_impact_and_waits_for_confirm(console_page: ConsolePag
     expect(page.locator("#tools tbody tr[data-tool=orders] td").nth(2)).to_have_text(
         "published")
     assert _status(wired) == "published"
+
+
+@pytest.mark.slow
+def test_an_agent_row_draws_its_profile_and_tools(console_page: ConsolePage,
+                                                  wired: Server) -> None:
+    page = console_page.page
+    page.goto(wired.url + "/ui/#agents")
+    page.get_by_label("token").fill(wired.tokens["admin"])
+    page.get_by_role("button", name="Use token").click()
+    page.get_by_role("button", name="Graph of seller").click()
+    drawing = page.locator("#agent-table tr.graph-row svg.graph-drawing")
+    expect(drawing.locator("text.graph-center")).to_have_text("agent: seller")
+    expect(drawing.locator("text[data-node='profile:default/sales']")).to_have_count(1)
+    expect(drawing.locator("text[data-node='tool:default/orders']")).to_have_count(1)
+    page.get_by_role("button", name="Graph of seller").click()
+    expect(drawing).to_have_count(0)

@@ -102,14 +102,18 @@ window.Impact = (() => {
     return pic;
   }
 
+  // The drawing around the node `id` (e.g. agent:default/bot), two edges deep.
+  async function around(id) {
+    return draw(await api("GET", "/graph?depth=2&around=" + encodeURIComponent(id)), id);
+  }
+
   // The drawing around the tool named `name` (the tenant's own before a global one).
   async function drawing(name) {
     const all = await api("GET", "/graph");
     const tools = all.nodes.filter(n => n.kind === "tool" && n.name === name);
     const node = tools.find(n => n.tenant !== "*") || tools[0];
-    if (!node) return el("p", "not in the graph", "hint");
-    return draw(await api("GET", "/graph?depth=2&around=" + encodeURIComponent(node.id)), node.id);
+    return node ? around(node.id) : el("p", "not in the graph", "hint");
   }
 
-  return { confirm, describe, draw, drawing };
+  return { around, confirm, describe, draw, drawing };
 })();
