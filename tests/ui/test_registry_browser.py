@@ -219,6 +219,8 @@ def test_a_quarantined_tool_shows_its_diff_and_only_an_admin_republishes(
     admin.select_option("#tool-status", "quarantined")
     admin.locator("#tools tbody tr[data-tool=fx_echo] button.link").click()
     admin.locator("#tool-drawer button.admin-action", has_text="Re-publish").click()
+    # the impact first (graph.js); the re-publish runs on Confirm
+    admin.get_by_role("alertdialog").get_by_role("button", name="Confirm re-publish").click()
     expect(admin.locator("#tool-drawer")).to_be_hidden()
     expect(admin.locator("#tools tbody tr[data-tool]")).to_have_count(0)  # nothing quarantined now
     expect(admin.locator("#tools tbody .empty")).to_contain_text("No tool matches these filters")

@@ -19,6 +19,7 @@ from toolkeeper.api.routes import (
     calls,
     discovery,
     execute,
+    graph,
     identities,
     oauth_metadata,
     ops,
@@ -68,7 +69,7 @@ def create_app(gw: Gateway, settings: ApiSettings | None = None) -> FastAPI:
     # tools first: its fixed paths (/tools/health, /tools/builtins/…) precede /tools/{id};
     # built here, once per app (api/route_table.py)
     for module in (tools, execute, calls, approvals, audit, discovery, identities, ops,
-                   retrieval, oauth_metadata, stats):
+                   retrieval, oauth_metadata, stats, graph):
         module.router.install(app.router)
     from toolkeeper.api.routes import sso
 

@@ -18,6 +18,7 @@ from toolkeeper.cli import (
     config_cmds,
     db,
     demo,
+    graph,
     mcp_cmd,
     retrieval,
     serve,
@@ -52,6 +53,7 @@ def _root(
 
 app.command("init")(config_cmds.init)
 app.command("check")(config_cmds.check)
+app.command("graph")(graph.graph)
 app.command("apply")(config_cmds.apply)
 app.command("call")(call.call)
 app.command("demo")(demo.demo)

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from toolkeeper.builtins.agent_call import endpoint_problems
+from toolkeeper.config.check_graph import check_graph
 from toolkeeper.config.loader import load_file
 from toolkeeper.config.model import ConfigFile, NativeEntry, NodePath, render_path
 from toolkeeper.config.resolve import (
@@ -99,6 +100,8 @@ def check(config: ConfigFile, *, base_dir: Path, tests_dir: Path | None = None,
     _check_agent_endpoints(ctx)
     _check_names(ctx)
     _check_exposed(ctx)
+    check_graph(config, [(t.definition, t.resolved.path if t.resolved else None)
+                         for t in ctx.tools.values()], ctx.add)
     return sorted(ctx.out, key=lambda v: (v.line or 0, v.column or 0, v.rule))
 
 

@@ -30,6 +30,9 @@ class Rule(StrEnum):
     ADJUSTER_NO_EFFECT = "adjuster_no_effect"
     GATE_LOOSER_THAN_TENANT = "gate_looser_than_tenant"
     ARTIFACT_NOT_INSTALLED = "artifact_not_installed"
+    COMPENSATION_TARGET_MISSING = "compensation_target_missing"
+    TOOL_NOT_ACTIVATED = "tool_not_activated"
+    AGENT_CALL_CYCLE = "agent_call_cycle"  # the runtime reason code too
 
 
 @dataclass(frozen=True, slots=True)

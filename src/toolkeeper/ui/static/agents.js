@@ -45,6 +45,7 @@ window.Agents = (() => {
             () => "agent " + a.name + " saved: profile " + sel.value));
           td.append(adminButton("Delete", () => api("DELETE", "/agents/" + enc(a.name)), "agent " + a.name + " deleted"));
         } else about.textContent = a.description;
+        td.append(graphButton(tr, a));
       }
       if (!this.agents.length) {
         emptyRow(tb, 4, this.isAdmin ? "No agents yet. Add one below: give it a name and a profile, then a token (Access)."
@@ -272,6 +273,25 @@ window.Agents = (() => {
     const r = $("#agents-result");
     r.textContent = text;
     r.className = isError ? "error" : "";
+  }
+
+  function graphButton(tr, a) {  // toggles a row drawing the agent's dependencies (graph.js)
+    const b = el("button", "Graph", "link");
+    b.type = "button";
+    b.setAttribute("aria-label", "Graph of " + a.name);
+    b.addEventListener("click", async () => {
+      const next = tr.nextElementSibling;
+      if (next && next.classList.contains("graph-row")) return next.remove();
+      try {
+        const cell = el("td");
+        cell.colSpan = 4;
+        cell.appendChild(await Impact.around("agent:" + a.tenant_id + "/" + a.name));
+        const row = el("tr", null, "graph-row");
+        row.appendChild(cell);
+        tr.after(row);
+      } catch (e) { result(e.message, true); }
+    });
+    return b;
   }
 
   function adminButton(label, run, done) {

@@ -124,11 +124,12 @@ window.Registry = (() => {
       }
       if (this.isAdmin && window.ToolEdit && ToolEdit.editable(t)) body.append(ToolEdit.editButton(t));
       if (t.status === "draft" && t.scope === "tenant" && this.isAdmin) {
-        body.append(action("Publish", () => api("POST", "/tools/" + id + "/publish")));
+        body.append(action("Publish", () => api("POST", "/tools/" + id + "/publish"), "republish", id));
       }
       try {
         if (t.status === "quarantined") body.append(await this.quarantine(id));
         body.append(section("Versions", versionsTable(await api("GET", "/tools/" + id + "/versions"))));
+        body.append(section("Dependencies", await Impact.drawing(t.name)));
       } catch (e) { say(e.message, true); }
     },
 
@@ -149,7 +150,8 @@ window.Registry = (() => {
       }
       box.appendChild(q.diff.length ? table : el("p", "hint", "The definition is unchanged."));
       if (this.isAdmin) {
-        box.appendChild(action("Re-publish", () => api("POST", "/tools/" + id + "/publish")));
+        box.appendChild(action("Re-publish", () => api("POST", "/tools/" + id + "/publish"),
+                               "republish", id));
       }
       return box;
     },
@@ -193,14 +195,18 @@ window.Registry = (() => {
     return s;
   }
 
-  function action(label, run) {
+  function action(label, run, change, id) {  // with `change`: its impact first (graph.js)
     const b = el("button", "admin-action", label);
     b.type = "button";
-    b.addEventListener("click", () => run().then(() => {
-      say(label + ": done");
-      Registry.close();
-      return show("tools");
-    }).catch(e => say(e.message, true)));
+    b.addEventListener("click", async () => {
+      try {
+        if (change && !(await Impact.confirm(b, id, change, label))) return;
+        await run();
+        say(label + ": done");
+        Registry.close();
+        await show("tools");
+      } catch (e) { say(e.message, true); }
+    });
     return b;
   }
 
