@@ -159,6 +159,11 @@ class LeanHttpClient:
             self._started = True
             return True
         self.protocol_version = None
+        # A stateful 2025-era server (the 1.x SDK's) opens a session for any first request
+        # and ends it when that request is not `initialize`: its id must not ride on the
+        # handshake (404 "Session not found"). Ended politely for servers that keep it.
+        if (sid := self._session.pop("Mcp-Session-Id", None)) is not None:
+            await self._end({"Mcp-Session-Id": sid})
         return False
 
     async def list_tools(self) -> Any:
@@ -357,17 +362,22 @@ class LeanHttpClient:
             sse.answered += 1
             await self._post(await reply_to(request, sse.answered), None, None, headers)
 
-    async def aclose(self) -> None:
-        sid = self._session.get("Mcp-Session-Id")
+    async def _end(self, session: dict[str, str]) -> None:
+        """Ask the server to end ``session`` (best effort: a failure changes nothing)."""
         try:
-            if sid and self._raw is not None:
-                resp = await self._raw.request("DELETE", rawhttp.encode_headers(self._session),
+            if self._raw is not None:
+                resp = await self._raw.request("DELETE", rawhttp.encode_headers(session),
                                                b"", 2.0, 2.0)
                 resp.discard()
-            elif sid:
-                await self._httpx().delete(self.url, headers=self._session, timeout=2.0)
+            else:
+                await self._httpx().delete(self.url, headers=session, timeout=2.0)
         except (httpx.HTTPError, rawhttp.HttpFailure):
             pass
+
+    async def aclose(self) -> None:
+        try:
+            if self._session.get("Mcp-Session-Id"):
+                await self._end(self._session)
         finally:
             for raw in (self._raw, *self._retired):
                 if raw is not None:
