@@ -62,7 +62,12 @@ log = logging.getLogger(__name__)
 
 
 class HandshakeRefused(Exception):
-    """The server did not accept a 2025-era ``initialize`` (try the SDK's client)."""
+    """The server did not accept a 2025-era ``initialize`` (try the SDK's client); ``code``:
+    ``initialize_refused`` (an error answer) or ``version_unsupported``."""
+
+    def __init__(self, message: str, code: str = "initialize_refused") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class _Unauthorized(Exception):
@@ -124,10 +129,14 @@ class LeanHttpClient:
         return self._http
 
     async def start(self) -> None:
+        if not await self._discover():
+            await self.initialize()
+
+    async def initialize(self) -> None:
+        """The 2025-era handshake (``start`` does it when ``server/discover`` finds no
+        2026-07-28 era; called alone, it holds a 2025-era session with a dual-era server)."""
         from mcp.shared.exceptions import MCPError
 
-        if await self._discover():
-            return
         try:
             result = await self.request("initialize", {
                 "protocolVersion": VERSIONS[0], "capabilities": ASKABLE,
@@ -136,7 +145,8 @@ class LeanHttpClient:
             raise HandshakeRefused(f"initialize refused: {exc.message}") from exc
         version = result.get("protocolVersion")
         if version not in VERSIONS:
-            raise HandshakeRefused(f"the server offers protocol {version!r}")
+            raise HandshakeRefused(f"the server offers protocol {version!r}",
+                                   "version_unsupported")
         self.protocol_version = str(version)
         self._session["MCP-Protocol-Version"] = self.protocol_version
         headers = self._session
