@@ -280,7 +280,7 @@ class UpstreamPool:
 
         try:
             async with contextlib.AsyncExitStack() as stack:
-                if cfg.url is not None and cfg.name not in self.fallbacks:
+                if cfg.url is not None:
                     lean = LeanHttpClient(cfg.url, headers=await self._resolve(cfg.headers),
                                           timeout_s=cfg.timeout_s,
                                           connect_timeout_s=cfg.connect_timeout_s,
