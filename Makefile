@@ -42,7 +42,7 @@ TEST_WORKERS ?= 2
 test: venv peers strands checkers
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(SLOW) $(PYTEST_ARGS)
 
-test-all: venv peers strands checkers
+test-all: venv peers handshake-peers strands checkers
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 # The attack suites (docs/guarantees.md), each printing its table of probes tried and held;

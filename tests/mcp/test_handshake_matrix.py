@@ -3,7 +3,8 @@ client handshakes with each real server of the matrix and is the one used for it
 a server that falls back to the SDK's client fails here. Servers: FastMCP 2.x and 3.x, the
 1.x SDK's FastMCP and low-level servers, the 2.x SDK's low-level server (both eras),
 mcp-server-time (the 2.x SDK's high-level server), ``@modelcontextprotocol/server-everything``;
-answers as SSE and as JSON. Pinned in venvs of their own (``make handshake-peers``).
+answers as SSE and as JSON, with sessions and without. Pinned in venvs of their own
+(``make handshake-peers``).
 
 And the fallback itself: logged once with its reason and counted in
 ``toolkeeper_upstream_sdk_fallbacks_total``, the call still served by the SDK's client.
@@ -43,6 +44,8 @@ class Peer:
     era: str
     """The protocol the lean client ends up speaking with it."""
     tool: str = "pure"
+    stateless: bool = False
+    """Sessions off on the server (its framework's ``stateless_http``)."""
     arguments: tuple[tuple[str, Any], ...] = (("x", 7),)
     answer: str = "pure 7"
 
@@ -57,6 +60,10 @@ MATRIX = {
     "fastmcp2-json": Peer("fastmcp2", "fastmcp", True, OLD),
     "fastmcp3-sse": Peer("fastmcp3", "fastmcp", False, OLD),
     "fastmcp3-json": Peer("fastmcp3", "fastmcp", True, OLD),
+    "sdk1-fastmcp-stateless": Peer("mcp1", "sdk1-fastmcp", False, OLD, stateless=True),
+    "sdk1-lowlevel-stateless-json": Peer("mcp1", "sdk1-lowlevel", True, OLD, stateless=True),
+    "fastmcp2-stateless": Peer("fastmcp2", "fastmcp", False, OLD, stateless=True),
+    "fastmcp3-stateless-json": Peer("fastmcp3", "fastmcp", True, OLD, stateless=True),
     "sdk2-lowlevel-sse": Peer("", "sdk2-lowlevel", False, MODERN),
     "sdk2-lowlevel-json": Peer("", "sdk2-lowlevel", True, MODERN),
     "mcp-server-time-sse": Peer("", "time", False, MODERN, **TIME),  # type: ignore[arg-type]
@@ -73,8 +80,8 @@ def _serve(peer: Peer) -> Any:
         return listening([node(), entry("server-everything"), "streamableHttp"],
                          {**os.environ, "PORT": str(port)}, port=port)
     python = peer_python(peer.venv) if peer.venv else sys.executable
-    return listening([python, str(PEER), peer.kind, "{port}", *(["json"] if peer.json
-                                                                 else [])])
+    flags = [*(["json"] if peer.json else []), *(["stateless"] if peer.stateless else [])]
+    return listening([python, str(PEER), peer.kind, "{port}", *flags])
 
 
 def _gateway(tmp: Path, url: str, tool: str = "pure") -> Gateway:
