@@ -36,6 +36,6 @@ class ThreadLoops:
             left = asyncio.all_tasks(loop)
             for task in left:
                 task.cancel()
-            if left:
-                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            if left:  # bounded: a task that swallows its cancellation does not hold close
+                loop.run_until_complete(asyncio.wait(left, timeout=2.0))
             loop.close()
