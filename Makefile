@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers run runtime checkers clean screenshots docs docs-serve client-dist strands
+.PHONY: venv peers test test-all attacks chaos soak lint bench bench-peers handshake-peers run runtime checkers clean screenshots docs docs-serve client-dist strands
 
 venv: $(STAMP)
 
@@ -42,7 +42,7 @@ TEST_WORKERS ?= 2
 test: venv peers strands checkers
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile $(SLOW) $(PYTEST_ARGS)
 
-test-all: venv peers strands checkers
+test-all: venv peers handshake-peers strands checkers
 	$(BIN)/pytest -q $(PYTEST_ARGS)
 
 # The attack suites (docs/guarantees.md), each printing its table of probes tried and held;
@@ -105,6 +105,23 @@ $(BENCH_PEERS_STAMP): Makefile
 	test -x $(BENCH_PEERS)/bin/python || $(PYTHON) -m venv $(BENCH_PEERS)
 	$(BENCH_PEERS)/bin/python -m pip install --quiet "$(FASTMCP)"
 	touch $(BENCH_PEERS_STAMP)
+
+# The real MCP servers the lean upstream client's handshake matrix runs against
+# (tests/mcp/test_handshake_matrix.py; docs/guides/upstreams.md), each pinned in a venv of
+# its own since their mcp SDK pins clash: FastMCP 2.x and 3.x, and the 1.x SDK's own
+# FastMCP and low-level servers. The 2.x SDK and mcp-server-time come from .venv.
+HANDSHAKE_PEERS := .venv-handshake-peers
+HANDSHAKE_PINS := mcp1=mcp==1.30.0 fastmcp2=fastmcp==2.14.7 fastmcp3=fastmcp==3.4.11
+
+handshake-peers: $(HANDSHAKE_PEERS)/.installed
+
+$(HANDSHAKE_PEERS)/.installed: Makefile
+	for pin in $(HANDSHAKE_PINS); do \
+		dir=$(HANDSHAKE_PEERS)/$${pin%%=*}; \
+		test -x $$dir/bin/python || $(PYTHON) -m venv $$dir || exit 1; \
+		$$dir/bin/python -m pip install --quiet "$${pin#*=}" || exit 1; \
+	done
+	touch $@
 
 # toolkeeper-client (clients/python; docs/guides/client.md): the slim distribution's wheel in
 # dist/, built from the same src/toolkeeper through the symlink tree clients/python/src, with

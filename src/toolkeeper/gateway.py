@@ -150,8 +150,8 @@ class Gateway:
         self._upstream = UpstreamSync(self.registry, store, catalog=catalog,
                                       secrets=self._secrets, batch=self.changes_batch,
                                       resync_s=self.settings.mcp_resync_s,
-                                      closed=lambda: self._closed,
-                                      credentials=self.credentials)
+                                      closed=lambda: self._closed, credentials=self.credentials,
+                                      on_fallback=self.metrics.upstream_fallback)
         rt.upstreams = self.upstreams = self._upstream.pool
         self.identities = IdentityService(
             registry=store.registry, tokens=store.tokens, credentials=self.credentials,

@@ -28,7 +28,14 @@ class ThreadLoops:
         return loop
 
     def close_current(self) -> None:
-        """Close this thread's loop if it is idle (on gateway close)."""
+        """Close this thread's loop if it is idle (on gateway close), its leftover tasks
+        cancelled first (an upstream answer still being read in the background: closed
+        unfinished, they would be destroyed pending)."""
         loop: asyncio.AbstractEventLoop | None = getattr(self._local, "loop", None)
-        if loop is not None and not loop.is_running():
+        if loop is not None and not loop.is_running() and not loop.is_closed():
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            if left:  # bounded: a task that swallows its cancellation does not hold close
+                loop.run_until_complete(asyncio.wait(left, timeout=2.0))
             loop.close()

@@ -459,7 +459,8 @@ def test_an_http_tool_exchanges_the_agents_token_too(world: World) -> None:
 def test_a_per_call_token_for_a_server_only_the_sdk_client_reaches_is_refused(
         world: World) -> None:
     pool = world.gw.upstreams.get()
-    pool._sdk_only.add("xch")  # as if the server had refused the lean client's handshake
+    # as if the server had refused the lean client's handshake
+    pool.fallbacks.reasons["xch"] = "initialize_refused"
     try:
         seen = len(world.up.seen())
         answer = httpx.post(f"{world.base}/tools/execute", timeout=30,
@@ -470,7 +471,7 @@ def test_a_per_call_token_for_a_server_only_the_sdk_client_reaches_is_refused(
         assert "per-call token" in body["message"]
         assert len(world.up.seen()) == seen
     finally:
-        pool._sdk_only.discard("xch")
+        pool.fallbacks.reasons.pop("xch", None)
 
 
 @pytest.mark.parametrize("tool", ["xch_whoami", "api_xch"])

@@ -316,7 +316,8 @@ def test_through_the_sdk_client_a_refused_renewal_is_upstream_unauthorized(
         tokens = UpstreamTokens(platform=platform)
         pool = UpstreamPool(lambda: {"sdk": cfg}, bearer_for=lambda c: tokens.server_bearer(
             c.name, c.oauth, c.tenant))
-        pool._sdk_only.add("sdk")  # as if it had refused the lean client's handshake
+        # as if it had refused the lean client's handshake
+        pool.fallbacks.reasons["sdk"] = "initialize_refused"
         lazy = LazyPool(lambda: pool, tokens=tokens)
 
         async def run() -> BaseException | None:

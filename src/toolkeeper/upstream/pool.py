@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from toolkeeper.upstream.downstream import current
 from toolkeeper.upstream.errors import Bearer, TokenRejected, UpstreamUnavailable
+from toolkeeper.upstream.fallback import Fallbacks
 from toolkeeper.upstream.link import base_env
 from toolkeeper.upstream.relayed import tools_of
 from toolkeeper.upstream.servers import ServerConfig
@@ -52,7 +53,8 @@ class UpstreamPool:
     def __init__(self, configs: Callable[[], Mapping[str, ServerConfig]], *,
                  resolve: Resolver | None = None,
                  on_listing: Callable[[ServerConfig, list[Any]], None] | None = None,
-                 bearer_for: Callable[[ServerConfig], Bearer | None] | None = None) -> None:
+                 bearer_for: Callable[[ServerConfig], Bearer | None] | None = None,
+                 on_fallback: Callable[[str, str], None] | None = None) -> None:
         self._configs = configs
         self._resolve = resolve or _verbatim
         self.bearer_for = bearer_for or (lambda cfg: None)
@@ -64,8 +66,9 @@ class UpstreamPool:
         self._conns: dict[str, _Conn] = {}
         self._lean: dict[tuple[str, int], Any] = {}
         self._lean_locks: dict[tuple[str, int], asyncio.Lock] = {}
-        self._sdk_only: set[str] = set()
-        """HTTP servers that refused the lean client's handshake."""
+        self.fallbacks = Fallbacks(on_fallback)
+        """HTTP servers that refused the lean client's handshake (``on_fallback(server,
+        code)`` once each)."""
         self._listed: set[str] = set()
         self._connecting: dict[str, asyncio.Lock] = {}
         self._loop = asyncio.new_event_loop()
@@ -118,7 +121,7 @@ class UpstreamPool:
         if self._closed:
             raise UpstreamUnavailable("the gateway is closing")
         cfg = self._config(server)
-        if cfg.url is None or server in self._sdk_only:
+        if cfg.url is None or server in self.fallbacks:
             return cfg, None
         return cfg, await self._local(cfg)
 
@@ -168,8 +171,8 @@ class UpstreamPool:
                                   auth=self.bearer_for(cfg))
             try:
                 await asyncio.wait_for(lean.start(), cfg.connect_timeout_s)
-            except HandshakeRefused:
-                self._sdk_only.add(cfg.name)
+            except HandshakeRefused as exc:
+                self.fallbacks.note(cfg.name, exc.code, str(exc))
                 await lean.aclose()
                 return None
             except TimeoutError:
@@ -286,7 +289,7 @@ class UpstreamPool:
                     try:
                         await lean.start()
                     except HandshakeRefused as exc:
-                        log.info("upstream %s: %s; using the SDK client", cfg.name, exc)
+                        self.fallbacks.note(cfg.name, exc.code, str(exc))
                     else:
                         if not ready.done():
                             ready.set_result(lean)
