@@ -54,6 +54,7 @@ CONFIGS: dict[str, str | None] = {
     "docs/identity.md: Google #0": None,
     "docs/security.md: What a tenant writes may only narrow the operator's ceiling #0": None,
     "docs/web-search.md: `web_search` #0": None,
+    "docs/guides/audit-export.md: Configure #0": None,
     "docs/composio.md: `composio` #0": None,
     "docs/mcp.md: What becomes of them #0":
         "its profile activates prompts that exist once `apply` has connected the upstream",
