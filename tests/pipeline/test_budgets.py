@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from tests.pipeline.sample_tools import add, charge
@@ -133,3 +133,28 @@ def test_charges_from_many_threads_all_count_and_warn_once(db_url: str) -> None:
             ("k", "d:2026-11-29")] == (0, 0.0)  # the next period starts empty
     finally:
         store.close()
+
+
+def test_the_overview_shows_each_budgets_spend_and_state(make_gateway: Any) -> None:
+    from toolkeeper.api.stats_responses import OverviewOut
+    from toolkeeper.services.overview import overview
+
+    gw = make_gateway(tools=[charge, add], limits=Limits(budgets=(
+        Budget(name="per-agent", per="agent", max_calls=2, warn_at=0.5),
+        Budget(name="monthly", per="tenant", period="month", max_calls=100))))
+    assert _pay(gw, "a").ok and _pay(gw, "b").ok
+    assert gw.call_sync("charge", arguments={"invoice": "c", "amount": 1},
+                        agent="other-bot").ok
+    body = overview(gw.store, gw.catalog, gw.runtime.health, "default", "hour",
+                    approval_ttl=timedelta(days=1))
+    OverviewOut.model_validate(body)  # the REST body's model takes it
+    rows = [(r["budget"], r["layer"], r["subject"], r["calls"], r["state"])
+            for r in body["budgets"]]
+    assert rows == [("per-agent", "profile:p", "bot", 2, "exceeded"),
+                    ("per-agent", "profile:p", "other-bot", 1, "warning"),
+                    ("monthly", "profile:p", None, 3, "ok")]
+    assert body["budgets"][0]["resets_at"] == period_of(
+        Budget(name="x"), datetime.now(UTC))[1].isoformat()
+    # another tenant sees none of it
+    assert overview(gw.store, gw.catalog, gw.runtime.health, "other", "hour",
+                    approval_ttl=timedelta(days=1))["budgets"] == []

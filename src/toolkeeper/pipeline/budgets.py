@@ -45,12 +45,22 @@ def period_of(budget: Budget, now: datetime) -> tuple[str, datetime]:
     return f"m:{month:%Y-%m}", nxt
 
 
+def layer_name(layer: str, profile: str) -> str:
+    """A budget's layer as keyed: ``tenant``, ``profile:{name}`` or ``tool:{name}`` (an
+    activation's, under its profile's key: ``profile:{p}/tool:{t}``)."""
+    if layer == "tenant":
+        return layer
+    return f"profile:{profile}" if layer == "profile" else f"profile:{profile}/{layer}"
+
+
 def _budgets(st: CallState) -> list[tuple[str, Budget]]:
     """Each budget that covers the call, with its key (layer, name, what it counts)."""
+    assert st.profile is not None
     out = []
     for layer, lim in all_limits(st):
+        named = layer_name(layer, st.profile.profile.name)
         for b in lim.budgets:
-            out.append((f"{layer}:{b.name}:{rate_key(b.per, st, st.tool_name)}", b))
+            out.append((f"{named}:{b.name}:{rate_key(b.per, st, st.tool_name)}", b))
     return out
 
 
