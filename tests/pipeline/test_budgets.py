@@ -158,3 +158,14 @@ def test_the_overview_shows_each_budgets_spend_and_state(make_gateway: Any) -> N
     # another tenant sees none of it
     assert overview(gw.store, gw.catalog, gw.runtime.health, "other", "hour",
                     approval_ttl=timedelta(days=1))["budgets"] == []
+
+
+def test_two_gateways_on_one_database_share_the_spend(make_gateway: Any, db_url: str,
+                                                      ledger: dict[str, Any]) -> None:
+    limits = Limits(budgets=(Budget(name="shared", per="tenant", max_calls=3),))
+    one: Gateway = make_gateway(tools=[charge], limits=limits)
+    two: Gateway = make_gateway(url=db_url, tools=[charge], limits=limits)
+    assert _pay(one, "a").ok and _pay(two, "b").ok and _pay(one, "c").ok
+    assert _pay(two, "d").reason == Reason.BUDGET_EXCEEDED
+    assert _pay(one, "e").reason == Reason.BUDGET_EXCEEDED
+    assert ledger["runs"] == 3

@@ -137,9 +137,12 @@ def charge(rt: Runtime, st: CallState, res: CallResult) -> None:
             warn_calls=b.max_calls * b.warn_at if b.max_calls is not None else None,
             warn_cost=b.max_cost * b.warn_at if b.max_cost is not None else None)
         if done.warned_now:
-            st.emit(EventType.BUDGET_WARNING, budget=b.name, per=b.per, period=b.period,
-                    calls=done.calls, cost=done.cost, max_calls=b.max_calls,
-                    max_cost=b.max_cost, resets_at=resets.isoformat())
+            warning: dict[str, Any] = {
+                "budget": b.name, "per": b.per, "period": b.period, "calls": done.calls,
+                "cost": done.cost, "max_calls": b.max_calls, "max_cost": b.max_cost,
+                "resets_at": resets.isoformat()}
+            st.emit(EventType.BUDGET_WARNING, **warning)
+            rt.listeners.budget(st.tenant_id, {**warning, "key": key, "call_id": st.call_id})
             rt.metrics.budget_warning(st.tenant_id, b.name)
             log.warning("budget %r of tenant %s reached %g%% (key %s)", b.name,
                         st.tenant_id, b.warn_at * 100, key)
