@@ -8,7 +8,7 @@ import concurrent.futures as cf
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from tests.pipeline.sample_tools import add, charge
+from tests.pipeline.sample_tools import add, broken, charge
 from toolkeeper import CallStatus, EventType, Gateway, Limits, Reason
 from toolkeeper.model.profile import Budget
 from toolkeeper.model.tool import Cost
@@ -23,7 +23,7 @@ def _gateway(make_gateway: Any, *budgets: Budget, cost: Cost | None = None) -> G
     return gw
 
 
-def _pay(gw: Gateway, invoice: str, amount: int = 1, **kw: Any) -> Any:
+def _pay(gw: Gateway, invoice: str, amount: Any = 1, **kw: Any) -> Any:
     return gw.call_sync("charge", arguments={"invoice": invoice, "amount": amount},
                         agent="bot", **kw)
 
@@ -102,10 +102,12 @@ def test_the_warning_is_audited_and_counted_once_a_period(make_gateway: Any) -> 
     assert 'tool_budget_warnings_total{budget="soft",tenant="default"} 1.0' in text
 
 
-def test_a_failed_call_is_not_charged(make_gateway: Any) -> None:
-    gw = _gateway(make_gateway, Budget(name="one", per="agent", max_calls=1))
-    bad = gw.call_sync("charge", arguments={"invoice": "a"}, agent="bot")  # invalid args
-    assert not bad.ok
+def test_a_failed_or_refused_call_is_not_charged(make_gateway: Any) -> None:
+    gw: Gateway = make_gateway(tools=[charge, broken], limits=Limits(
+        budgets=(Budget(name="one", per="agent", max_calls=1),)))
+    ran = gw.call_sync("broken", arguments={"x": 1}, agent="bot")  # ran, and failed
+    assert (ran.status, ran.reason) == (CallStatus.FAILED, Reason.TOOL_ERROR)
+    assert not _pay(gw, "a", amount="x").ok  # refused: invalid arguments
     assert _pay(gw, "a").ok
     assert _pay(gw, "b").reason == Reason.BUDGET_EXCEEDED
 
