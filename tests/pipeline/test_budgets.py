@@ -8,6 +8,9 @@ import concurrent.futures as cf
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
 from tests.pipeline.sample_tools import add, broken, charge
 from toolkeeper import CallStatus, EventType, Gateway, Limits, Reason
 from toolkeeper.model.profile import Budget
@@ -41,7 +44,7 @@ def test_a_call_budget_stops_the_call_before_it_runs_and_says_when_it_resets(
     assert (res.status, res.reason) == (CallStatus.DENIED, Reason.BUDGET_EXCEEDED)
     assert ledger["runs"] == 2  # refused before execution
     resets = datetime.fromisoformat(res.details["resets_at"])
-    assert resets == period_of(Budget(name="x", max_calls=1), datetime.now(UTC))[1]
+    assert resets == period_of("day", datetime.now(UTC))[1]
     assert res.retry_after is not None and 0 < res.retry_after <= 86_400
     assert res.details["budget"] == "daily" and res.details["calls"] == 2
     assert _types(gw, res.call_id)[-1] == EventType.LIMIT_DENIED
@@ -82,8 +85,7 @@ def test_a_deduplicated_call_is_not_charged_twice_and_answers_at_a_full_budget(
     late = _pay(gw, "a", idempotency_key="k-1")
     assert late.deduped and late.ok and late.call_id == first.call_id
     assert _pay(gw, "c").reason == Reason.BUDGET_EXCEEDED
-    rows = gw.store.budgets.period_rows("default", [period_of(Budget(name="x"),
-                                                              datetime.now(UTC))[0]])
+    rows = gw.store.budgets.period_rows("default", [period_of("day", datetime.now(UTC))[0]])
     assert [(calls, cost) for _k, _p, calls, cost in rows] == [(2, 2.0)]
 
 
@@ -112,8 +114,13 @@ def test_a_failed_or_refused_call_is_not_charged(make_gateway: Any) -> None:
     assert _pay(gw, "b").reason == Reason.BUDGET_EXCEEDED
 
 
+def test_a_budget_without_a_limit_is_refused() -> None:
+    with pytest.raises(ValidationError, match="neither max_calls nor max_cost"):
+        Budget(name="nothing")
+
+
 def test_periods_are_utc_days_and_months() -> None:
-    day, month = Budget(name="d"), Budget(name="m", period="month")
+    day, month = "day", "month"
     at = datetime(2026, 12, 31, 23, 59, tzinfo=UTC)
     assert period_of(day, at) == ("d:2026-12-31", datetime(2027, 1, 1, tzinfo=UTC))
     assert period_of(month, at) == ("m:2026-12", datetime(2027, 1, 1, tzinfo=UTC))
@@ -156,7 +163,7 @@ def test_the_overview_shows_each_budgets_spend_and_state(make_gateway: Any) -> N
                     ("per-agent", "profile:p", "other-bot", 1, "warning"),
                     ("monthly", "profile:p", None, 3, "ok")]
     assert body["budgets"][0]["resets_at"] == period_of(
-        Budget(name="x"), datetime.now(UTC))[1].isoformat()
+        "day", datetime.now(UTC))[1].isoformat()
     # another tenant sees none of it
     assert overview(gw.store, gw.catalog, gw.runtime.health, "other", "hour",
                     approval_ttl=timedelta(days=1))["budgets"] == []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolkeeper.model.enums import Autonomy, Gate, Risk
 
@@ -35,6 +35,12 @@ class Budget(_Strict):
     """In the unit the tools' ``costs`` declare (e.g. US dollars)."""
     warn_at: float = Field(default=0.8, gt=0, le=1)
     """Fraction of ``max_calls`` or ``max_cost`` spent that raises the warning."""
+
+    @model_validator(mode="after")
+    def _limited(self) -> Budget:
+        if self.max_calls is None and self.max_cost is None:
+            raise ValueError(f"budget {self.name!r} sets neither max_calls nor max_cost")
+        return self
 
 
 class Limits(_Strict):

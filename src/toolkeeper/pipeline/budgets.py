@@ -34,10 +34,11 @@ from toolkeeper.pipeline.state import CallState
 log = logging.getLogger("toolkeeper.budgets")
 
 
-def period_of(budget: Budget, now: datetime) -> tuple[str, datetime]:
-    """The period's name (``d:YYYY-MM-DD`` / ``m:YYYY-MM``) and when the next one starts."""
+def period_of(period: str, now: datetime) -> tuple[str, datetime]:
+    """The ``day`` or ``month`` period's name (``d:YYYY-MM-DD`` / ``m:YYYY-MM``) at ``now``
+    and when the next one starts."""
     day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    if budget.period == "day":
+    if period == "day":
         return f"d:{day:%Y-%m-%d}", day + timedelta(days=1)
     month = day.replace(day=1)
     nxt = month.replace(year=month.year + 1, month=1) if month.month == 12 else \
@@ -77,7 +78,7 @@ def check(rt: Runtime, st: CallState) -> CallResult | None:
         return None
     assert st.tenant_id is not None
     now = datetime.now(UTC)
-    periods = {key: period_of(b, now) for key, b in budgets}
+    periods = {key: period_of(b.period, now) for key, b in budgets}
     spent = rt.store.budgets.spent(st.tenant_id, [(k, p) for k, (p, _) in periods.items()])
     cost = cost_of(st)
     fixed = cost.fixed if cost is not None else 0.0
@@ -131,7 +132,7 @@ def charge(rt: Runtime, st: CallState, res: CallResult) -> None:
                                if cost.from_output else 0.0)
     now = datetime.now(UTC)
     for key, b in budgets:
-        period, resets = period_of(b, now)
+        period, resets = period_of(b.period, now)
         done = rt.store.budgets.charge(
             st.tenant_id, key, period, amount,
             warn_calls=b.max_calls * b.warn_at if b.max_calls is not None else None,

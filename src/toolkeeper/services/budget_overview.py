@@ -47,7 +47,7 @@ def budgets(store: Store, catalog: Catalog, tenant_id: str, at: datetime
     found = declared(catalog, tenant_id)
     if not found:
         return []
-    day, month = period_of(Budget(name="d"), at), period_of(Budget(name="m", period="month"), at)
+    day, month = period_of("day", at), period_of("month", at)
     resets = {day[0]: day[1], month[0]: month[1]}
     out = []
     for key, period, calls, cost in store.budgets.period_rows(tenant_id, list(resets)):
