@@ -178,3 +178,17 @@ def test_two_gateways_on_one_database_share_the_spend(make_gateway: Any, db_url:
     assert _pay(two, "d").reason == Reason.BUDGET_EXCEEDED
     assert _pay(one, "e").reason == Reason.BUDGET_EXCEEDED
     assert ledger["runs"] == 3
+
+
+def test_the_retention_sweep_deletes_periods_that_ended_before_it(db_url: str) -> None:
+    store = Store.open(db_url)
+    try:
+        for period in ("d:2026-10-30", "d:2026-10-31", "d:2026-11-01", "m:2026-09",
+                       "m:2026-10", "m:2026-11"):
+            store.budgets.charge("default", "k", period, 1.0, warn_calls=None, warn_cost=None)
+        assert store.budgets.purge(datetime(2026, 11, 1, 12, tzinfo=UTC)) == 4
+        left = store.budgets.period_rows("default", ["d:2026-11-01", "m:2026-11"])
+        assert [p for _k, p, _c, _s in left] == ["d:2026-11-01", "m:2026-11"]
+        assert store.budgets.period_rows("default", ["d:2026-10-31", "m:2026-10"]) == []
+    finally:
+        store.close()

@@ -10,6 +10,7 @@ what the database's rate counters already do.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import NamedTuple
 
 from sqlalchemy import (
@@ -20,6 +21,9 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     String,
     Table,
+    and_,
+    delete,
+    or_,
     select,
     update,
 )
@@ -101,6 +105,14 @@ class BudgetRepo:
                 warned_now = conn.execute(update(budget_spend).where(
                     *where, t.warned.is_(False)).values(warned=True)).rowcount == 1
         return Charged(int(calls), float(spent), warned_now)
+
+    def purge(self, before: datetime) -> int:
+        """Delete the periods that ended before ``before`` (the retention sweep)."""
+        t = budget_spend.c
+        with self._db.write() as conn:
+            return int(conn.execute(delete(budget_spend).where(or_(
+                and_(t.period.startswith("d:"), t.period < f"d:{before:%Y-%m-%d}"),
+                and_(t.period.startswith("m:"), t.period < f"m:{before:%Y-%m}")))).rowcount)
 
     def period_rows(self, tenant_id: str, periods: Sequence[str]
                     ) -> list[tuple[str, str, int, float]]:
