@@ -168,7 +168,7 @@ class Gateway:
             setting=store.registry.get_setting, bounds=self.settings.tenant_bounds,
             secrets=lambda tenant: tenant_getter(self._secrets, self.credentials, tenant,
                                                  written_by="api"))
-        self.on_approval_created(self.webhooks.notify)  # from every face, not only serve
+        self.webhooks.listen(self._rt.listeners)  # from every face, not only serve
 
     @classmethod
     def open(cls, url: str | None = None, *, config: str | Path | None = None,

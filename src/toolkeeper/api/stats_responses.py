@@ -63,6 +63,24 @@ class AttentionOut(Out):
     detail: str
 
 
+class BudgetOut(Out):
+    budget: str
+    layer: str
+    """``tenant``, ``profile:{name}`` or ``profile:{name}/tool:{tool}``."""
+    per: str
+    period: str
+    subject: str | None
+    """What the row counts: the agent, the tool, ``agent:tool``; none for the tenant."""
+    calls: int
+    cost: float
+    max_calls: int | None
+    max_cost: float | None
+    warn_at: float
+    resets_at: Timestamp
+    state: str
+    """``ok``, ``warning`` (past ``warn_at``) or ``exceeded``."""
+
+
 class OverviewOut(Out):
     window: str
     since: Timestamp
@@ -82,3 +100,5 @@ class OverviewOut(Out):
     tools_attention: list[AttentionOut]
     pending_approvals: int
     """Approvals waiting for a person now, whatever their age."""
+    budgets: list[BudgetOut]
+    """Each budget's spend in its current period, exceeded first, then warning, then ok."""

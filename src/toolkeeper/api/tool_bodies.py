@@ -16,6 +16,7 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import (
     ActionSpec,
     Compensation,
+    Cost,
     ExecutionMeta,
     ImplementationType,
     ToolDefinition,
@@ -55,6 +56,8 @@ class ToolChanges(BaseModel):
     artifact_version: str | None = Field(default=None, max_length=64)
     policy: dict[str, Any] | None = None
     """Tool-level policy defaults."""
+    costs: dict[str, Cost] | None = Field(default=None, max_length=200)
+    """Action (or ``*``) → what one call costs budgets (docs/guides/budgets.md)."""
 
     def fields(self) -> dict[str, Any]:
         """The set fields under ToolDefinition's names."""

@@ -47,7 +47,7 @@ NOT_FOUND = "Resource not found"
 MAX_COMPLETIONS = 100
 MAX_SUBSCRIPTIONS = 10_000
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-_PASSING = frozenset({Reason.RATE_LIMITED, Reason.CALL_LIMIT_EXCEEDED,
+_PASSING = frozenset({Reason.RATE_LIMITED, Reason.CALL_LIMIT_EXCEEDED, Reason.BUDGET_EXCEEDED,
                       Reason.CONCURRENCY_LIMITED, Reason.APPROVALS_PENDING_LIMIT,
                       Reason.TOOL_UNAVAILABLE, Reason.STORE_UNAVAILABLE})
 """Denials that say nothing about the URI (limits, availability): answered as they are."""

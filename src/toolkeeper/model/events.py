@@ -11,6 +11,7 @@ class EventType(StrEnum):
     POLICY_DENIED = "policy.denied"
     SCOPE_DENIED = "scope.denied"
     LIMIT_DENIED = "limit.denied"
+    BUDGET_WARNING = "budget.warning"
     GATE_ALLOWED = "gate.allowed"
     GATE_REQUIRED = "gate.required"
     PREVIEW_CREATED = "preview.created"

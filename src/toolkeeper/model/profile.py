@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from toolkeeper.model.enums import Autonomy, Gate, Risk
 
@@ -22,8 +22,31 @@ class RateLimit(_Strict):
     per: Literal["agent", "tool", "tenant", "agent_tool"] = "agent_tool"
 
 
+class Budget(_Strict):
+    """A call and/or cost budget per calendar ``period`` (UTC), counted per ``per``
+    (see :mod:`toolkeeper.pipeline.budgets`): ``warn_at`` of it audits ``budget.warning``
+    once a period, and a call that would cross it stops with ``budget_exceeded``."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    per: Literal["agent", "tool", "tenant", "agent_tool"] = "tenant"
+    period: Literal["day", "month"] = "day"
+    max_calls: int | None = Field(default=None, ge=1)
+    max_cost: float | None = Field(default=None, gt=0)
+    """In the unit the tools' ``costs`` declare (e.g. US dollars)."""
+    warn_at: float = Field(default=0.8, gt=0, le=1)
+    """Fraction of ``max_calls`` or ``max_cost`` spent that raises the warning."""
+
+    @model_validator(mode="after")
+    def _limited(self) -> Budget:
+        if self.max_calls is None and self.max_cost is None:
+            raise ValueError(f"budget {self.name!r} sets neither max_calls nor max_cost")
+        return self
+
+
 class Limits(_Strict):
     rate: tuple[RateLimit, ...] = ()
+    budgets: tuple[Budget, ...] = ()
+    """Cost and call budgets (``budget_exceeded``)."""
     max_calls_per_turn: int | None = Field(default=None, ge=1)
     """Call cap per turn group (``call_limit_exceeded``)."""
     max_payload_bytes: int | None = Field(default=None, ge=1)

@@ -65,6 +65,9 @@ class Reason(StrEnum):
     ``retry_after``."""
     CALL_LIMIT_EXCEEDED = "call_limit_exceeded"
     """The turn group already made ``max_calls_per_turn`` calls."""
+    BUDGET_EXCEEDED = "budget_exceeded"
+    """The call would cross a cost or call budget of the tenant, profile or activation;
+    ``details.resets_at`` (and ``retry_after``) say when the budget's period starts again."""
     CONCURRENCY_LIMITED = "concurrency_limited"
     """The tool's concurrency group stayed full for the tool's timeout."""
     # gate

@@ -44,6 +44,14 @@ class ActionSpec(_Strict):
     """``None`` asks the provider."""
 
 
+class Cost(_Strict):
+    """What one call of an action costs budgets (``toolkeeper.pipeline.budgets``): a fixed
+    amount, plus a number read from the output at a dotted path (e.g. ``usage.cost_usd``)."""
+
+    fixed: float = Field(default=0.0, ge=0)
+    from_output: str | None = None
+
+
 class Compensation(_Strict):
     """How to undo a ``compensatable`` action: another tool/action and an argument mapping."""
 
@@ -112,6 +120,8 @@ class ToolDefinition(_Strict):
     origin: Literal["code", "config", "api"] = "code"
     """Who defined it. A tenant's tool created or edited through the REST API (``api``)
     reaches only its own tenant's credentials, never the operator's platform secrets."""
+    costs: dict[str, Cost] = Field(default_factory=dict)
+    """Action name (or ``*`` for every other action) → what one call costs budgets."""
 
     @field_validator("name")
     @classmethod

@@ -38,6 +38,7 @@ class Metrics(Collector):
         self._lock = threading.Lock()
         self._calls: dict[tuple[str, str, str], list[float]] = {}
         self._hits: dict[tuple[str, str], int] = {}
+        self._budget_warnings: dict[tuple[str, str], int] = {}
         self._effects: dict[tuple[str, str], int] = {}
         self._gates: dict[tuple[str, str], int] = {}
         self._denials: dict[tuple[str, str], int] = {}
@@ -83,6 +84,10 @@ class Metrics(Collector):
 
     def cache_hit(self, tenant: str, tool: str) -> None:
         self._bump(self._hits, (tenant, tool))
+
+    def budget_warning(self, tenant: str, budget: str) -> None:
+        """A budget reached its warning threshold (once a period)."""
+        self._bump(self._budget_warnings, (tenant, budget))
 
     def recent_dropped(self, tenant: str) -> None:
         """One call the recent-calls log could not keep (its queue full, a failed write)."""
@@ -131,6 +136,7 @@ class Metrics(Collector):
             hits, effects = _of(tenant, self._hits), _of(tenant, self._effects)
             gates, denials = _of(tenant, self._gates), _of(tenant, self._denials)
             dropped = _of(tenant, self._recent_dropped)
+            warned = _of(tenant, self._budget_warnings)
         labels = ["tenant", "tool", "status"]
         hist = HistogramMetricFamily("tool_execution_duration_seconds", "Tool call duration",
                                      labels=labels)
@@ -154,6 +160,8 @@ class Metrics(Collector):
                        denials)
         yield _counter("tool_recent_calls_dropped_total", "Calls the recent-calls log could "
                        "not keep", ["tenant"], dropped)
+        yield _counter("tool_budget_warnings_total", "Budgets that reached their warning "
+                       "threshold", ["tenant", "budget"], warned)
         if tenant is None:  # the process's, not a tenant's
             yield _counter("toolkeeper_redis_fallbacks_total", "Work done without Redis "
                            "(unreachable), by use", ["use"], dict(self._redis_fallbacks))

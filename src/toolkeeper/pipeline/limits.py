@@ -12,7 +12,7 @@ from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 
 
-def _rate_key(per: str, st: CallState, tool: str) -> str:
+def rate_key(per: str, st: CallState, tool: str) -> str:
     return {
         "agent": f"a:{st.tenant_id}:{st.agent}",
         "tool": f"t:{st.tenant_id}:{tool}",
@@ -21,7 +21,7 @@ def _rate_key(per: str, st: CallState, tool: str) -> str:
     }[per]
 
 
-def _all_limits(st: CallState) -> list[tuple[str, Limits]]:
+def all_limits(st: CallState) -> list[tuple[str, Limits]]:
     """Each layer's limits with a name that is the same in every process (turn keys)."""
     assert st.profile is not None
     tenant, profile = st.profile.limits
@@ -51,9 +51,9 @@ async def limits(rt: Runtime, st: CallState) -> CallResult | None:
         return st.stop(EventType.LIMIT_DENIED, Reason.TOOL_UNAVAILABLE,
                        f"{tool.name} is unavailable", status=CallStatus.FAILED,
                        retry_after=round(wait, 3))
-    for layer, lim in _all_limits(st):
+    for layer, lim in all_limits(st):
         for rate in lim.rate:
-            key = _rate_key(rate.per, st, tool.name) + f":{rate.limit}/{rate.window_s}"
+            key = rate_key(rate.per, st, tool.name) + f":{rate.limit}/{rate.window_s}"
             retry = rt.rates.hit(key, rate.limit, rate.window_s)
             if retry is not None:
                 return st.stop(EventType.LIMIT_DENIED, Reason.RATE_LIMITED,

@@ -13,6 +13,7 @@ from toolkeeper.model.call import CallResult, McpContent
 from toolkeeper.model.enums import CallStatus, OutcomeState, SideEffect
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline import budgets
 from toolkeeper.pipeline.content import shape_blocks, texts_of
 from toolkeeper.pipeline.execute import Execution
 from toolkeeper.pipeline.ids import new_id
@@ -135,6 +136,7 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
                                  events=st.take_drafts() if in_txn else ())
         if reason == Reason.INPUT_REQUIRED:  # asked, ran nothing: the retry must run
             rt.store.outcomes.release(st.call_id)
+    budgets.charge(rt, st, res)  # once per execution: a deduped call never gets here
     return res
 
 

@@ -104,6 +104,8 @@ class Listeners:
     fact on the calling thread and must not block: hand work to a queue."""
 
     approval_created: list[Callable[[ApprovalRecord], None]] = field(default_factory=list)
+    budget_warned: list[Callable[[str, dict[str, Any]], None]] = field(default_factory=list)
+    """``(tenant, warning)`` when a budget reaches its warning threshold (e.g. the webhook)."""
     catalog_reloaded: list[Callable[[], None]] = field(default_factory=list)
     """After each new snapshot of the definitions (any thread; e.g. MCP ``list_changed``)."""
 
@@ -113,6 +115,13 @@ class Listeners:
                 fn(rec)
             except Exception:  # a listener's failure never fails the call
                 logging.getLogger("toolkeeper").exception("approval listener failed")
+
+    def budget(self, tenant_id: str, warning: dict[str, Any]) -> None:
+        for fn in self.budget_warned:
+            try:
+                fn(tenant_id, warning)
+            except Exception:  # a listener's failure never fails the call
+                logging.getLogger("toolkeeper").exception("budget listener failed")
 
     def on_reload(self, fn: Callable[[], None]) -> Callable[[], None]:
         self.catalog_reloaded.append(fn)

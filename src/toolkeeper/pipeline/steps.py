@@ -16,6 +16,7 @@ from toolkeeper.model.call import CallRequest, CallResult, Principal
 from toolkeeper.model.enums import ApprovalStatus, CallStatus, OutcomeState
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
+from toolkeeper.pipeline import budgets
 from toolkeeper.pipeline.authenticate import authenticate
 from toolkeeper.pipeline.execute import execute
 from toolkeeper.pipeline.gate import gate
@@ -42,7 +43,7 @@ async def run(rt: Runtime, st: CallState) -> CallResult:
     res = res or risk(rt, st)
     if res is None:
         res = await gate(rt, st)
-    res = res or supersede(rt, st) or idempotency(rt, st)
+    res = res or supersede(rt, st) or budgets.check(rt, st) or idempotency(rt, st)
     if res is not None:
         return res
     return await _execute(rt, st)

@@ -18,6 +18,7 @@ from typing import Any
 from toolkeeper.model.enums import CallStatus, Health, ToolStatus
 from toolkeeper.pipeline.catalog import Catalog
 from toolkeeper.pipeline.health import HealthBoard
+from toolkeeper.services import budget_overview
 from toolkeeper.store import Store
 
 TOP = 10
@@ -66,6 +67,7 @@ def overview(store: Store, catalog: Catalog, health: HealthBoard, tenant_id: str
                              "oldest": None if oldest is None else oldest.isoformat()},
         "tools_attention": attention(catalog, health, tenant_id),
         "pending_approvals": store.approvals.pending_by_tenant(at, tenant_id).get(tenant_id, 0),
+        "budgets": budget_overview.budgets(store, catalog, tenant_id, at),
     }
 
 

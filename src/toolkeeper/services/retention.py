@@ -18,6 +18,8 @@ housekeeping starts them; one sweep at a time per process, replicas may overlap 
 - **call stats** (while ``call_stats`` is on): minute rows older than ``KEEP_MINUTES``
   (2 days), hour rows older than ``KEEP_HOURS`` (35 days) or the audit retention when
   longer (``toolkeeper.store.stats``).
+- **budget spend** (with the audit retention): budget periods that ended before it
+  (``toolkeeper.store.budgets``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class SweepReport:
     mcp_tasks: int = 0
     request_states: int = 0
     call_stats: int = 0
+    budget_spend: int = 0
     audit: list[PruneReport] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -116,13 +119,14 @@ class Retention:
             rep.audit = store.audit.prune(before, stop=stop)
             self._audit_prunes(rep.audit, before)
             rep.side_effects = store.outcomes.purge_side_effects(before, stop=stop)
+            rep.budget_spend = store.budgets.purge(before)
         rep.seconds = time.perf_counter() - start
         self.last = rep
         self._metrics.retention_sweep(rep.seconds)
         counts = {"outcomes": rep.outcomes, "approvals": rep.approvals,
                   "audit_events": rep.audit_events, "side_effects": rep.side_effects,
                   "mcp_tasks": rep.mcp_tasks, "request_states": rep.request_states,
-                  "call_stats": rep.call_stats}
+                  "call_stats": rep.call_stats, "budget_spend": rep.budget_spend}
         for table, n in counts.items():
             if n:
                 self._metrics.retention_deleted(table, n)

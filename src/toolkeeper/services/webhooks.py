@@ -1,5 +1,6 @@
 """Approval webhooks: each tenant may name one URL that hears ``approval.created``, whichever
-face created the approval (REST, MCP, the CLI or the library).
+face created the approval (REST, MCP, the CLI or the library), and ``budget.warning`` when one
+of its budgets reaches its warning threshold (``{event, tenant_id, timestamp, budget}``).
 
 The tenant's setting (registry setting ``webhooks:{tenant}``) is managed by its admins with
 ``PUT|GET|DELETE /settings/webhook`` (:mod:`toolkeeper.api.webhook`). Deliveries are JSON
@@ -33,7 +34,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,6 +47,9 @@ from toolkeeper.secrets.base import parse_ref
 from toolkeeper.secrets.credentials import Getter
 from toolkeeper.services.approvals import approval_json
 from toolkeeper.store.records import ApprovalRecord
+
+if TYPE_CHECKING:
+    from toolkeeper.pipeline.runtime import Listeners
 
 log = logging.getLogger("toolkeeper.webhook")
 EVENT = "approval.created"
@@ -96,6 +100,18 @@ class Delivery:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """An event other than an approval (``budget.warning``): sent as ``{event, tenant_id,
+    timestamp, <key>: payload}``, signed the same way."""
+
+    id: str
+    tenant_id: str
+    event: str
+    key: str
+    payload: dict[str, Any]
+
+
 class _Retry(Exception):
     pass
 
@@ -110,7 +126,7 @@ class WebhookNotifier:
         """``setting`` reads a registry setting; ``secrets(tenant)`` is how that tenant's
         secrets resolve (its own credentials only); ``bounds`` the operator's ceiling."""
         self._setting, self._secrets, self._bounds = setting, secrets, bounds
-        self._queue: queue.Queue[ApprovalRecord] = queue.Queue(maxsize=queue_size)
+        self._queue: queue.Queue[ApprovalRecord | Notice] = queue.Queue(maxsize=queue_size)
         self.timeout_s, self.retries, self.backoff_s = timeout_s, retries, backoff_s
         self.resolver = resolver
         """How deliveries resolve names (``None``: the system resolver); the write-time check
@@ -125,7 +141,17 @@ class WebhookNotifier:
         self._thread = threading.Thread(target=self._work, name="toolkeeper-webhooks",
                                         daemon=True)
 
-    def notify(self, rec: ApprovalRecord) -> None:
+    def listen(self, listeners: Listeners) -> None:
+        """Hear every face's approvals and budget warnings (the gateway's listeners)."""
+        listeners.approval_created.append(self.notify)
+        listeners.budget_warned.append(self.notify_budget)
+
+    def notify_budget(self, tenant_id: str, payload: dict[str, Any]) -> None:
+        """A budget reached its warning threshold: ``budget.warning`` with the budget."""
+        self.notify(Notice(f"budget:{uuid.uuid4().hex}", tenant_id, "budget.warning",
+                           "budget", payload))
+
+    def notify(self, rec: ApprovalRecord | Notice) -> None:
         """The gateway's ``approval_created`` listener: start the worker on the first
         event, then :meth:`submit` it."""
         with self._starting:
@@ -133,7 +159,7 @@ class WebhookNotifier:
                 self._thread.start()
         self.submit(rec)
 
-    def submit(self, rec: ApprovalRecord) -> None:
+    def submit(self, rec: ApprovalRecord | Notice) -> None:
         """Queue one event; never blocks (a full queue drops it)."""
         if self._stop.is_set():
             return
@@ -186,7 +212,7 @@ class WebhookNotifier:
         finally:
             loop.close()
 
-    async def _handle(self, rec: ApprovalRecord) -> Delivery:
+    async def _handle(self, rec: ApprovalRecord | Notice) -> Delivery:
         raw = self._setting(setting_key(rec.tenant_id))
         if not raw:
             return Delivery(rec.id, rec.tenant_id, ok=True, attempts=0, error="no webhook")
@@ -203,10 +229,12 @@ class WebhookNotifier:
             log.warning("webhook of tenant %s: %s", rec.tenant_id, exc.message)
             return Delivery(rec.id, rec.tenant_id, ok=False, attempts=0, error=exc.reason)
         ts = str(int(time.time()))
-        body = orjson.dumps({"event": EVENT, "tenant_id": rec.tenant_id, "timestamp": ts,
-                             "approval": approval_json(rec)})
+        event, key, payload = ((rec.event, rec.key, rec.payload) if isinstance(rec, Notice)
+                               else (EVENT, "approval", approval_json(rec)))
+        body = orjson.dumps({"event": event, "tenant_id": rec.tenant_id, "timestamp": ts,
+                             key: payload})
         headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body),
-                   TIMESTAMP_HEADER: ts, "X-Toolkeeper-Event": EVENT,
+                   TIMESTAMP_HEADER: ts, "X-Toolkeeper-Event": event,
                    "X-Toolkeeper-Delivery": str(uuid.uuid4())}
         return await self._send(rec, cfg, body, headers)
 
@@ -217,7 +245,7 @@ class WebhookNotifier:
             raise ToolError("secret_not_found", f"webhook secret {ref!r} cannot be resolved")
         return await get(*parsed)
 
-    async def _send(self, rec: ApprovalRecord, cfg: WebhookConfig, body: bytes,
+    async def _send(self, rec: ApprovalRecord | Notice, cfg: WebhookConfig, body: bytes,
                     headers: dict[str, str]) -> Delivery:
         guard = cfg.guard(self.resolver)
         error = ""

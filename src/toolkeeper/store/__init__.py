@@ -9,6 +9,7 @@ from toolkeeper.store.audit_checkpoints import Checkpoints
 from toolkeeper.store.audit_export import ExportCursors
 from toolkeeper.store.audit_key import AuditKey
 from toolkeeper.store.blobs import BlobRepo
+from toolkeeper.store.budgets import BudgetRepo
 from toolkeeper.store.caps import CapRepo
 from toolkeeper.store.credentials import CredentialRepo
 from toolkeeper.store.db import DEFAULT_URL, Database
@@ -41,6 +42,7 @@ class Store:
         self.blobs = BlobRepo(db)
         self.credentials = CredentialRepo(db)
         self.rates = RateRepo(db)
+        self.budgets = BudgetRepo(db)
         self.caps = CapRepo(db)
         self.retrieval = RetrievalRepo(db)
         self.recent_calls = RecentCallRepo(db)

@@ -100,11 +100,13 @@ const Overview = (() => {
       denials: figure("denials", "Denials by reason"),
       approvals: figure("approvals", "Approvals requested and decided"),
       slowest: figure("slowest", "Slowest tools (p50 and p95)"),
+      budgets: figure("budgets", "Budgets this period (% spent)"),
     };
     parts.approvals.extra = el("dl", null, "summary ov-wait");
     parts.approvals.chart.after(parts.approvals.extra);
     const grid = el("div", null, "ov-grid");
     grid.append(parts.calls.fig, parts.denials.fig, parts.approvals.fig, parts.slowest.fig);
+    parts.grid = grid;  // the budgets figure joins it once a budget has spent something
     body.replaceChildren(tiles, grid);
     return parts;
   }
@@ -255,6 +257,33 @@ const Overview = (() => {
     legend(p, [["p50", ""], ["p95", ""]]);
   }
 
+  function spent(b) {  // the fuller of the call and the cost budget, in % (may pass 100)
+    return Math.round(100 * Math.max(b.max_calls ? b.calls / b.max_calls : 0,
+      b.max_cost ? b.cost / b.max_cost : 0));
+  }
+
+  function drawBudgets(p, grid, d) {  // each budget key's spend this period (not the window)
+    const rows = d.budgets;
+    if (!rows.length) { p.fig.remove(); return; }  // a tenant without budgets sees no panel
+    if (!p.fig.isConnected) grid.append(p.fig);
+    const label = (b) => b.budget + (b.subject ? " (" + b.subject + ")" : "");
+    p.chart.dataset.budgets = JSON.stringify(rows);
+    p.chart.setAttribute("aria-label", "Budgets this period: " + rows.map((b) =>
+      label(b) + " " + spent(b) + "% spent, " + b.state).join("; "));
+    head(p, ["budget", "layer", "period", "calls", "cost", "spent", "state", "resets"]);
+    p.tbody.replaceChildren();
+    for (const b of rows) {
+      row(p, [label(b), b.layer, b.period, b.calls + (b.max_calls ? " / " + b.max_calls : ""),
+        b.cost + (b.max_cost ? " / " + b.max_cost : ""), spent(b) + "%", b.state,
+        fmtTime(b.resets_at)]);
+    }
+    draw((n, data, o) => new Chartist.BarChart(n, data, o), p.chart, {
+      labels: rows.map(label),
+      series: [{ name: "spent", className: "ov-s-budget", data: rows.map(spent) }],
+    }, { horizontalBars: true, reverseData: true, high: 100, low: 0, axisY: { offset: 130 },
+      height: Math.max(120, 34 * rows.length) + "px" });
+  }
+
   function render(d, win) {
     const parts = state.parts || (state.parts = build());
     for (const c of state.charts.splice(0)) c.detach();
@@ -265,6 +294,7 @@ const Overview = (() => {
     drawDenials(parts.denials, d, win);
     drawApprovals(parts.approvals, d, win);
     drawSlowest(parts.slowest, d, win);
+    drawBudgets(parts.budgets, parts.grid, d);
     const upd = $("#overview-updated");
     upd.replaceChildren("Updated ", fmtTime(d.generated_at), "; refreshes every "
       + REFRESH_MS / 1000 + " s while shown.");

@@ -1,7 +1,7 @@
 """audit export: a cursor per (sink, tenant chain) and a lease per sink
 
 Revision ID: 0016
-Revises: 0014
+Revises: 0015
 Create Date: 2026-11-28
 
 ``audit_export_cursors`` and ``audit_export_leases`` (``toolkeeper.store.audit_export``)
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = '0016'
-down_revision = '0014'
+down_revision = '0015'
 branch_labels = None
 depends_on = None
 
