@@ -30,6 +30,7 @@ def test_event_types_match_spec_vocabulary() -> None:
         "policy.denied",
         "scope.denied",
         "limit.denied",
+        "budget.warning",
         "gate.allowed",
         "gate.required",
         "preview.created",

@@ -54,6 +54,8 @@ CONFIGS: dict[str, str | None] = {
     "docs/identity.md: Google #0": None,
     "docs/security.md: What a tenant writes may only narrow the operator's ceiling #0": None,
     "docs/web-search.md: `web_search` #0": None,
+    "docs/guides/budgets.md: Declare what an action costs #0": None,
+    "docs/guides/budgets.md: Declare budgets #0": None,
     "docs/guides/audit-export.md: Configure #0": None,
     "docs/composio.md: `composio` #0": None,
     "docs/mcp.md: What becomes of them #0":
@@ -341,7 +343,7 @@ def test_pipeline_diagram_puts_each_reason_under_its_step() -> None:
             for line in block("docs/concepts/pipeline.md: The steps #0").splitlines()]
     steps = [row[0] for row in rows]
     assert steps == ["authenticate", "resolve", "validate", "scope", "limits", "risk", "gate",
-                     "supersede", "idempotency", "execute", "outcome"]
+                     "supersede", "budgets", "idempotency", "execute", "outcome"]
     order = (REPO / "src/toolkeeper/pipeline/steps.py").read_text().split("\n\n")[1]
     assert steps == re.findall(r"(\w+)(?: →|\.)", order)  # the docstring's normative order
     named = 0

@@ -1,7 +1,7 @@
 """The normative order of SPEC §2, in one visible place.
 
 authenticate → resolve → validate → scope → limits → risk → gate → supersede →
-idempotency → execute → outcome. Each step returns ``None`` to continue or the result
+budgets → idempotency → execute → outcome. Each step returns ``None`` to continue or the result
 that ends the call (having emitted its audit event).
 """
 
