@@ -41,3 +41,13 @@ def test_past_the_cap_a_new_session_is_503_with_retry_after(srv: McpServer) -> N
     auth = {"Authorization": f"Bearer {srv.tokens['bot']}", "Mcp-Session-Id": sid}
     again = httpx.post(srv.url, headers={**HEADERS, **auth}, json=LIST, timeout=10)
     assert again.status_code == 200 and "add" in again.text  # open sessions go on
+
+
+def test_serve_takes_the_cap_from_its_environment() -> None:
+    from toolkeeper.errors import ConfigError
+    from toolkeeper.server import ServerSettings
+
+    assert ServerSettings.load({}).mcp_max_sessions == 10_000
+    assert ServerSettings.load({"TOOLKEEPER_MCP_MAX_SESSIONS": "7"}).mcp_max_sessions == 7
+    with pytest.raises(ConfigError):
+        ServerSettings.load({"TOOLKEEPER_MCP_MAX_SESSIONS": "0"})
