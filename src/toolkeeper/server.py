@@ -49,6 +49,7 @@ ENV = {
     "header_timeout_s": "TOOLKEEPER_HEADER_TIMEOUT_S",
     "max_connections": "TOOLKEEPER_MAX_CONNECTIONS",
     "mcp_fast_path": "TOOLKEEPER_MCP_FAST_PATH",
+    "mcp_max_sessions": "TOOLKEEPER_MCP_MAX_SESSIONS",
     "rest_fast_path": "TOOLKEEPER_REST_FAST_PATH",
 }
 WORKER_SETTINGS = "TOOLKEEPER_WORKER_SETTINGS"
@@ -81,6 +82,9 @@ class ServerSettings(BaseModel):
     503 to new requests."""
     mcp_fast_path: bool = True
     """Answer plain stateless MCP ``tools/list`` / ``tools/call`` on the lean path."""
+    mcp_max_sessions: int = Field(default=10_000, ge=1, le=10_000_000)
+    """Open MCP sessions per process; past it a new session is answered 503 with
+    ``Retry-After`` (existing sessions go on)."""
     rest_fast_path: bool = True
     """Answer the plainest ``POST /tools/execute`` on the lean path (api/lean_execute)."""
     cors_origins: tuple[str, ...] = ()
@@ -289,6 +293,7 @@ def build(settings: ServerSettings) -> Server:
                                      cors_origins=list(settings.cors_origins),
                                      mcp_allowed_hosts=mcp_hosts(settings.host),
                                      mcp_fast_path=settings.mcp_fast_path,
+                                     mcp_max_sessions=settings.mcp_max_sessions,
                                      rest_fast_path=settings.rest_fast_path))
     app.state.system_tenant = settings.system_tenant
     app.state.audit_export = exporter = start_exporter(gw.store, gw.metrics.registry,

@@ -129,7 +129,8 @@ def _as(app: Any, token: str) -> Any:
 @contextmanager
 def serving(url: str, *, max_body_bytes: int = 200_000, extra: tuple[Any, ...] = (),
             acting_as: str | None = None, config: Any = None,
-            around: Callable[[Gateway, Any], Any] | None = None) -> Iterator[McpServer]:
+            around: Callable[[Gateway, Any], Any] | None = None,
+            mcp_max_sessions: int = 10_000) -> Iterator[McpServer]:
     """The app over a fresh gateway, served on a free loopback port until the block ends.
     ``extra`` tools are registered and enabled for ``bot``; with ``acting_as``, every
     request carries that agent's token; ``around(gw, app)`` wraps the ASGI app; ``config``
@@ -143,7 +144,8 @@ def serving(url: str, *, max_body_bytes: int = 200_000, extra: tuple[Any, ...] =
             Activation(tool=n) for n in names)), replace=True)
     port = _free_port()
     app: Any = create_app(gw, ApiSettings(max_body_bytes=max_body_bytes,
-                                          mcp_allowed_hosts=mcp_hosts("127.0.0.1")))
+                                          mcp_allowed_hosts=mcp_hosts("127.0.0.1"),
+                                          mcp_max_sessions=mcp_max_sessions))
     if acting_as is not None:
         app = _as(app, tokens[acting_as])
     if around is not None:

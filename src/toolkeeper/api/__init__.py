@@ -47,6 +47,8 @@ class ApiSettings:
     mcp_fast_path: bool = True
     """Answer plain stateless ``tools/list`` / ``tools/call`` without the SDK's server
     (:mod:`toolkeeper.mcp.lean`); ``False`` sends every request through the SDK."""
+    mcp_max_sessions: int = 10_000
+    """Open MCP sessions per process; past it new ones get 503 + ``Retry-After``."""
     rest_fast_path: bool = True
     """Answer the plainest ``POST /tools/execute`` without FastAPI's routing and
     dependency layers (:mod:`toolkeeper.api.lean_execute`); ``False``: always the route."""
@@ -149,7 +151,8 @@ def _mount_mcp(app: FastAPI, gw: Gateway, settings: ApiSettings) -> None:
                    for scheme in ("http", "https")] + list(settings.cors_origins)
     endpoint = McpEndpoint(gw, max_body_bytes=settings.max_body_bytes,
                            allowed_hosts=settings.mcp_allowed_hosts, allowed_origins=origins,
-                           fast_path=settings.mcp_fast_path)
+                           fast_path=settings.mcp_fast_path,
+                           max_sessions=settings.mcp_max_sessions)
     # a route for completeness (mounted apps, tests); requests normally never reach the
     # router: McpShortcut hands them to the endpoint before the REST middleware stack
     app.router.routes.insert(0, Route(PATH, endpoint=endpoint, include_in_schema=False))

@@ -161,8 +161,9 @@ class McpEndpoint:
     def __init__(self, gw: Gateway, *, max_body_bytes: int,
                  allowed_hosts: Sequence[str] | None = None,
                  allowed_origins: Sequence[str] | None = None,
-                 fast_path: bool = True) -> None:
+                 fast_path: bool = True, max_sessions: int = 10_000) -> None:
         self.gw = gw
+        self.max_sessions = max_sessions
         self.fast_path = fast_path
         self._security: Any = None
         self._security_passed: set[tuple[bytes | None, bytes | None, bytes | None]] = set()
@@ -211,7 +212,7 @@ class McpEndpoint:
             seal = SessionSeal(await anyio.to_thread.run_sync(state_key, self.gw))
             manager = SharedSessionManager(
                 app=face.server, max_request_body_size=self.max_body_bytes,
-                security_settings=security, seal=seal)
+                security_settings=security, seal=seal, max_sessions=self.max_sessions)
 
             async def run_manager(*, task_status: anyio.abc.TaskStatus[None]
                                   = anyio.TASK_STATUS_IGNORED) -> None:

@@ -54,6 +54,8 @@ _OPENING: contextvars.ContextVar[tuple[str, bytes | None]] = contextvars.Context
 """Who opens a new session and with what ``initialize`` (the SDK's ``_admit_session``
 is called without the request)."""
 _MAX_ENDED = 10_000
+FULL_RETRY_AFTER_S = 5
+"""``Retry-After`` on the 503 a new session gets while ``max_sessions`` are open."""
 _MAX_ID = 8192
 """Longer ids are refused unread (capabilities are small; a header is not a store)."""
 
@@ -112,6 +114,19 @@ class SessionSeal:
         return claims
 
 
+def _retry_on_full(send: Send) -> Send:
+    """``send``, adding ``Retry-After`` to a 503 (the SDK's answer when the manager is full:
+    a bounded table of sessions, never an out-of-memory; the client tries again later)."""
+
+    async def sending(message: Any) -> None:
+        if message["type"] == "http.response.start" and message.get("status") == 503:
+            headers = [*message.get("headers", ()),
+                       (b"retry-after", str(FULL_RETRY_AFTER_S).encode("ascii"))]
+            message = {**message, "headers": headers}
+        await send(message)
+    return sending
+
+
 class SharedSessionManager(StreamableHTTPSessionManager):
     """The SDK's manager, with sealed ids and adoption of sessions opened elsewhere."""
 
@@ -137,7 +152,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         if raw is None:  # a new session: its id is minted in _admit_session
             token = _OPENING.set((owner, scope.get(BODY_KEY)))
             try:
-                await super()._handle_stateful_request(scope, receive, send)
+                await super()._handle_stateful_request(scope, receive, _retry_on_full(send))
             finally:
                 _OPENING.reset(token)
             return
