@@ -10,7 +10,7 @@ from pydantic import field_validator
 
 from toolkeeper.bounds import HostNetworks, Subset, host_covered
 from toolkeeper.errors import ConfigError
-from toolkeeper.netguard import NetGuard
+from toolkeeper.netguard import NetGuard, Resolver
 from toolkeeper.providers.base import ToolPolicy
 
 
@@ -33,3 +33,11 @@ class NetworkPolicy(ToolPolicy):
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+
+def provider_guard(policy: NetworkPolicy, resolver: Resolver | None) -> NetGuard:
+    """The guard of a built-in that sends a key to a provider (``web_search``,
+    ``composio``): the policy's hosts, networks and ports, and no redirects (a redirect
+    would carry the key elsewhere)."""
+    return NetGuard(allowed_hosts=policy.allowed_hosts, allowed_networks=policy.allowed_networks,
+                    allowed_ports=policy.allowed_ports, max_redirects=0, resolver=resolver)

@@ -36,13 +36,13 @@ import httpx
 from pydantic import Field
 
 from toolkeeper.bounds import AtMost, Pinned, Subset, host_covered
-from toolkeeper.builtins._net_policy import NetworkPolicy
+from toolkeeper.builtins._net_policy import NetworkPolicy, provider_guard
 from toolkeeper.builtins._search_keys import find_key
 from toolkeeper.errors import ToolError, UpstreamError
 from toolkeeper.model.enums import Risk, SideEffect
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import ActionSpec, ExecutionMeta
-from toolkeeper.netguard import NetGuard, Resolver
+from toolkeeper.netguard import Resolver
 from toolkeeper.providers.base import ToolContext
 from toolkeeper.providers.native import BaseTool
 
@@ -127,10 +127,7 @@ class ComposioTool(BaseTool):
             context.deny(Reason.ARGUMENT_NOT_ALLOWED, f"with the operator's Composio key the "
                          f"user is the tenant itself ({context.tenant_id!r}), not {user!r}: "
                          "use the tenant's own key (credential composio/api_key) for others")
-        guard = NetGuard(allowed_hosts=policy.allowed_hosts,
-                         allowed_networks=policy.allowed_networks,
-                         allowed_ports=policy.allowed_ports, max_redirects=0,
-                         resolver=self._resolver)
+        guard = provider_guard(policy, self._resolver)
         guard.check_url(key.endpoint)  # refused before any key leaves the gateway
         try:
             async with asyncio.timeout(policy.timeout_s):

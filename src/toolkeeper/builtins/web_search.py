@@ -30,7 +30,7 @@ import httpx
 from pydantic import Field
 
 from toolkeeper.bounds import AtMost, Subset, host_covered
-from toolkeeper.builtins._net_policy import NetworkPolicy
+from toolkeeper.builtins._net_policy import NetworkPolicy, provider_guard
 from toolkeeper.builtins._search_keys import find_key
 from toolkeeper.errors import ToolError, UpstreamError
 from toolkeeper.model.enums import Risk, SideEffect
@@ -176,10 +176,7 @@ class WebSearchTool(BaseTool):
         num = min(int(request.get("num") or policy.default_results), policy.max_results)
         provider = _provider(context)
         key = await find_key(context, provider.name, provider.default_endpoint)
-        guard = NetGuard(allowed_hosts=policy.allowed_hosts,
-                         allowed_networks=policy.allowed_networks,
-                         allowed_ports=policy.allowed_ports, max_redirects=0,
-                         resolver=self._resolver)
+        guard = provider_guard(policy, self._resolver)
         guard.check_url(key.endpoint)  # refused before any key leaves the gateway
         async with guard.client(verify=self._verify) as client:
             results = await provider.search(
