@@ -63,5 +63,6 @@ def test_receiver_down_and_server_restarted_lose_nothing(tmp_path: Path) -> None
     finally:
         rx.stop()
     chain = [e for e in rx.got.events if e["tenant_id"] == "default"]
-    assert [e["seq"] for e in chain] == list(range(1, head + 1))
+    seqs = [e["seq"] for e in chain]  # events committed after `head` was read may follow
+    assert seqs == list(range(1, max(seqs) + 1)) and max(seqs) >= head
     assert all(b["prev_hash"] == a["hash"] for a, b in pairwise(chain))

@@ -29,7 +29,9 @@ def test_registry_script_is_served_under_the_strict_csp(api: RestClient) -> None
     scripts = re.findall(r'<script src="([^"]+)" defer></script>', page.text)
     # the registry first (app.js uses it), the approvals inbox and calls/audit after (they
     # use app.js)
-    assert scripts == ["/ui/registry.js", "/ui/app.js", "/ui/approvals.js", "/ui/calls.js",
+    assert scripts == ["/ui/registry.js",
+                       "/ui/graph.js",  # the impact list and drawings the registry uses
+                       "/ui/app.js", "/ui/approvals.js", "/ui/calls.js",
                        "/ui/agents.js", "/ui/tooledit.js", "/ui/access.js",
                        "/ui/chartist.js", "/ui/overview.js",  # the Overview's charts, then it
                        "/ui/story.js"]  # a call's page

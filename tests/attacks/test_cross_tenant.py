@@ -31,6 +31,9 @@ PROBES: dict[tuple[str, str], Any] = {
     ("POST", "/tools/{tool_id}/version"): {"version": "9.9.9"},
     ("GET", "/tools/{tool_id}/versions"): None,
     ("GET", "/tools/{tool_id}/quarantine"): None,
+    ("GET", "/tools/{tool_id}/impact"): None,
+    ("GET", "/credentials/{connector}/{key}/impact"): None,
+    ("POST", "/turns/{turn_group_id}/decisions"): {"decision": "supersede"},
     ("GET", "/calls/{call_id}"): None,
     ("GET", "/calls/{call_id}/story"): None,
     ("POST", "/calls/{call_id}/resolve"): {"status": "failed", "note": "probe"},
@@ -83,7 +86,7 @@ BODY_PROBES: dict[tuple[str, str], Any] = {
     ("POST", "/retrieval/pipelines"): {"name": "planted", "tenant_id": "other"},
 }
 LISTINGS = ("/tools", "/tools/health", "/tools/builtins/templates", "/tools/sources", "/calls",
-            "/calls/recent", "/stats/overview",
+            "/calls/recent", "/stats/overview", "/graph", "/audit/export",
             "/approvals", "/audit", "/audit/verify", "/discovery/catalog",
             "/discovery/available", "/me", "/tokens", "/credentials", "/tenants",
             "/settings/webhook", "/agents", "/profiles", "/activations", "/healthz",
