@@ -262,8 +262,9 @@ def mcp_hosts(bind: str) -> tuple[str, ...] | None:
     return (*LOOPBACK, *(f"{h}:*" for h in LOOPBACK))
 
 
-def build(settings: ServerSettings) -> Server:
-    """Open the gateway (which delivers webhooks), create first tokens and build the app."""
+def build(settings: ServerSettings, *, export: bool = True) -> Server:
+    """Open the gateway (which delivers webhooks), create first tokens and build the app;
+    ``export``: start the audit export (not in a ``--workers`` parent, which only boots)."""
     from toolkeeper.api import ApiSettings, create_app
     from toolkeeper.gateway import Gateway
     from toolkeeper.mcp.state import state_key
@@ -296,8 +297,8 @@ def build(settings: ServerSettings) -> Server:
                                      mcp_max_sessions=settings.mcp_max_sessions,
                                      rest_fast_path=settings.rest_fast_path))
     app.state.system_tenant = settings.system_tenant
-    app.state.audit_export = exporter = start_exporter(gw.store, gw.metrics.registry,
-                                                       gw.audit_export_config)
+    app.state.audit_export = exporter = start_exporter(
+        gw.store, gw.metrics.registry, gw.audit_export_config if export else None)
     # what exists now (catalog, routes, models) lives as long as the server: keep it out
     # of the cyclic collector's generations so collections stay short under load
     gc.freeze()
@@ -398,7 +399,7 @@ def access_logged(settings: ServerSettings) -> bool:
 def _run_workers(settings: ServerSettings, out: TextIO) -> None:
     import uvicorn
 
-    server = build(settings)  # bootstrap once: first tokens, demo, the announcement
+    server = build(settings, export=False)  # bootstrap once: tokens, demo, announcement
     try:
         announce(server, out)
     finally:

@@ -91,3 +91,19 @@ def test_a_dead_sink_never_holds_a_call_and_raises_the_alarm(tmp_path: Path) -> 
             assert 'toolkeeper_audit_export_alarm{sink="splunk"} 1.0' in metrics
     finally:
         srv.close()
+
+
+def test_a_workers_parent_boots_without_shipping(tmp_path: Path, rx: Receiver) -> None:
+    """``serve --workers N``'s parent builds once to create tokens and print them, then
+    closes: it starts no exporter (each worker ships, the leases pick which)."""
+    parent = build(ServerSettings(database_url=f"sqlite:///{tmp_path}/tk.db",
+                                  config=_config(tmp_path, rx.url, 1000)), export=False)
+    try:
+        assert parent.exporter is None and parent.app.state.audit_export is None
+    finally:
+        parent.close()
+    worker = _server(tmp_path, rx.url)
+    try:
+        assert worker.exporter is not None
+    finally:
+        worker.close()
