@@ -79,6 +79,9 @@ def test_the_row_and_the_drawer_show_what_the_api_holds(console_page: ConsolePag
         ["id", "string", "yes", "The order id"])
     expect(schemas.nth(1).locator("tbody tr td")).to_have_text(
         ["total", "number", "no", "Order total", "lines", "array of string", "no", ""])
+    # Versions and Dependencies are appended after their own fetches: wait for the last
+    # part before reading the parts, or a slow run reads the drawer half built.
+    expect(drawer.locator(".drawer-part h3").last).to_have_text("Dependencies")
     parts = {p.locator("h3").inner_text(): p for p in drawer.locator(".drawer-part").all()}
     implementation = json.loads(parts["Implementation (redacted)"].locator("pre").inner_text())
     assert implementation == tool["config_schema"]["implementation"]
