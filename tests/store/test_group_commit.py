@@ -10,22 +10,27 @@ the row lock; the next batch takes everyone who queued meanwhile)."""
 from __future__ import annotations
 
 import concurrent.futures as cf
-import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 
+from tests.store.group_commit_support import (
+    COMMIT_FAILS_PG,
+    COMMIT_FAILS_SQLITE,
+    TENANT,
+    count_sqlite_commits,
+    events,
+    held,
+    install,
+    rec,
+)
 from tests.support.waiting import wait_until
 from toolkeeper.model.enums import OutcomeState
 from toolkeeper.store import Store
-from toolkeeper.store.records import AuditDraft, OutcomeRecord
+from toolkeeper.store.records import OutcomeRecord
 
-TENANT = "t1"
 CALLERS = 8
 RESULT_TIMEOUT_S = 60.0
 
@@ -33,56 +38,20 @@ RESULT_TIMEOUT_S = 60.0
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
     s = Store.open(db_url)
-    s.outcomes.claim(_rec("warm-up"), _events("warm-up", "call.attempted"))  # the head exists
+    s.outcomes.claim(rec("warm-up"), events("warm-up", "call.attempted"))  # the head exists
     yield s
     s.close()
 
 
-def _rec(key: str, call_id: str | None = None) -> OutcomeRecord:
-    now = datetime.now(UTC)
-    return OutcomeRecord(
-        call_id=call_id or f"c-{key}", tenant_id=TENANT, agent="bot", key=key, tool="pay",
-        action="", tool_version="1", args_digest="sha256:x", side_effect="irreversible",
-        state=OutcomeState.IN_PROGRESS, status="in_progress", created_at=now, updated_at=now,
-        expires_at=now + timedelta(hours=1), stale_after=now + timedelta(minutes=5))
-
-
-def _events(call_id: str, *types: str) -> list[AuditDraft]:
-    now = datetime.now(UTC)
-    return [AuditDraft(type=t, tenant_id=TENANT, call_id=call_id, event_id=f"{call_id}-{t}",
-                       ts=now, data={"n": i}) for i, t in enumerate(types)]
-
-
 def _claim(store: Store, key: str, call_id: str | None = None) -> OutcomeRecord | None:
     cid = call_id or f"c-{key}"
-    return store.outcomes.claim(_rec(key, cid), _events(cid, "call.attempted"))
+    return store.outcomes.claim(rec(key, cid), events(cid, "call.attempted"))
 
 
 def _finish(store: Store, call_id: str) -> bool:
     return store.outcomes.finish(call_id, state=OutcomeState.SUCCEEDED, status="succeeded",
                                  reason=None, result={"ok": True},
-                                 events=_events(call_id, "call.succeeded"))
-
-
-@contextmanager
-def _held(store: Store) -> Iterator[None]:
-    """Another connection holds what the next batch needs first (see the module doc)."""
-    if store.db.is_sqlite:
-        conn = sqlite3.connect(make_url(store.db.url).database or "", isolation_level=None)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        finally:
-            conn.execute("ROLLBACK")
-            conn.close()
-        return
-    with store.db.engine.connect() as conn:
-        conn.execute(text("SELECT seq FROM audit_heads WHERE tenant_key = :k FOR UPDATE"),
-                     {"k": TENANT})
-        try:
-            yield
-        finally:
-            conn.rollback()
+                                 events=events(call_id, "call.succeeded"))
 
 
 def _leader_blocked(store: Store, before: int) -> bool:
@@ -107,7 +76,7 @@ def _queued_behind_a_held_store(store: Store, plug: Callable[[], Any],
     group = store.outcomes.group
     before = group.transactions
     with cf.ThreadPoolExecutor(len(works) + 1) as pool:
-        with _held(store):
+        with held(store):
             first = pool.submit(plug)
             wait_until(lambda: _leader_blocked(store, before), what="the first batch waits")
             futs = [pool.submit(w) for w in works]
@@ -130,17 +99,9 @@ def _batches_for_plug_and_queue(store: Store) -> int:
     return 1 if store.db.is_sqlite else 2
 
 
-def _count_sqlite_commits(store: Store) -> list[str]:
-    """The COMMITs SQLite itself executes on the store's writer connection."""
-    seen: list[str] = []
-    store.db.sqlite_writer().set_trace_callback(
-        lambda sql: seen.append(sql) if sql.strip().upper() == "COMMIT" else None)
-    return seen
-
-
 def test_claims_and_finishes_queued_together_share_one_transaction(store: Store) -> None:
     keys = [f"k{i}" for i in range(CALLERS)]
-    commits = _count_sqlite_commits(store) if store.db.is_sqlite else None
+    commits = count_sqlite_commits(store) if store.db.is_sqlite else None
     plugged, won, txns = _queued_behind_a_held_store(
         store, lambda: _claim(store, "plug"), [lambda k=k: _claim(store, k) for k in keys])
     assert plugged is None and won == [None] * CALLERS
@@ -173,29 +134,8 @@ def test_contended_claims_in_one_batch_exactly_one_wins(store: Store) -> None:
     assert store.audit.verify(TENANT).ok
 
 
-def _install(store: Store, sqlite_sql: list[str], pg_sql: list[str]) -> None:
-    with store.db.engine.begin() as conn:
-        for sql in sqlite_sql if store.db.is_sqlite else pg_sql:
-            conn.execute(text(sql))
-
-
-COMMIT_FAILS_SQLITE = [
-    "CREATE TABLE poison_parent (id TEXT PRIMARY KEY)",
-    "CREATE TABLE poison_child (id TEXT REFERENCES poison_parent (id) "
-    "DEFERRABLE INITIALLY DEFERRED)",
-    "CREATE TRIGGER poison AFTER INSERT ON outcomes WHEN NEW.key = 'poison' "
-    "BEGIN INSERT INTO poison_child VALUES (NEW.call_id); END",
-]
-COMMIT_FAILS_PG = [
-    "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS "
-    "$$ BEGIN RAISE EXCEPTION 'poisoned at commit'; END $$",
-    "CREATE CONSTRAINT TRIGGER poison AFTER INSERT ON outcomes DEFERRABLE INITIALLY DEFERRED "
-    "FOR EACH ROW WHEN (NEW.key = 'poison') EXECUTE FUNCTION poison()",
-]
-
-
 def test_a_batch_that_cannot_commit_fails_every_member(store: Store) -> None:
-    _install(store, COMMIT_FAILS_SQLITE, COMMIT_FAILS_PG)
+    install(store, COMMIT_FAILS_SQLITE, COMMIT_FAILS_PG)
     keys = [f"k{i}" for i in range(CALLERS)] + ["poison"]
     plugged, outcomes, _ = _queued_behind_a_held_store(
         store, lambda: _claim(store, "plug"), [lambda k=k: _claim(store, k) for k in keys])
@@ -218,7 +158,7 @@ ROW_FAILS_PG = [
 
 
 def test_one_members_failing_statement_fails_only_that_member(store: Store) -> None:
-    _install(store, ROW_FAILS_SQLITE, ROW_FAILS_PG)
+    install(store, ROW_FAILS_SQLITE, ROW_FAILS_PG)
     keys = [f"k{i}" for i in range(CALLERS)]
     _, outcomes, _ = _queued_behind_a_held_store(
         store, lambda: _claim(store, "plug"),

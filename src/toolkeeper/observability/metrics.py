@@ -50,6 +50,7 @@ class Metrics(Collector):
         self._sweep_max_s = 0.0
         self._pending: Callable[[str | None], Mapping[str, int]] | None = None
         self._audit_queue: Callable[[], int] | None = None
+        self._commits: Callable[[], tuple[int, int]] | None = None
         self.registry.register(self)
 
     def call(self, tenant: str, tool: str, status: str, seconds: float,
@@ -118,9 +119,12 @@ class Metrics(Collector):
             self._sweeps += 1
             self._sweep_max_s = max(self._sweep_max_s, seconds)
 
-    def audit_queue_from(self, fn: Callable[[], int]) -> None:
-        """``fn()``: finished calls and events this process has queued for its audit writer."""
-        self._audit_queue = fn
+    def queues_from(self, audit: Callable[[], int],
+                    commits: Callable[[], tuple[int, int]]) -> None:
+        """``audit()``: finished calls and events this process has queued for its audit
+        writer; ``commits()``: the group commit's ``(transactions, writes)`` so far."""
+        self._audit_queue = audit
+        self._commits = commits
 
     def pending_from(self, fn: Callable[[str | None], Mapping[str, int]]) -> None:
         """``fn(tenant)``: pending approvals by tenant (every tenant's for ``None``)."""
@@ -180,6 +184,12 @@ class Metrics(Collector):
                                        "queued for this process's audit writer (its lag)")
             queued.add_metric([], float(self._audit_queue() if self._audit_queue else 0))
             yield queued
+            txns, writes = self._commits() if self._commits else (0, 0)
+            yield _counter("toolkeeper_store_group_commits_total", "Transactions the store's "
+                           "group commit began for outcome claims and finishes", [], {(): txns})
+            yield _counter("toolkeeper_store_group_commit_writes_total", "Outcome claims and "
+                           "finishes those transactions committed (÷ commits: the mean batch)",
+                           [], {(): writes})
         pending = GaugeMetricFamily("approvals_pending", "Approvals waiting for a human",
                                     labels=["tenant"])
         counts = dict(self._pending(tenant)) if self._pending else {}

@@ -51,7 +51,7 @@ def _bad_key(st: CallState) -> CallResult | None:
     return None
 
 
-def idempotency(rt: Runtime, st: CallState) -> CallResult | None:
+async def idempotency(rt: Runtime, st: CallState) -> CallResult | None:
     bad = _bad_key(st)
     if bad is not None:
         return bad
@@ -74,7 +74,8 @@ def idempotency(rt: Runtime, st: CallState) -> CallResult | None:
     attempted = len(st.events)
     st.emit(EventType.CALL_ATTEMPTED, idempotency_key=key)
     in_txn = rt.settings.audit_durability == "transactional"
-    existing = rt.store.outcomes.claim(rec, st.drafts() if in_txn else ())
+    existing = await rt.store.outcomes.claim_async(rec, st.drafts() if in_txn else (),
+                                                   offload=rt.loop_calls.company())
     if existing is None:
         if in_txn:
             st.events = []

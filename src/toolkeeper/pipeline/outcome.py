@@ -92,7 +92,7 @@ def _classify(st: CallState, run: Execution) -> tuple[CallStatus, str | None, st
             EventType.CALL_FAILED)
 
 
-def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
+async def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
     assert st.tool is not None
     tool = st.tool.definition
     status, reason, message, event = _classify(st, run)
@@ -131,9 +131,10 @@ def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
         state = {CallStatus.SUCCEEDED: OutcomeState.SUCCEEDED,
                  CallStatus.UNKNOWN: OutcomeState.UNKNOWN}.get(status, OutcomeState.FAILED)
         in_txn = rt.settings.audit_durability == "transactional"
-        rt.store.outcomes.finish(st.call_id, state=state, status=status.value, reason=reason,
-                                 result=res.to_dict(), side_effect=effect,
-                                 events=st.take_drafts() if in_txn else ())
+        await rt.store.outcomes.finish_async(
+            st.call_id, state=state, status=status.value, reason=reason, result=res.to_dict(),
+            side_effect=effect, events=st.take_drafts() if in_txn else (),
+            offload=rt.loop_calls.company())
         if reason == Reason.INPUT_REQUIRED:  # asked, ran nothing: the retry must run
             rt.store.outcomes.release(st.call_id)
     budgets.charge(rt, st, res)  # once per execution: a deduped call never gets here

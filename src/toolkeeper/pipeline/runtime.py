@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -139,6 +140,17 @@ class Listeners:
                 logging.getLogger("toolkeeper").exception("reload listener failed")
 
 
+class LoopCalls(threading.local):
+    """The calls in flight on this thread's event loop (one loop per thread). With company,
+    a claim or finish waits for its commit off the loop (the group commit's drainer), so
+    the others go on and their writes share the next commit; alone, it commits inline."""
+
+    n = 0
+
+    def company(self) -> bool:
+        return self.n > 1
+
+
 @dataclass(slots=True, kw_only=True)
 class Runtime:
     store: Store
@@ -160,3 +172,4 @@ class Runtime:
     agent_calls: InFlight | None = None
     """The agent calls in flight on the store (every process's), for ``agent_call``'s
     chain guard; the gateway sets it."""
+    loop_calls: LoopCalls = field(default_factory=LoopCalls)

@@ -37,16 +37,23 @@ log = logging.getLogger("toolkeeper.pipeline")
 
 
 async def run(rt: Runtime, st: CallState) -> CallResult:
-    res = _to_scope(rt, st)
-    if res is None:
-        res = await limits(rt, st)
-    res = res or risk(rt, st)
-    if res is None:
-        res = await gate(rt, st)
-    res = res or supersede(rt, st) or budgets.check(rt, st) or idempotency(rt, st)
-    if res is not None:
-        return res
-    return await _execute(rt, st)
+    calls = rt.loop_calls
+    calls.n += 1
+    try:
+        res = _to_scope(rt, st)
+        if res is None:
+            res = await limits(rt, st)
+        res = res or risk(rt, st)
+        if res is None:
+            res = await gate(rt, st)
+        res = res or supersede(rt, st) or budgets.check(rt, st)
+        if res is None:
+            res = await idempotency(rt, st)
+        if res is not None:
+            return res
+        return await _execute(rt, st)
+    finally:
+        calls.n -= 1
 
 
 def _to_scope(rt: Runtime, st: CallState) -> CallResult | None:
@@ -98,10 +105,10 @@ async def _execute(rt: Runtime, st: CallState) -> CallResult:
             st.events.pop()
             return _refuse_consumed(rt, st)
         st.events = []
-        return finish(rt, st, await _on_behalf(rt, st, approval.id,
-                                               approval.decided_by_subject is not None))
+        return await finish(rt, st, await _on_behalf(rt, st, approval.id,
+                                                     approval.decided_by_subject is not None))
     run = await execute(rt, st)
-    return finish(rt, st, run)
+    return await finish(rt, st, run)
 
 
 async def _on_behalf(rt: Runtime, st: CallState, approval_id: str, person: bool) -> Any:

@@ -71,6 +71,7 @@ class Store:
         return self.db.is_sqlite
 
     def close(self) -> None:
+        self.outcomes.group.close()
         self.db.dispose()
 
 

@@ -77,6 +77,18 @@ class _Finish:
         self.prepared = prepared
 
 
+def _claim_row(rec: OutcomeRecord) -> dict[str, Any]:
+    row = _row(rec, _OUTCOME_FIELDS)
+    row["state"] = rec.state.value
+    return row
+
+
+def _finish_params(call_id: str, state: OutcomeState, status: str, reason: str | None,
+                   result: dict[str, Any] | None) -> dict[str, Any]:
+    return {"call_id": call_id, "state": state.value, "status": status, "reason": reason,
+            "result": result, "updated_at": utcnow()}
+
+
 def _claim_order(m: Pending) -> tuple[str, str, str]:
     row = m.work.row
     return row["tenant_id"], row["agent"], row["key"]
@@ -123,12 +135,21 @@ class OutcomeRepo:
         claim still learns whether its own insert won. An expired record (past its TTL)
         is replaced, so keys do not block forever.
         """
-        row = _row(rec, _OUTCOME_FIELDS)
-        row["state"] = rec.state.value
+        row = _claim_row(rec)
         # hashing bodies before the writer lock is taken
         if self._group.submit(_Claim(row, prepare(events))):
             return None
         return self._claim_contended(rec, row, events)
+
+    async def claim_async(self, rec: OutcomeRecord, events: Sequence[AuditDraft] = (), *,
+                          offload: bool = False) -> OutcomeRecord | None:
+        """:meth:`claim` for a coroutine; with ``offload`` (other calls share its loop) it
+        waits for the group's commit without blocking the loop (:meth:`GroupCommit.
+        submit_async`), so those calls' writes join the same transactions."""
+        row = _claim_row(rec)
+        if await self._group.submit_async(_Claim(row, prepare(events)), offload=offload):
+            return None
+        return self._claim_contended(rec, row, events)  # rare: the key was taken
 
     def _claim_contended(self, rec: OutcomeRecord, row: dict[str, Any],
                          events: Sequence[AuditDraft]) -> OutcomeRecord | None:
@@ -154,12 +175,24 @@ class OutcomeRepo:
         side_effect: SideEffectRecord | None = None, only_if_in_progress: bool = True,
     ) -> bool:
         """Record the final state, the side effect and the audit events in one transaction."""
-        params = {"call_id": call_id, "state": state.value, "status": status,
-                  "reason": reason, "result": result, "updated_at": utcnow()}
+        params = _finish_params(call_id, state, status, reason, result)
         if not only_if_in_progress:
             return self._finish_any(params, events)
         effect = _row(side_effect, _EFFECT_FIELDS) if side_effect is not None else None
         done: bool = self._group.submit(_Finish(params, effect, prepare(events)))
+        return done
+
+    async def finish_async(
+        self, call_id: str, *, state: OutcomeState, status: str, reason: str | None,
+        result: dict[str, Any] | None, events: Sequence[AuditDraft] = (),
+        side_effect: SideEffectRecord | None = None, offload: bool = False,
+    ) -> bool:
+        """:meth:`finish` (of an ``in_progress`` outcome) for a coroutine, as
+        :meth:`claim_async` is :meth:`claim`'s."""
+        params = _finish_params(call_id, state, status, reason, result)
+        effect = _row(side_effect, _EFFECT_FIELDS) if side_effect is not None else None
+        done: bool = await self._group.submit_async(_Finish(params, effect, prepare(events)),
+                                                    offload=offload)
         return done
 
     def _finish_any(self, params: dict[str, Any], events: Sequence[AuditDraft]) -> bool:
