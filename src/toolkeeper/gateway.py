@@ -354,7 +354,8 @@ class Gateway:
         """One call for a server face (REST, MCP). On the embedded SQLite store the few
         writes are short and local, so the call runs on the server's loop; on PostgreSQL
         (network round trips) it runs on a worker thread with its own loop."""
-        if self.store.is_local:
+        if self.store.is_local:  # with company here, commits wait off the loop (group_commit)
+            self._rt.loop_calls.served = True
             return await self.call(request, principal=principal)
         return await anyio.to_thread.run_sync(
             lambda: self.call_sync(request, principal=principal))

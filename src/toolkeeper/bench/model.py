@@ -98,11 +98,14 @@ class Sizes:
     """Throughput processes; ``None`` means ``os.cpu_count()``."""
     budget_s: float = 120.0
     """Wall-time cap of one latency benchmark; blocks stop early (and say so) past it."""
+    idle_sessions: int = 10_000
+    """Idle MCP sessions the idle-sessions benchmark holds open beside its callers."""
 
     @classmethod
     def quick(cls) -> Sizes:
         """For CI smoke runs: seconds, not minutes; figures are rough."""
-        return cls(warmup=200, blocks=6, block_calls=200, duration_s=1.0, budget_s=30.0)
+        return cls(warmup=200, blocks=6, block_calls=200, duration_s=1.0, budget_s=30.0,
+                   idle_sessions=300)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

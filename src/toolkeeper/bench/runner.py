@@ -12,7 +12,9 @@ from toolkeeper.bench.adapters import bench_adapters
 from toolkeeper.bench.asgi import bench_asgi
 from toolkeeper.bench.catalog import bench_catalog
 from toolkeeper.bench.filesystem import bench_filesystem
+from toolkeeper.bench.idle_sessions import bench_idle_sessions
 from toolkeeper.bench.irreversible import bench_irreversible, bench_irreversible_pg
+from toolkeeper.bench.irreversible_rest import bench_irreversible_rest
 from toolkeeper.bench.mcp import bench_mcp
 from toolkeeper.bench.model import BenchResult, Sizes
 from toolkeeper.bench.overview import bench_overview, bench_overview_pg
@@ -28,8 +30,10 @@ BENCHMARKS: dict[str, BenchFn] = {
     "pure": bench_pure,
     "irreversible": bench_irreversible,
     "irreversible_pg": bench_irreversible_pg,
+    "irreversible_rest": bench_irreversible_rest,
     "rest": bench_rest,
     "mcp": bench_mcp,
+    "idle_sessions": bench_idle_sessions,
     "asgi": bench_asgi,
     "catalog": bench_catalog,
     "adapters": bench_adapters,

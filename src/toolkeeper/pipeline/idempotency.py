@@ -75,7 +75,7 @@ async def idempotency(rt: Runtime, st: CallState) -> CallResult | None:
     st.emit(EventType.CALL_ATTEMPTED, idempotency_key=key)
     in_txn = rt.settings.audit_durability == "transactional"
     existing = await rt.store.outcomes.claim_async(rec, st.drafts() if in_txn else (),
-                                                   offload=rt.loop_calls.company())
+                                                   offload=await rt.loop_calls.company())
     if existing is None:
         if in_txn:
             st.events = []

@@ -134,7 +134,7 @@ async def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
         await rt.store.outcomes.finish_async(
             st.call_id, state=state, status=status.value, reason=reason, result=res.to_dict(),
             side_effect=effect, events=st.take_drafts() if in_txn else (),
-            offload=rt.loop_calls.company())
+            offload=await rt.loop_calls.company())
         if reason == Reason.INPUT_REQUIRED:  # asked, ran nothing: the retry must run
             rt.store.outcomes.release(st.call_id)
     budgets.charge(rt, st, res)  # once per execution: a deduped call never gets here

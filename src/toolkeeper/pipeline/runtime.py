@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
@@ -143,11 +144,20 @@ class Listeners:
 class LoopCalls(threading.local):
     """The calls in flight on this thread's event loop (one loop per thread). With company,
     a claim or finish waits for its commit off the loop (the group commit's drainer), so
-    the others go on and their writes share the next commit; alone, it commits inline."""
+    the others go on and their writes share the next commit; alone, it commits inline (a
+    thread hop would only add latency)."""
 
     n = 0
+    served = False
+    """A server's loop: its next requests may be waiting in the loop's queue, not started
+    (and so not counted) until the running call lets go of the loop."""
 
-    def company(self) -> bool:
+    async def company(self) -> bool:
+        if self.n > 1:
+            return True
+        if not self.served:
+            return False
+        await asyncio.sleep(0)  # one turn of the loop: waiting requests start, and count
         return self.n > 1
 
 
