@@ -25,10 +25,10 @@ from toolkeeper.bench.model import BenchError, BenchResult, Row, Sizes, Target, 
 from toolkeeper.bench.procs import Served, cpu_seconds, serving
 
 NAME = "mcp"
-# issue 12 item 1 tightens SPEC §10's 1.5 ms and 0.5, in both protocol eras
+# issue 32 tightens SPEC §10's 1.5 ms and 0.5 (and issue 12's 0.6 and 1.0), in both eras
 ADDED_P50_MS = Target(op="<=", bound=1.0)
-RATIO = Target(op=">=", bound=0.6)
-CPU_VS_UPSTREAM = Target(op="<=", bound=1.0)
+RATIO = Target(op=">=", bound=0.9)
+CPU_VS_UPSTREAM = Target(op="<=", bound=0.5)
 """toolkeeper's CPU per governed call over the upstream server's own CPU per call."""
 LEAD = Target(op=">=", bound=10)
 ERAS = {"": "auto", "_2025": "legacy"}
@@ -39,6 +39,10 @@ IN_FLIGHT = 16
 PEERS_PYTHON = "TOOLKEEPER_BENCH_PEERS_PYTHON"
 WORKERS_ENV = "TOOLKEEPER_BENCH_MCP_WORKERS"
 TOOLS = {"direct": "echo", "governed": "up_echo", "fastmcp": "echo"}
+ECHO = {"text": "hi"}
+CALL_TIMEOUT_S = 30.0
+"""A call slower than this fails the benchmark (httpx's 5 s default is too short for a
+slow upstream's worst call under 16 in flight)."""
 CONFIG = """version: 1
 servers:
   - {{name: up, url: "{url}", side_effect: pure, risk: low}}
@@ -164,18 +168,20 @@ def _lead_rows(figures: dict[str, list[float]], era: str) -> list[Row]:
     ]
 
 
-def _agent_token(db: str, cfg: Path) -> str:
+def _agent_token(db: str, cfg: Path, tool: str = "up_echo") -> str:
     from toolkeeper.gateway import Gateway
 
     with Gateway.open(db, config=cfg) as gw:
-        if "up_echo" not in {t.name for t in gw.catalog.all_tools()}:
-            raise BenchError("toolkeeper did not import the upstream's echo tool")
+        if tool not in {t.name for t in gw.catalog.all_tools()}:
+            raise BenchError(f"toolkeeper did not import the upstream's tool ({tool})")
         return gw.store.tokens.create(tenant_id="default", role="agent",
                                       agent="bench-agent")[1]
 
 
 async def _measure(sides: dict[str, Served], token: str, sizes: Sizes,
-                   mode: str) -> dict[str, list[float]]:
+                   mode: str | dict[str, str], *,
+                   tools: dict[str, str] = TOOLS, arguments: dict[str, Any] = ECHO
+                   ) -> dict[str, list[float]]:
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -184,15 +190,18 @@ async def _measure(sides: dict[str, Served], token: str, sizes: Sizes,
     out: dict[str, list[float]] = {side: [] for side in sides}
     async with contextlib.AsyncExitStack() as stack:
         clients: dict[str, Any] = {}
+        side_modes: dict[str, str] = {}
         for side, served in sides.items():
             auth = {"Authorization": f"Bearer {token}"} if side == "governed" else {}
-            http = await stack.enter_async_context(httpx2.AsyncClient(headers=auth))
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers=auth, timeout=CALL_TIMEOUT_S))
+            side_modes[side] = mode if isinstance(mode, str) else mode[side]
             clients[side] = await stack.enter_async_context(Client(
-                streamable_http_client(f"{served.base}/mcp", http_client=http), mode=mode,
-                cache=None))
+                streamable_http_client(f"{served.base}/mcp", http_client=http),
+                mode=side_modes[side], cache=None))
         for side, c in clients.items():  # warm up, and check every side answers
             for _ in range(max(20, sizes.warmup // 20)):
-                r = await c.call_tool(TOOLS[side], {"text": "hi"})
+                r = await c.call_tool(tools[side], arguments)
                 if r.is_error:
                     raise BenchError(f"{side} call failed: {r.content}")
         order = list(clients)
@@ -203,19 +212,24 @@ async def _measure(sides: dict[str, Served], token: str, sizes: Sizes,
             for side in order[shift:] + order[:shift]:
                 for _ in range(per_block):
                     t0 = time.perf_counter_ns()
-                    await clients[side].call_tool(TOOLS[side], {"text": "hi"})
+                    await clients[side].call_tool(tools[side], arguments)
                     out[side].append((time.perf_counter_ns() - t0) / 1e6)
             if time.monotonic() > deadline:
                 break
         for side, c in clients.items():
             cpu0 = cpu_seconds(sides[side].pid)
-            rate, calls = await _rate(c, TOOLS[side], sizes.duration_s)
+            try:
+                rate, calls = await _rate(c, tools[side], sizes.duration_s, arguments)
+            except Exception as exc:  # which side, then what
+                raise BenchError(f"the {side} side failed under load ({side_modes[side]}): "
+                                 f"{type(exc).__name__}: {exc}") from exc
             out[f"{side}_rate"] = [rate]
             out[f"{side}_cpu"] = [(cpu_seconds(sides[side].pid) - cpu0) * 1000 / max(calls, 1)]
     return out
 
 
-async def _rate(client: Any, tool: str, seconds: float) -> tuple[float, int]:
+async def _rate(client: Any, tool: str, seconds: float,
+                arguments: dict[str, Any] = ECHO) -> tuple[float, int]:
     """Calls per second with ``IN_FLIGHT`` in flight for ``seconds``, and the calls done."""
     done = 0
     stop = time.monotonic() + seconds
@@ -223,7 +237,7 @@ async def _rate(client: Any, tool: str, seconds: float) -> tuple[float, int]:
     async def worker() -> None:
         nonlocal done
         while time.monotonic() < stop:
-            r = await client.call_tool(tool, {"text": "hi"})
+            r = await client.call_tool(tool, arguments)
             if r.is_error:
                 raise BenchError(f"{tool} failed under load: {r.content}")
             done += 1

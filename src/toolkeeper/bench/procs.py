@@ -13,11 +13,13 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from toolkeeper.bench.model import BenchError
 
@@ -55,14 +57,23 @@ def serving(cmd: list[str], env: dict[str, str] | None = None, *,
     """:func:`listening`, yielding the process's pid beside its base URL."""
     port = port or free_port()
     argv = [a.replace("{port}", str(port)) for a in cmd]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    # stderr to a file, not a pipe nobody reads while it runs: a server that logs each
+    # request (FastMCP 1.x does, at INFO) would fill the pipe and block mid-benchmark
+    with tempfile.TemporaryFile() as errors:
+        yield from _served(argv, port, env, timeout_s, errors)
+
+
+def _served(argv: list[str], port: int, env: dict[str, str] | None, timeout_s: float,
+            errors: IO[bytes]) -> Iterator[Served]:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errors,
                             stdin=subprocess.DEVNULL, env=env or {**os.environ})
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
         while True:
             if proc.poll() is not None:
-                err = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+                errors.seek(0)
+                err = errors.read().decode(errors="replace")[-2000:]
                 raise BenchError(f"{_name(argv)} exited early: {err}")
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", port)) == 0:

@@ -16,6 +16,7 @@ from toolkeeper.bench.idle_sessions import bench_idle_sessions
 from toolkeeper.bench.irreversible import bench_irreversible, bench_irreversible_pg
 from toolkeeper.bench.irreversible_rest import bench_irreversible_rest
 from toolkeeper.bench.mcp import bench_mcp
+from toolkeeper.bench.mcp_sdk1 import bench_mcp_sdk1
 from toolkeeper.bench.model import BenchResult, Sizes
 from toolkeeper.bench.overview import bench_overview, bench_overview_pg
 from toolkeeper.bench.pure import bench_pure
@@ -33,6 +34,7 @@ BENCHMARKS: dict[str, BenchFn] = {
     "irreversible_rest": bench_irreversible_rest,
     "rest": bench_rest,
     "mcp": bench_mcp,
+    "mcp_sdk1": bench_mcp_sdk1,
     "idle_sessions": bench_idle_sessions,
     "asgi": bench_asgi,
     "catalog": bench_catalog,
