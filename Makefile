@@ -164,8 +164,9 @@ $(STRANDS_STAMP): Makefile pyproject.toml $(CLIENT_WHEEL)
 
 # The PostgreSQL figures come from a throwaway cluster the wrapper starts (PostgreSQL's own
 # durability defaults) unless TOOLKEEPER_BENCH_PG_URL names a server already.
-bench: venv $(BENCH_PEERS_STAMP)
+bench: venv $(BENCH_PEERS_STAMP) $(HANDSHAKE_PEERS)/.installed
 	TOOLKEEPER_BENCH_PEERS_PYTHON=$(abspath $(BENCH_PEERS))/bin/python \
+		TOOLKEEPER_BENCH_SDK1_PYTHON=$(abspath $(HANDSHAKE_PEERS))/mcp1/bin/python \
 		$(BIN)/python -m tests.support.pgcluster $(BIN)/python -m toolkeeper.bench $(BENCH_ARGS)
 
 # The server with the demo config on the embedded SQLite default (./toolkeeper.db);
