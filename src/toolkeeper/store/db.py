@@ -49,6 +49,8 @@ class Database:
         self._write_lock: threading.Lock | None = threading.Lock() if self.is_sqlite else None
         self._sqlite_writer: Any = None
         self._sqlite_writer_pooled: Any = None
+        self.pg_group_writer: Any = None
+        """PostgreSQL: the pooled connection the group commit's batches keep (raw.py)."""
         self._readers = threading.local()
         self._reader_lock = threading.Lock()
         self._reader_conns: list[Any] = []
@@ -159,6 +161,9 @@ class Database:
         if self._sqlite_writer_pooled is not None:
             self._sqlite_writer_pooled.close()
             self._sqlite_writer = self._sqlite_writer_pooled = None
+        if self.pg_group_writer is not None:
+            self.pg_group_writer.close()
+            self.pg_group_writer = None
         self.engine.dispose()
         if self._reader is not self.engine:
             self._reader.dispose()

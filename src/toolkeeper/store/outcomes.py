@@ -19,7 +19,7 @@ from toolkeeper.model.enums import OutcomeState
 from toolkeeper.store.audit import AuditRepo, Prepared, append_chained, prepare
 from toolkeeper.store.db import Database, as_utc, delete_chunked, utcnow
 from toolkeeper.store.group_commit import GroupCommit, Pending
-from toolkeeper.store.raw import RawTxn, raw_write
+from toolkeeper.store.raw import RawTxn, group_write
 from toolkeeper.store.records import AuditDraft, OutcomeRecord, SideEffectRecord
 from toolkeeper.store.schema import outcomes, side_effects
 
@@ -99,7 +99,7 @@ class OutcomeRepo:
         self._db = db
         self._audit = audit
         self._group = GroupCommit(
-            lambda: raw_write(db), self._apply,
+            lambda: group_write(db), self._apply,
             wait_timeout_s=db.busy_timeout_s + GROUP_WAIT_MARGIN_S)
 
     @property
