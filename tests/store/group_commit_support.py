@@ -18,6 +18,14 @@ from toolkeeper.store.records import AuditDraft, OutcomeRecord
 TENANT = "t1"
 
 
+def warmed_store(db_url: str) -> Iterator[Store]:
+    """The store of ``db_url`` with the tenant's chain head already made (closed after)."""
+    s = Store.open(db_url)
+    s.outcomes.claim(rec("warm-up"), events("warm-up", "call.attempted"))
+    yield s
+    s.close()
+
+
 def rec(key: str, call_id: str | None = None) -> OutcomeRecord:
     now = datetime.now(UTC)
     return OutcomeRecord(

@@ -25,6 +25,7 @@ from tests.store.group_commit_support import (
     held,
     install,
     rec,
+    warmed_store,
 )
 from tests.support.waiting import wait_until
 from toolkeeper.model.enums import OutcomeState
@@ -37,10 +38,7 @@ RESULT_TIMEOUT_S = 60.0
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    s = Store.open(db_url)
-    s.outcomes.claim(rec("warm-up"), events("warm-up", "call.attempted"))  # the head exists
-    yield s
-    s.close()
+    yield from warmed_store(db_url)
 
 
 def _claim(store: Store, key: str, call_id: str | None = None) -> OutcomeRecord | None:

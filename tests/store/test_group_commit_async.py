@@ -26,6 +26,7 @@ from tests.store.group_commit_support import (
     held,
     install,
     rec,
+    warmed_store,
 )
 from toolkeeper.model.enums import OutcomeState
 from toolkeeper.store import Store
@@ -38,10 +39,7 @@ WAIT_S = 30.0
 
 @pytest.fixture
 def store(db_url: str) -> Iterator[Store]:
-    s = Store.open(db_url)
-    s.outcomes.claim(rec("warm-up"), events("warm-up", "call.attempted"))  # the head exists
-    yield s
-    s.close()
+    yield from warmed_store(db_url)
 
 
 def _claim(store: Store, key: str, call_id: str | None = None

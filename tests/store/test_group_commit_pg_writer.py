@@ -62,7 +62,7 @@ def test_a_connection_dropped_while_busy_fails_only_its_own_batch(
     assert _claim(store, "before") is None
     _kill_the_kept_connection(store)
     monkeypatch.setattr(raw, "PG_IDLE_PING_S", 3600.0)  # no ping: the batch meets it
-    with pytest.raises(Exception, match="terminat|closed|connection"):
+    with pytest.raises(Exception, match=r"terminat|closed|connection"):
         _claim(store, "lost")
     assert store.outcomes.by_key(TENANT, "bot", "lost") is None  # nothing half-written
     assert _claim(store, "next") is None  # a new connection

@@ -25,6 +25,7 @@ CALL_TIMEOUT_S = 30.0
 
 
 def cpu_seconds(pids: list[int]) -> float:
+    """As ``toolkeeper.bench.procs.cpu_seconds`` (this script cannot import toolkeeper)."""
     ticks = os.sysconf("SC_CLK_TCK")
     total, todo = 0.0, list(pids)
     while todo:
