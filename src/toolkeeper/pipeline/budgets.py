@@ -32,6 +32,8 @@ from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 
 log = logging.getLogger("toolkeeper.budgets")
+_SUCCEEDED = CallStatus.SUCCEEDED
+"""Read once (see ``supersede._IRREVERSIBLE``): every call is charged or not."""
 
 
 def period_of(period: str, now: datetime) -> tuple[str, datetime]:
@@ -126,7 +128,7 @@ def _output_cost(path: str, output: Any) -> float:
 def charge(rt: Runtime, st: CallState, res: CallResult) -> None:
     """Count one executed call against every budget that covers it (see the module's
     docstring); a budget reaching its ``warn_at`` audits ``budget.warning`` once a period."""
-    if res.status is not CallStatus.SUCCEEDED or st.tenant_id is None:
+    if res.status is not _SUCCEEDED or st.tenant_id is None:
         return
     budgets = _budgets(st)
     if not budgets:

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 _NEEDS = {Gate.CONFIRM: (CallStatus.CONFIRMATION_REQUIRED, Reason.CONFIRMATION_REQUIRED),
           Gate.APPROVE: (CallStatus.APPROVAL_REQUIRED, Reason.APPROVAL_REQUIRED)}
+_ALLOW = Gate.ALLOW
+"""Read once (see ``supersede._IRREVERSIBLE``): every call asks."""
 
 
 def gate_for(profile: CompiledProfile, tool: CompiledTool, action: str, risk: Risk) -> Gate:
@@ -85,7 +87,7 @@ def gate_allows(rt: Runtime, st: CallState) -> bool:
     """Whether the gate lets the call go on at once (``allow``): the step then has nothing
     to await. Otherwise :func:`gate` decides what stops the call."""
     st.gate = g = decide_gate(st)
-    if g is not Gate.ALLOW:
+    if g is not _ALLOW:
         return False
     if rt.settings.audit_level == "steps":
         st.emit(EventType.GATE_ALLOWED, autonomy=_autonomy(st))
