@@ -58,8 +58,8 @@ def layer_name(layer: str, profile: str) -> str:
 
 def _budgets(st: CallState) -> list[tuple[str, Budget]]:
     """Each budget that covers the call, with its key (layer, name, what it counts)."""
-    assert st.profile is not None
-    name = st.tool_name
+    assert st.profile is not None and st.tool is not None
+    name = st.tool.definition.name
     memo = st.profile.memo
     layers: tuple[tuple[str, Limits], ...] | None = memo.get(("budgets", name))
     if layers is None:  # the profile's snapshot never changes: once per tool

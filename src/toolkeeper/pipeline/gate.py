@@ -86,7 +86,9 @@ def decide_gate(st: CallState) -> Gate:
 def gate_allows(rt: Runtime, st: CallState) -> bool:
     """Whether the gate lets the call go on at once (``allow``): the step then has nothing
     to await. Otherwise :func:`gate` decides what stops the call."""
-    st.gate = g = decide_gate(st)
+    assert st.profile is not None
+    g = st.profile.memo.get(("gate", st.tool, st.action, st.risk))  # decide_gate's, inline
+    st.gate = g = decide_gate(st) if g is None else g
     if g is not _ALLOW:
         return False
     if rt.settings.audit_level == "steps":

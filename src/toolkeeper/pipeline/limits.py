@@ -39,11 +39,12 @@ def all_limits(st: CallState) -> tuple[tuple[str, Limits], ...]:
 
 def _counted(st: CallState) -> tuple[tuple[str, Limits], ...]:
     """The layers of :func:`all_limits` that count calls (rates, per-turn caps)."""
-    assert st.profile is not None
+    assert st.profile is not None and st.tool is not None
     memo = st.profile.memo
-    found: tuple[tuple[str, Limits], ...] | None = memo.get(("counted", st.tool_name))
+    name = st.tool.definition.name
+    found: tuple[tuple[str, Limits], ...] | None = memo.get(("counted", name))
     if found is None:
-        found = memo["counted", st.tool_name] = tuple(
+        found = memo["counted", name] = tuple(
             (layer, lim) for layer, lim in all_limits(st)
             if lim.rate or lim.max_calls_per_turn is not None)
     return found
