@@ -5,6 +5,8 @@ risk. Each test fails when one part of a key is dropped. SQLite and PostgreSQL."
 
 from __future__ import annotations
 
+import gc
+import weakref
 from typing import Any
 
 from tests.pipeline.sample_tools import add, slow_pure
@@ -51,6 +53,22 @@ def test_a_remembered_resolution_ends_with_its_snapshot(make_gateway: Any) -> No
     refused = _resolve(gw, before, "default")
     assert refused is not None and refused.reason == Reason.TOOL_DISABLED
     assert _add(gw).reason == Reason.TOOL_DISABLED
+
+
+def test_a_replaced_snapshot_is_freed_at_once(make_gateway: Any) -> None:
+    """What a profile remembers holds no reference back to its snapshot: the snapshot a
+    reload replaced is freed by reference counting, not at the next full collection."""
+    gw = make_gateway(tools=[add])
+    assert _add(gw).ok  # remembered in the profile's memo
+    old = weakref.ref(gw.catalog)
+    gc.collect()
+    gc.disable()
+    try:
+        gw.registry.set_status("add", None, ToolStatus.DISABLED)  # a new snapshot
+        assert gw.catalog is not old()
+        assert old() is None
+    finally:
+        gc.enable()
 
 
 def test_names_that_resolve_to_nothing_are_not_remembered(make_gateway: Any) -> None:

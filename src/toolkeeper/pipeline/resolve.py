@@ -111,13 +111,16 @@ def policy_allows(policy: ToolPolicy, action: str) -> bool:
 class Resolved:
     """What a tool name and requested action resolved to for a tenant's profile,
     remembered in the profile's memo: every input of the rules is part of the catalog's
-    snapshot (checked by identity: a call that read its profile just before a reload
+    snapshot (checked by its serial: a call that read its profile just before a reload
     resolves against the new one afresh) or of the gateway's settings (the operator's
     bounds, fixed for its life), so the same request resolves the same way until the next
     snapshot. Refusals are not remembered: a provider that could not be built is tried
     again, and names that resolve to nothing never grow the memo."""
 
-    catalog: Catalog
+    catalog: int
+    """The snapshot's :attr:`Catalog.serial` (not the catalog: the profile it is kept in
+    belongs to one, and a reference back would keep a replaced snapshot until a full
+    garbage collection)."""
     tool: CompiledTool
     action: str
     policy: ToolPolicy
@@ -132,14 +135,15 @@ def resolve(rt: Runtime, st: CallState) -> CallResult | None:
         asked is None or type(asked) is str) else None
     memo = st.profile.memo
     hit = memo.get(key) if key is not None else None
-    if hit is None or hit.catalog is not rt.catalog:
+    if hit is None or hit.catalog != rt.catalog.serial:
         res = _resolve(rt, st)
         if res is not None:
             return res
         assert st.tool is not None and st.action is not None and st.policy is not None
         assert st.side_effect is not None
         if key is not None:
-            memo[key] = Resolved(rt.catalog, st.tool, st.action, st.policy, st.side_effect)
+            memo[key] = Resolved(rt.catalog.serial, st.tool, st.action, st.policy,
+                                 st.side_effect)
     else:
         st.tool, st.action, st.policy, st.side_effect = (hit.tool, hit.action, hit.policy,
                                                          hit.side_effect)
