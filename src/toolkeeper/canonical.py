@@ -96,7 +96,12 @@ def _simple(value: Any, depth: int) -> bool:
     if t is dict:
         # orjson sorts by UTF-8 bytes, JCS by UTF-16 code units: equal for BMP-only keys.
         for k, v in value.items():
-            if type(k) is not str or not k.isascii() or not _simple(v, depth + 1):
+            if type(k) is not str or not k.isascii():
+                return False
+            tv = type(v)  # strings and safe ints judged here: no call per argument
+            if depth < 64 and (tv is str or (tv is int and -_MAX_SAFE < v < _MAX_SAFE)):
+                continue
+            if not _simple(v, depth + 1):
                 return False
         return True
     if t is list:

@@ -23,7 +23,7 @@ from typing import Any
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.model.events import EventType
-from toolkeeper.model.profile import Budget
+from toolkeeper.model.profile import Budget, Limits
 from toolkeeper.model.reasons import Reason
 from toolkeeper.model.tool import Cost
 from toolkeeper.pipeline.idempotency import recorded_repeat
@@ -32,6 +32,8 @@ from toolkeeper.pipeline.runtime import Runtime
 from toolkeeper.pipeline.state import CallState
 
 log = logging.getLogger("toolkeeper.budgets")
+_SUCCEEDED = CallStatus.SUCCEEDED
+"""Read once (see ``supersede._IRREVERSIBLE``): every call is charged or not."""
 
 
 def period_of(period: str, now: datetime) -> tuple[str, datetime]:
@@ -56,12 +58,18 @@ def layer_name(layer: str, profile: str) -> str:
 
 def _budgets(st: CallState) -> list[tuple[str, Budget]]:
     """Each budget that covers the call, with its key (layer, name, what it counts)."""
-    assert st.profile is not None
+    assert st.profile is not None and st.tool is not None
+    name = st.tool.definition.name
+    memo = st.profile.memo
+    layers: tuple[tuple[str, Limits], ...] | None = memo.get(("budgets", name))
+    if layers is None:  # the profile's snapshot never changes: once per tool
+        layers = memo["budgets", name] = tuple(
+            (layer_name(layer, st.profile.profile.name), lim)
+            for layer, lim in all_limits(st) if lim.budgets)
     out = []
-    for layer, lim in all_limits(st):
-        named = layer_name(layer, st.profile.profile.name)
+    for named, lim in layers:
         for b in lim.budgets:
-            out.append((f"{named}:{b.name}:{rate_key(b.per, st, st.tool_name)}", b))
+            out.append((f"{named}:{b.name}:{rate_key(b.per, st, name)}", b))
     return out
 
 
@@ -120,7 +128,7 @@ def _output_cost(path: str, output: Any) -> float:
 def charge(rt: Runtime, st: CallState, res: CallResult) -> None:
     """Count one executed call against every budget that covers it (see the module's
     docstring); a budget reaching its ``warn_at`` audits ``budget.warning`` once a period."""
-    if res.status is not CallStatus.SUCCEEDED or st.tenant_id is None:
+    if res.status is not _SUCCEEDED or st.tenant_id is None:
         return
     budgets = _budgets(st)
     if not budgets:

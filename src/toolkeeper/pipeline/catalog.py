@@ -7,6 +7,7 @@ lazily once per snapshot.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, overload
@@ -23,6 +24,8 @@ from toolkeeper.pipeline.profiles import CompiledProfiles, TenantPolicy
 from toolkeeper.providers.base import Provider
 from toolkeeper.store.registry import RegistryRepo, StoredProfile, StoredTool, parse_tool
 from toolkeeper.upstream.link import SERVERS_SETTING, servers_from
+
+_SERIALS = itertools.count(1)
 
 ProviderFactory = Callable[[ToolDefinition], Provider]
 SnapshotLoader = Callable[[str], list[ToolDefinition]]
@@ -118,6 +121,9 @@ class Catalog:
     """Lookup tables for one snapshot of the definitions."""
 
     def __init__(self, *, mode: Mode, provider_factory: ProviderFactory) -> None:
+        self.serial = next(_SERIALS)
+        """This snapshot among every one this process made (what remembers it by number
+        holds no reference to it: a replaced snapshot is freed at once)."""
         self.mode = mode
         self._factory = provider_factory
         self._records: dict[tuple[str, str], _Record | _Unparsed] = {}

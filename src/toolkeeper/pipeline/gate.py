@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 _NEEDS = {Gate.CONFIRM: (CallStatus.CONFIRMATION_REQUIRED, Reason.CONFIRMATION_REQUIRED),
           Gate.APPROVE: (CallStatus.APPROVAL_REQUIRED, Reason.APPROVAL_REQUIRED)}
+_ALLOW = Gate.ALLOW
+"""Read once (see ``supersede._IRREVERSIBLE``): every call asks."""
 
 
 def gate_for(profile: CompiledProfile, tool: CompiledTool, action: str, risk: Risk) -> Gate:
@@ -73,23 +75,39 @@ def _autonomy(st: CallState) -> int | None:
 def decide_gate(st: CallState) -> Gate:
     """The gate for this call, before approvals are looked at."""
     assert st.profile is not None and st.tool is not None and st.risk is not None
-    return gate_for(st.profile, st.tool, st.action or "", st.risk)
+    key = ("gate", st.tool, st.action, st.risk)
+    memo = st.profile.memo  # every input of gate_for is part of the profile's snapshot
+    found: Gate | None = memo.get(key)
+    if found is None:
+        found = memo[key] = gate_for(st.profile, st.tool, st.action or "", st.risk)
+    return found
+
+
+def gate_allows(rt: Runtime, st: CallState) -> bool:
+    """Whether the gate lets the call go on at once (``allow``): the step then has nothing
+    to await. Otherwise :func:`gate` decides what stops the call."""
+    assert st.profile is not None
+    g = st.profile.memo.get(("gate", st.tool, st.action, st.risk))  # decide_gate's, inline
+    st.gate = g = decide_gate(st) if g is None else g
+    if g is not _ALLOW:
+        return False
+    if rt.settings.audit_level == "steps":
+        st.emit(EventType.GATE_ALLOWED, autonomy=_autonomy(st))
+    return True
 
 
 async def gate(rt: Runtime, st: CallState) -> CallResult | None:
-    st.gate = g = decide_gate(st)
-    if g is not Gate.ALLOW:
-        repeat = recorded_repeat(rt, st)
-        if repeat is not None:
-            return repeat
+    if gate_allows(rt, st):
+        return None
+    g = st.gate
+    assert g is not None
+    repeat = recorded_repeat(rt, st)
+    if repeat is not None:
+        return repeat
     if g is Gate.DENY:
         return st.stop(EventType.POLICY_DENIED, Reason.GATE_DENIED,
                        f"risk {st.risk} at autonomy {int(st.profile.profile.autonomy)} "  # type: ignore[union-attr]
                        "is denied")
-    if g is Gate.ALLOW:
-        if rt.settings.audit_level == "steps":
-            st.emit(EventType.GATE_ALLOWED, autonomy=_autonomy(st))
-        return None
     if g is Gate.PREVIEW:
         return await _preview_gate(rt, st)
     return await _approval_gate(rt, st, g)

@@ -14,6 +14,10 @@ from dataclasses import dataclass
 
 from toolkeeper.model.enums import Health
 
+_HEALTHY, _UNAVAILABLE = Health.HEALTHY, Health.UNAVAILABLE
+"""Read once: an enum member read through its class costs ~60 ns on Python 3.11 (its
+metaclass has ``__getattr__``), and every call asks both."""
+
 
 @dataclass(slots=True)
 class ToolHealth:
@@ -64,7 +68,7 @@ class HealthBoard:
         """:meth:`admit`, and whether this call took the half-open probe (then the caller
         must :meth:`end_probe` when the call ends, however it ends)."""
         h = self._tools.get(tool)
-        if h is None or h.status is not Health.UNAVAILABLE:
+        if h is None or h.status is not _UNAVAILABLE:
             return None, False
         now = self.clock()
         with self._lock:
@@ -92,7 +96,7 @@ class HealthBoard:
         if h is None:
             with self._lock:
                 h = self._tools.setdefault(tool, ToolHealth())
-        if h.status is Health.HEALTHY and not h.consecutive_errors and not h.probing:
+        if h.status is _HEALTHY and not h.consecutive_errors and not h.probing:
             h.last_success_at = time.time()  # the common case: one store, no lock
             return
         with self._lock:

@@ -21,15 +21,33 @@ def rate_key(per: str, st: CallState, tool: str) -> str:
     }[per]
 
 
-def all_limits(st: CallState) -> list[tuple[str, Limits]]:
+def all_limits(st: CallState) -> tuple[tuple[str, Limits], ...]:
     """Each layer's limits with a name that is the same in every process (turn keys)."""
     assert st.profile is not None
-    tenant, profile = st.profile.limits
-    out = [("tenant", tenant), ("profile", profile)]
-    act = st.profile.activations.get(st.tool_name)
-    if act is not None and act.limits is not None:
-        out.append((f"tool:{st.tool_name}", act.limits))
-    return out
+    name = st.tool_name
+    memo = st.profile.memo
+    found: tuple[tuple[str, Limits], ...] | None = memo.get(("limits", name))
+    if found is None:  # the profile's snapshot never changes: once per tool
+        tenant, profile = st.profile.limits
+        out = [("tenant", tenant), ("profile", profile)]
+        act = st.profile.activations.get(name)
+        if act is not None and act.limits is not None:
+            out.append((f"tool:{name}", act.limits))
+        found = memo["limits", name] = tuple(out)
+    return found
+
+
+def _counted(st: CallState) -> tuple[tuple[str, Limits], ...]:
+    """The layers of :func:`all_limits` that count calls (rates, per-turn caps)."""
+    assert st.profile is not None and st.tool is not None
+    memo = st.profile.memo
+    name = st.tool.definition.name
+    found: tuple[tuple[str, Limits], ...] | None = memo.get(("counted", name))
+    if found is None:
+        found = memo["counted", name] = tuple(
+            (layer, lim) for layer, lim in all_limits(st)
+            if lim.rate or lim.max_calls_per_turn is not None)
+    return found
 
 
 def _lease_s(rt: Runtime, execution: ExecutionMeta) -> float:
@@ -40,7 +58,9 @@ def _lease_s(rt: Runtime, execution: ExecutionMeta) -> float:
             + rt.settings.stale_grace.total_seconds())
 
 
-async def limits(rt: Runtime, st: CallState) -> CallResult | None:
+def limits(rt: Runtime, st: CallState) -> CallResult | None:
+    """Health, rates and per-turn caps; then :func:`slot`, awaited only when the tool has a
+    concurrency group to wait for (:func:`needs_slot`)."""
     assert st.tool is not None
     tool = st.tool.definition
     health_key = f"{st.tenant_id}:{tool.name}"
@@ -51,7 +71,7 @@ async def limits(rt: Runtime, st: CallState) -> CallResult | None:
         return st.stop(EventType.LIMIT_DENIED, Reason.TOOL_UNAVAILABLE,
                        f"{tool.name} is unavailable", status=CallStatus.FAILED,
                        retry_after=round(wait, 3))
-    for layer, lim in all_limits(st):
+    for layer, lim in _counted(st):
         for rate in lim.rate:
             key = rate_key(rate.per, st, tool.name) + f":{rate.limit}/{rate.window_s}"
             retry = rt.rates.hit(key, rate.limit, rate.window_s)
@@ -65,14 +85,27 @@ async def limits(rt: Runtime, st: CallState) -> CallResult | None:
             if not rt.turns.hit(key, lim.max_calls_per_turn):
                 return st.stop(EventType.LIMIT_DENIED, Reason.CALL_LIMIT_EXCEEDED,
                                f"at most {lim.max_calls_per_turn} calls per turn group")
+    return None
+
+
+def needs_slot(st: CallState) -> bool:
+    """Whether the call must hold a concurrency group's slot (:func:`slot`)."""
+    assert st.tool is not None
+    execution = st.tool.definition.execution
+    return execution.concurrency_group != "default" or execution.max_concurrency > 1
+
+
+async def slot(rt: Runtime, st: CallState) -> CallResult | None:
+    """A slot of the tool's concurrency group, released when the call ends."""
+    assert st.tool is not None
+    tool = st.tool.definition
     group = tool.execution.concurrency_group
-    if group != "default" or tool.execution.max_concurrency > 1:
-        release = await rt.concurrency.acquire(
-            f"{st.tenant_id}:{group}", tool.execution.max_concurrency, tool.execution.timeout_s,
-            _lease_s(rt, tool.execution))
-        if release is None:
-            return st.stop(EventType.LIMIT_DENIED, Reason.CONCURRENCY_LIMITED,
-                           f"concurrency group {group!r} stayed full for "
-                           f"{tool.execution.timeout_s:g}s")
-        st.release.append(release)
+    release = await rt.concurrency.acquire(
+        f"{st.tenant_id}:{group}", tool.execution.max_concurrency, tool.execution.timeout_s,
+        _lease_s(rt, tool.execution))
+    if release is None:
+        return st.stop(EventType.LIMIT_DENIED, Reason.CONCURRENCY_LIMITED,
+                       f"concurrency group {group!r} stayed full for "
+                       f"{tool.execution.timeout_s:g}s")
+    st.release.append(release)
     return None

@@ -46,7 +46,7 @@ class CompiledProfile:
     """A profile with its gate matrix, activations and adjusters ready to evaluate."""
 
     __slots__ = ("_policies", "_version", "activations", "adjusters", "limits", "matrix",
-                 "profile", "scopes")
+                 "memo", "profile", "scopes")
 
     def __init__(self, profile: Profile, tenant: TenantPolicy, *, stored: bool = False) -> None:
         """``stored``: compile a profile read back from the store, where a ``gates`` cell
@@ -67,6 +67,10 @@ class CompiledProfile:
         self.limits = (tenant.limits, profile.limits)
         self._version: str | None = None
         self._policies: dict[tuple[str, str], ToolPolicy] = {}
+        self.memo: dict[Any, Any] = {}
+        """What the hot path derived from this profile and its snapshot (what a tool
+        resolves to, its limits, its gates), kept for the snapshot's life: both are
+        immutable, and a new snapshot compiles new profiles."""
 
     @property
     def version(self) -> str:

@@ -40,7 +40,10 @@ class RecentCallsLog:
         self._max_delay = max_delay_s
         self._max_pending = max_pending
         self._pending: list[_Entry] = []
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        """Guards ``_pending``; :meth:`record` takes its lock directly (a C lock: no Python
+        frame per call, as ``with self._cond`` costs)."""
         self._write_lock = threading.Lock()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -54,7 +57,7 @@ class RecentCallsLog:
         """Queue one finished call (calls no tenant was known for are not kept)."""
         if self._thread is None or not tenant:
             return
-        with self._cond:
+        with self._lock:
             if len(self._pending) < self._max_pending and not self._closed:
                 self._pending.append((tenant, agent, trace_id, res, time.time()))
                 return

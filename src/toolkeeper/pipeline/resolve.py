@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from toolkeeper.bounds import TenantBounds
 from toolkeeper.errors import UserError
 from toolkeeper.model.call import CallResult
-from toolkeeper.model.enums import Mode, ToolStatus
+from toolkeeper.model.enums import Mode, SideEffect, ToolStatus
 from toolkeeper.model.events import EventType
 from toolkeeper.model.profile import Activation
 from toolkeeper.model.reasons import Reason
@@ -107,7 +107,52 @@ def policy_allows(policy: ToolPolicy, action: str) -> bool:
     return policy.refusal(action) is None
 
 
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """What a tool name and requested action resolved to for a tenant's profile,
+    remembered in the profile's memo: every input of the rules is part of the catalog's
+    snapshot (checked by its serial: a call that read its profile just before a reload
+    resolves against the new one afresh) or of the gateway's settings (the operator's
+    bounds, fixed for its life), so the same request resolves the same way until the next
+    snapshot. Refusals are not remembered: a provider that could not be built is tried
+    again, and names that resolve to nothing never grow the memo."""
+
+    catalog: int
+    """The snapshot's :attr:`Catalog.serial` (not the catalog: the profile it is kept in
+    belongs to one, and a reference back would keep a replaced snapshot until a full
+    garbage collection)."""
+    tool: CompiledTool
+    action: str
+    policy: ToolPolicy
+    side_effect: SideEffect
+
+
 def resolve(rt: Runtime, st: CallState) -> CallResult | None:
+    assert st.profile is not None and st.tenant_id is not None
+    req = st.request
+    asked = req.action
+    key = (st.tenant_id, req.tool, asked) if type(req.tool) is str and (
+        asked is None or type(asked) is str) else None
+    memo = st.profile.memo
+    hit = memo.get(key) if key is not None else None
+    if hit is None or hit.catalog != rt.catalog.serial:
+        res = _resolve(rt, st)
+        if res is not None:
+            return res
+        assert st.tool is not None and st.action is not None and st.policy is not None
+        assert st.side_effect is not None
+        if key is not None:
+            memo[key] = Resolved(rt.catalog.serial, st.tool, st.action, st.policy,
+                                 st.side_effect)
+    else:
+        st.tool, st.action, st.policy, st.side_effect = (hit.tool, hit.action, hit.policy,
+                                                         hit.side_effect)
+    if rt.settings.audit_level == "steps":
+        st.emit(EventType.CALL_RESOLVED)
+    return None
+
+
+def _resolve(rt: Runtime, st: CallState) -> CallResult | None:
     assert st.profile is not None and st.tenant_id is not None
     req = st.request
     name = req.tool if isinstance(req.tool, str) else ""
@@ -131,8 +176,6 @@ def resolve(rt: Runtime, st: CallState) -> CallResult | None:
         return _stop(st, Refusal(refused[0], f"{name}: {refused[1]}"))
     st.policy = policy
     st.side_effect = tool.definition.action_side_effect(action)
-    if rt.settings.audit_level == "steps":
-        st.emit(EventType.CALL_RESOLVED)
     return None
 
 

@@ -89,9 +89,11 @@ class CallState:
         Only a tuple is made here; the draft is built where it is written (for most calls
         in the background writer), keeping the call's own latency low.
         """
+        tool = self.tool  # tool_name and tool_version, without two property calls
+        name, version = ((tool.definition.name, tool.definition.version) if tool is not None
+                         else (str(self.request.tool), None))
         self.events.append((type_._value_, time.time(), reason, duration_ms, data, self.action,
-                            self.risk, self.gate, self.tool_name, self.tool_version,
-                            self.tenant_id, self.agent))
+                            self.risk, self.gate, name, version, self.tenant_id, self.agent))
 
     def drafts(self) -> list[AuditDraft]:
         """The call's events as drafts, in order."""
@@ -139,11 +141,20 @@ class CallState:
                      message: str | None, **extra: Any) -> CallResult:
         """Like :meth:`result`, for a message the caller already made safe (with
         :func:`safe_message` and a redactor that knows more, e.g. the call's own secrets)."""
+        # tool_name, tool_version, caller_key() and elapsed_ms() inlined: every call ends here
+        tool = self.tool
+        name, version = ((tool.definition.name, tool.definition.version) if tool is not None
+                         else (str(self.request.tool), None))
+        key = self.idempotency_key
+        if key:
+            own = self.request.idempotency_key
+            if isinstance(own, str):
+                key = own
         return CallResult(
-            call_id=self.call_id, status=status, tool=self.tool_name, action=self.action,
-            reason=reason, message=message, tool_version=self.tool_version, risk=self.risk,
-            gate=self.gate, idempotency_key=self.caller_key(),
-            duration_ms=self.elapsed_ms(), **extra,
+            call_id=self.call_id, status=status, tool=name, action=self.action,
+            reason=reason, message=message, tool_version=version, risk=self.risk,
+            gate=self.gate, idempotency_key=key,
+            duration_ms=(perf_counter() - self.started) * 1000.0, **extra,
         )
 
     def stop(self, event: EventType, reason: Reason | str, message: str | None = None, *,

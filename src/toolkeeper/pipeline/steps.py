@@ -19,10 +19,10 @@ from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline import budgets
 from toolkeeper.pipeline.authenticate import authenticate
 from toolkeeper.pipeline.execute import execute
-from toolkeeper.pipeline.gate import gate
+from toolkeeper.pipeline.gate import gate, gate_allows
 from toolkeeper.pipeline.idempotency import idempotency
 from toolkeeper.pipeline.ids import new_call_id
-from toolkeeper.pipeline.limits import limits
+from toolkeeper.pipeline.limits import limits, needs_slot, slot
 from toolkeeper.pipeline.outcome import finish, unknown_after_cancel
 from toolkeeper.pipeline.resolve import resolve
 from toolkeeper.pipeline.risk import risk
@@ -40,11 +40,11 @@ async def run(rt: Runtime, st: CallState) -> CallResult:
     calls = rt.loop_calls
     calls.n += 1
     try:
-        res = _to_scope(rt, st)
-        if res is None:
-            res = await limits(rt, st)
+        res = _to_scope(rt, st) or limits(rt, st)
+        if res is None and needs_slot(st):
+            res = await slot(rt, st)
         res = res or risk(rt, st)
-        if res is None:
+        if res is None and not gate_allows(rt, st):
             res = await gate(rt, st)
         res = res or supersede(rt, st) or budgets.check(rt, st)
         if res is None:

@@ -45,7 +45,8 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
                        f"arguments are {len(args_bytes)} bytes; the cap is {cap}",
                        details={"size": len(args_bytes), "limit": cap})
     st.args_digest = "sha256:" + hashlib.sha256(args_bytes).hexdigest()
-    errors = schema_errors(tool.validator(st.action), args)
+    validator = tool.validator(st.action)
+    errors = None if validator.is_valid(args) else schema_errors(validator, args)
     if errors:
         return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
                        errors_text(errors), details={"errors": errors})
