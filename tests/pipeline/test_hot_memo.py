@@ -9,6 +9,7 @@ import gc
 import weakref
 from typing import Any
 
+from tests.pipeline.gw_helpers import update_profile
 from tests.pipeline.sample_tools import add, slow_pure
 from toolkeeper import Activation, Gateway, Limits, Reason, ToolStatus
 from toolkeeper.model.call import CallRequest, CallResult
@@ -100,3 +101,15 @@ def test_an_activations_budget_stays_with_its_tool(make_gateway: Any) -> None:
     assert _add(gw).ok
     assert _add(gw, 2).reason == Reason.BUDGET_EXCEEDED
     assert _slow(gw).ok
+
+
+def test_a_profiles_payload_cap_applies_below_the_deployments(make_gateway: Any) -> None:
+    """The smallest payload cap of the deployment and the profile's layers, remembered
+    per profile: the profile's own cap refuses what the deployment's would let through."""
+    gw = make_gateway(tools=[add], max_payload_bytes=10_000)
+    assert _add(gw).ok
+    update_profile(gw, limits=Limits(max_payload_bytes=40))
+    assert _add(gw).ok  # {"a":1,"b":1}
+    big = gw.call_sync("add", arguments={"a": 1, "b": 1, "pad": "x" * 64}, agent="bot")
+    assert big.reason == Reason.PAYLOAD_TOO_LARGE
+    assert big.details == {"size": 86, "limit": 40}

@@ -67,8 +67,8 @@ class Metrics(Collector):
             row[1] += seconds
             row[bucket] += 1
             if gate is not None:
-                gates = self._gates
-                gates[tenant, gate] = gates.get((tenant, gate), 0) + 1
+                gates, counted = self._gates, (tenant, gate)
+                gates[counted] = gates.get(counted, 0) + 1
 
     def _bump(self, table: dict[tuple[str, str], int], key: tuple[str, str]) -> None:
         with self._lock:

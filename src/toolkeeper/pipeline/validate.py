@@ -36,10 +36,7 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
         return st.stop(EventType.POLICY_DENIED, Reason.INVALID_ARGUMENTS,
                        f"arguments are not JSON: {exc}",
                        details={"errors": [{"pointer": exc.pointer, "message": str(exc)}]})
-    cap = rt.settings.max_payload_bytes
-    for lim in (st.profile.limits if st.profile else ()):
-        if lim.max_payload_bytes:
-            cap = min(cap, lim.max_payload_bytes)
+    cap = _payload_cap(rt, st)
     if len(args_bytes) > cap:
         return st.stop(EventType.POLICY_DENIED, Reason.PAYLOAD_TOO_LARGE,
                        f"arguments are {len(args_bytes)} bytes; the cap is {cap}",
@@ -58,6 +55,22 @@ def validate(rt: Runtime, st: CallState) -> CallResult | None:
     if rt.settings.audit_arguments:
         st.audit_arguments = rt.redactor.redact(args)
     return None
+
+
+def _payload_cap(rt: Runtime, st: CallState) -> int:
+    """The smallest of the deployment's and the profile's layers' payload caps (remembered
+    in the profile's memo: its snapshot never changes)."""
+    cap = rt.settings.max_payload_bytes
+    if st.profile is None:
+        return cap
+    found: int | None = st.profile.memo.get(("payload_cap", cap))
+    if found is None:
+        found = cap
+        for lim in st.profile.limits:
+            if lim.max_payload_bytes:
+                found = min(found, lim.max_payload_bytes)
+        st.profile.memo["payload_cap", cap] = found
+    return found
 
 
 def schema_errors(validator: Any, args: Any) -> list[dict[str, str]]:

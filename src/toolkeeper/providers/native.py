@@ -179,6 +179,8 @@ class _FunctionTool(BaseTool):
         if not self.inline or inspect.iscoroutinefunction(self.fn):
             return None
         fn, to_kwargs = self.fn, self._kwargs
+        if self.json_native and not self.ctx_param:  # _kwargs would return the request
+            return lambda action, request, context: fn(**request)
         return lambda action, request, context: fn(**to_kwargs(request, context))
 
     def _kwargs(self, request: dict[str, Any], context: ToolContext) -> dict[str, Any]:
