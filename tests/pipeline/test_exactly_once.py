@@ -176,9 +176,11 @@ def test_the_wal_is_checkpointed_in_the_background(tmp_path: Path) -> None:
 
 def test_a_result_carries_the_callers_own_idempotency_key(make_gateway: Any) -> None:
     """Stored as ``k:<key>``, answered as the caller wrote it (the result is built inline
-    on the hot path: see ``CallState.result_as_is``). A deduplicated repeat answers with
-    the stored ``k:<key>`` today (the idempotency step's replay), not checked here."""
+    on the hot path: see ``CallState.result_as_is``), by the first call and by a
+    deduplicated repeat alike (the idempotency step's replay)."""
     gw = make_gateway(tools=[charge])
     args = {"invoice": "inv-key", "amount": 1}
     first = gw.call_sync("charge", arguments=args, agent="bot", idempotency_key="order-7")
     assert first.ok and first.idempotency_key == "order-7"
+    again = gw.call_sync("charge", arguments=args, agent="bot", idempotency_key="order-7")
+    assert again.deduped and again.idempotency_key == "order-7"

@@ -131,7 +131,7 @@ def cached_result(ex: OutcomeRecord, st: CallState) -> CallResult:
         action=ex.action, reason=data.get("reason"), message=data.get("message"),
         output=data.get("output"), mcp=data.get("mcp"), details=data.get("details"),
         tool_version=ex.tool_version, deduped=True, side_effect_id=data.get("side_effect_id"),
-        idempotency_key=ex.key, duration_ms=st.elapsed_ms(),
+        idempotency_key=st.caller_key() or ex.key, duration_ms=st.elapsed_ms(),
     )
     if data.get("risk"):
         res.risk = Risk(data["risk"])
