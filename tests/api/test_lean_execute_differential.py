@@ -23,10 +23,12 @@ from fastapi.testclient import TestClient
 
 from tests.api.exec_fixtures import _TOKENS, Gate, build_gateway
 from tests.support.audit_diff import mark, written_since
+from tests.support.waiting import wait_until
 from toolkeeper.api import ApiSettings, create_app, lean_execute
 from toolkeeper.api.auth import gateway
 from toolkeeper.api.lean_execute import plan
 from toolkeeper.server import ServerSettings
+from toolkeeper.store import changes
 
 MINTED = {"call_id", "approval_id", "preview_token", "duration_ms", "expires_at",
           "created_at", "requested_at", "trace_id", "started_at", "finished_at",
@@ -40,6 +42,11 @@ def apps(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, dict[s
     gw = build_gateway(f"sqlite:///{tmp_path_factory.mktemp('lean')}/tk.db", hold)
     tokens = {who: gw.store.tokens.create(tenant_id=t, role=r, agent=a)[1]
               for who, (t, r, a) in _TOKENS.items()}
+    # the gateway notices the tokens just made (its housekeeping, about once a second) and
+    # then drops its token cache once: wait for that now, or it may land between a test's
+    # verified() and its request, and the lean path would rightly leave that one alone
+    wait_until(lambda: gw._tokens_seen == changes.version(gw.store.db, "tokens"),
+               what="the gateway saw its tokens change")
     answered: list[str] = []  # one entry per request the lean path answered itself
     try:
         with pytest.MonkeyPatch.context() as mp:
