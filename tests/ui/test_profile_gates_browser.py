@@ -62,6 +62,8 @@ def _gate(page: Page, value: str) -> None:
     if details.get_attribute("open") is None:
         page.get_by_text("Policy and gates of calculate").click()
     page.get_by_label("gates of calculate").fill(value)
+    # every save says the same: cleared first, the text is this save's answer, not the last
+    page.locator("#agents-result").evaluate("(e) => { e.textContent = ''; }")
     page.get_by_role("button", name="Save profile").click()
     expect(page.locator("#agents-result")).to_have_text("profile desk saved: 1 tools")
 
