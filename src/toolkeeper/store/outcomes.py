@@ -89,6 +89,15 @@ def _finish_params(call_id: str, state: OutcomeState, status: str, reason: str |
             "result": result, "updated_at": utcnow()}
 
 
+def _finish_work(call_id: str, state: OutcomeState, status: str, reason: str | None,
+                 result: dict[str, Any] | None, events: Sequence[AuditDraft],
+                 side_effect: SideEffectRecord | None) -> _Finish:
+    """A finish as the group commit takes it (event bodies hashed before the writer lock)."""
+    effect = _row(side_effect, _EFFECT_FIELDS) if side_effect is not None else None
+    return _Finish(_finish_params(call_id, state, status, reason, result), effect,
+                   prepare(events))
+
+
 def _claim_order(m: Pending) -> tuple[str, str, str]:
     row = m.work.row
     return row["tenant_id"], row["agent"], row["key"]
@@ -175,11 +184,11 @@ class OutcomeRepo:
         side_effect: SideEffectRecord | None = None, only_if_in_progress: bool = True,
     ) -> bool:
         """Record the final state, the side effect and the audit events in one transaction."""
-        params = _finish_params(call_id, state, status, reason, result)
         if not only_if_in_progress:
-            return self._finish_any(params, events)
-        effect = _row(side_effect, _EFFECT_FIELDS) if side_effect is not None else None
-        done: bool = self._group.submit(_Finish(params, effect, prepare(events)))
+            return self._finish_any(_finish_params(call_id, state, status, reason, result),
+                                    events)
+        done: bool = self._group.submit(
+            _finish_work(call_id, state, status, reason, result, events, side_effect))
         return done
 
     async def finish_async(
@@ -189,10 +198,9 @@ class OutcomeRepo:
     ) -> bool:
         """:meth:`finish` (of an ``in_progress`` outcome) for a coroutine, as
         :meth:`claim_async` is :meth:`claim`'s."""
-        params = _finish_params(call_id, state, status, reason, result)
-        effect = _row(side_effect, _EFFECT_FIELDS) if side_effect is not None else None
-        done: bool = await self._group.submit_async(_Finish(params, effect, prepare(events)),
-                                                    offload=offload)
+        done: bool = await self._group.submit_async(
+            _finish_work(call_id, state, status, reason, result, events, side_effect),
+            offload=offload)
         return done
 
     def _finish_any(self, params: dict[str, Any], events: Sequence[AuditDraft]) -> bool:
