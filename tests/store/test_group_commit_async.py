@@ -228,3 +228,63 @@ def test_a_write_never_taken_times_out_with_nothing_written() -> None:
     group.close()
     assert isinstance(error, TimeoutError) and "did not take" in str(error), error
     assert applied == [] and group.pending() == 0 and group.writes == 0
+
+
+class _SlowRead:
+    """``OutcomeRepo._by_key`` held until ``release`` is set (by the loop: the test's
+    coroutine sets it once it sees the read begin, which it can only if the loop is free),
+    bounded; says whether the loop let it go and whether it ended."""
+
+    def __init__(self, by_key: Callable[..., Any]) -> None:
+        self._by_key = by_key
+        self.entered, self.release = threading.Event(), threading.Event()
+        self.let_go_by_loop = False
+        self.ended = threading.Event()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self.entered.set()
+        self.let_go_by_loop = self.release.wait(5.0)
+        try:
+            return self._by_key(*args, **kwargs)
+        finally:
+            self.ended.set()
+
+
+@pytest.fixture
+def slow_read(store: Store, monkeypatch: pytest.MonkeyPatch) -> _SlowRead:
+    assert asyncio.run(_claim(store, "taken")) is None  # the key's first claim wins
+    slow = _SlowRead(store.outcomes._by_key)
+    monkeypatch.setattr(store.outcomes, "_by_key", slow)
+    return slow
+
+
+def test_a_taken_key_is_read_off_the_loop(store: Store, slow_read: _SlowRead) -> None:
+    """The claim that finds its key taken reads the record holding it in a transaction of
+    its own; with company on the loop, that waits off the loop too."""
+    async def scenario() -> OutcomeRecord | None:
+        claim = asyncio.ensure_future(_claim(store, "taken", "c-again"))
+        await _until(slow_read.entered.is_set, "the read of the taken key began")
+        slow_read.release.set()
+        return await claim
+
+    found = asyncio.run(scenario())
+    assert slow_read.let_go_by_loop, "the loop was blocked while the read waited"
+    assert found is not None and found.call_id == "c-taken"
+
+
+def test_a_cancelled_caller_waits_for_the_taken_keys_read(store: Store,
+                                                          slow_read: _SlowRead) -> None:
+    """Cancelled while that read runs, the caller still waits for it to end (nothing of
+    the claim is left half-done behind it); the cancellation comes at its next ``await``."""
+    async def scenario() -> bool:
+        claim = asyncio.ensure_future(_claim(store, "taken", "c-again"))
+        await _until(slow_read.entered.is_set, "the read of the taken key began")
+        claim.cancel()
+        threading.Timer(0.2, slow_read.release.set).start()
+        try:
+            await claim
+        except asyncio.CancelledError:
+            return slow_read.ended.is_set()
+        return False
+
+    assert asyncio.run(scenario()) is True

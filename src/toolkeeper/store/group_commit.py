@@ -29,6 +29,15 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 
+def _rearm() -> None:
+    """Deliver a cancellation caught while a write was awaited at the caller's next
+    ``await`` (one requested, one delivered: ``asyncio.timeout`` still sees it)."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+        task.cancel()
+
+
 class StatementsFailed(Exception):
     """A member's statements failed inside the batch (its transaction is rolled back)."""
 
@@ -143,11 +152,36 @@ class GroupCommit:
             await self._wait(me)
         except asyncio.CancelledError:
             self._block_until_done(me)
-            task = asyncio.current_task()
-            if task is not None:  # re-armed: one cancellation requested, one delivered
-                task.uncancel()
-                task.cancel()
+            _rearm()
         return me.outcome()
+
+    async def off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)``, a write transaction of its own outside the batches, on a worker
+        thread, waited for as :meth:`submit_async` waits: the loop goes on meanwhile, and
+        a cancelled caller still waits (bounded, the loop blocked) for what it did, the
+        cancellation delivered at the caller's next ``await``."""
+        done = threading.Event()
+        box: list[tuple[bool, Any]] = []
+
+        def run() -> None:
+            try:
+                box.append((True, fn(*args)))
+            except BaseException as exc:  # handed to the caller, raised there
+                box.append((False, exc))
+            finally:
+                done.set()
+
+        try:
+            await asyncio.shield(asyncio.get_running_loop().run_in_executor(None, run))
+        except asyncio.CancelledError:
+            if not done.wait(2 * self._wait_timeout):
+                raise TimeoutError("a store write did not finish in time: its outcome is "
+                                   "unknown") from None
+            _rearm()
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
 
     async def _wait(self, me: Pending) -> None:
         """Until the batch that took ``me`` has run; bounded as :meth:`_follow` is."""

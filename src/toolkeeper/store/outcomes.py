@@ -154,11 +154,16 @@ class OutcomeRepo:
                           offload: bool = False) -> OutcomeRecord | None:
         """:meth:`claim` for a coroutine; with ``offload`` (other calls share its loop) it
         waits for the group's commit without blocking the loop (:meth:`GroupCommit.
-        submit_async`), so those calls' writes join the same transactions."""
+        submit_async`), so those calls' writes join the same transactions; a key already
+        taken is then read (or an expired one taken over) off the loop as well."""
         row = _claim_row(rec)
         if await self._group.submit_async(_Claim(row, prepare(events)), offload=offload):
             return None
-        return self._claim_contended(rec, row, events)  # rare: the key was taken
+        if offload:  # rare: the key was taken; its transaction too waits off the loop
+            found: OutcomeRecord | None = await self._group.off_loop(
+                self._claim_contended, rec, row, events)
+            return found
+        return self._claim_contended(rec, row, events)
 
     def _claim_contended(self, rec: OutcomeRecord, row: dict[str, Any],
                          events: Sequence[AuditDraft]) -> OutcomeRecord | None:
