@@ -465,7 +465,7 @@ def test_a_cancellation_is_answered_request_cancelled() -> None:
 
 
 def test_a_served_request_holds_an_idle_session() -> None:
-    from toolkeeper.mcp.http import _in_flight
+    from toolkeeper.mcp.get_stream import in_flight as _in_flight
 
     async def main() -> None:
         class Transport:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
-from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -25,6 +24,7 @@ from toolkeeper.identity.upstream_subject import carry
 
 if TYPE_CHECKING:
     from toolkeeper.gateway import Gateway
+    from toolkeeper.mcp.get_stream import GetStreams
     from toolkeeper.mcp.server import McpFace
 
 log = logging.getLogger("toolkeeper.mcp")
@@ -124,24 +124,6 @@ async def _read_body(receive: Receive, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
-@contextmanager
-def _in_flight(transport: Any) -> Iterator[None]:
-    """As the SDK transport's ``handle_request`` holds a session while it serves one of
-    its requests: the idle countdown stops, and restarts when the last one ends."""
-    idle, timeout = transport.idle_scope, transport._idle_timeout
-    if idle is None or timeout is None:
-        yield
-        return
-    transport._requests_in_flight += 1
-    idle.deadline = math.inf
-    try:
-        yield
-    finally:
-        transport._requests_in_flight -= 1
-        if not transport._requests_in_flight:
-            idle.deadline = anyio.current_time() + timeout
-
-
 def _replay(body: bytes, receive: Receive) -> Receive:
     """A ``receive`` that hands ``body`` over once, then defers to the real one."""
     sent = False
@@ -178,6 +160,8 @@ class McpEndpoint:
         """Requests on 2025-11-25 sessions the lean path is answering, by (session, id)."""
         self._tg: anyio.abc.TaskGroup | None = None
         self._lock = anyio.Lock()
+        self.get_streams: GetStreams | None = None
+        """2025-11-25 sessions' standalone streams held lean (:mod:`toolkeeper.mcp.get_stream`)."""
 
     @asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
@@ -201,6 +185,7 @@ class McpEndpoint:
             from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
             from mcp.server.transport_security import TransportSecuritySettings
 
+            from toolkeeper.mcp.get_stream import GetStreams
             from toolkeeper.mcp.server import McpFace
             from toolkeeper.mcp.sessions import SessionSeal, SharedSessionManager
             from toolkeeper.mcp.state import state_key
@@ -224,6 +209,7 @@ class McpEndpoint:
             await self._tg.start(run_manager)
             self.face, self._app = face, StreamableHTTPASGIApp(manager)
             self._manager = manager
+            self.get_streams = GetStreams()
             if security is not None:
                 from mcp.server.transport_security import TransportSecurityMiddleware
                 self._security = TransportSecurityMiddleware(security)
@@ -243,6 +229,7 @@ class McpEndpoint:
         """Answer on the lean path (:mod:`toolkeeper.mcp.lean`) when it takes the request
         (``sid``: the request's session id, if any)."""
         from toolkeeper.mcp import lean
+        from toolkeeper.mcp.get_stream import in_flight
 
         face = self.face
         if face is None:
@@ -261,9 +248,28 @@ class McpEndpoint:
             await lean.send_json(send, status, reply)
             return True
         assert job.session is not None
-        with _in_flight(transport):
+        with in_flight(transport):
             await lean.send_event(send, job.session, lean.answer(face, who, job),
                                   self._running, job.ident)
+        return True
+
+    async def _lean_get(self, scope: Scope, receive: Receive, send: Send,
+                        headers: dict[bytes, bytes]) -> bool:
+        """Hold a 2025-11-25 session's standalone stream lean when it is the SDK's plain case."""
+        raw, manager, streams = headers.get(b"mcp-session-id"), self._manager, self.get_streams
+        if raw is None or manager is None or streams is None or streams.exiting \
+                or self._tg is None or not self.fast_path:
+            return False
+        from starlette.requests import Request
+
+        from toolkeeper.mcp.get_stream import taken
+        sid = raw.strip().decode("latin-1")
+        transport = manager._server_instances.get(sid)
+        if not taken(scope, headers, transport) or not self._owns(scope, sid) or (
+                self._security is not None
+                and await self._security.validate_request(Request(scope), is_post=False)):
+            return False  # the SDK answers (refusals, replay, 409, adoption)
+        await streams.serve(scope, receive, send, transport, sid, self._tg)
         return True
 
     async def _secure(self, scope: Scope) -> bool:
@@ -397,6 +403,8 @@ class McpEndpoint:
                 self._cancel_lean(scope, parsed, sid)  # answers the notification itself)
             scope["toolkeeper.mcp.body"] = body  # sessions.BODY_KEY: mints a session's id
             receive = _replay(body, receive)
+        elif scope.get("method") == "GET" and await self._lean_get(scope, receive, send, headers):
+            return
         app = self._app or await self._start()
         from mcp.server.auth.middleware.auth_context import auth_context_var
 

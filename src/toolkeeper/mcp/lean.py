@@ -287,10 +287,9 @@ async def send_event(send: Send, sid: str, answering: Any,
             if done:
                 break
             if not started:
-                await send(_sse_start(sid))
+                await send(sse_start(sid))
                 started = True
-            ping = f": ping - {datetime.now(UTC)}\r\n\r\n".encode()
-            await send({"type": "http.response.body", "body": ping, "more_body": True})
+            await send({"type": "http.response.body", "body": keep_alive(), "more_body": True})
     except BaseException:
         task.cancel()
         raise
@@ -306,7 +305,7 @@ async def send_event(send: Send, sid: str, answering: Any,
         await send({"type": "http.response.body", "body": body})
         return
     if not started:
-        await send(_sse_start(sid))
+        await send(sse_start(sid))
     if task.cancelled():  # the SDK's 2025-era transport answers a cancelled request so
         event: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "error": {
             "code": REQUEST_CANCELLED, "message": "Request cancelled"}}
@@ -329,7 +328,12 @@ def cancel(running: dict[tuple[str, Any], asyncio.Future[Any]], sid: str, msg: A
             task.cancel()
 
 
-def _sse_start(sid: str) -> dict[str, Any]:
+def keep_alive() -> bytes:
+    """sse-starlette's keep-alive comment, as the SDK's SSE responses send it."""
+    return f": ping - {datetime.now(UTC)}\r\n\r\n".encode()
+
+
+def sse_start(sid: str) -> dict[str, Any]:
     return {"type": "http.response.start", "status": 200, "headers": [
         (b"cache-control", b"no-cache, no-transform"), (b"connection", b"keep-alive"),
         (b"content-type", b"text/event-stream"), (b"mcp-session-id", sid.encode("latin-1")),

@@ -40,6 +40,7 @@ from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from starlette.types import Receive, Scope, Send
 
+from toolkeeper.mcp.session_gc import SessionGc
 from toolkeeper.mcp.state import b64url, unb64url
 
 if TYPE_CHECKING:
@@ -135,6 +136,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         self.seal = seal
         self._ended: dict[str, None] = {}
         """Ids the client ended here (DELETE): never adopted again by this process."""
+        self.gc = SessionGc()
 
     async def _discard_session(self, session_id: str,
                                transport: StreamableHTTPServerTransport) -> None:
@@ -142,6 +144,8 @@ class SharedSessionManager(StreamableHTTPSessionManager):
             self._ended[session_id] = None
             while len(self._ended) > _MAX_ENDED:
                 del self._ended[next(iter(self._ended))]
+        if self._server_instances.get(session_id) is transport:
+            self.gc.ended(len(self._server_instances) - 1)
         await super()._discard_session(session_id, transport)
 
     async def _handle_stateful_request(self, scope: Scope, receive: Receive,
@@ -178,6 +182,7 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         if old in self._session_owners:
             self._session_owners[sid] = self._session_owners.pop(old)
         log.info("MCP session …%s opened by pid %d", sid[-12:], os.getpid())
+        self.gc.opened()
         return transport
 
     async def _adopt(self, sid: str, claims: dict[str, Any], user: Any) -> None:
@@ -212,4 +217,5 @@ class SharedSessionManager(StreamableHTTPSessionManager):
         self._server_instances[sid] = transport
         if isinstance(user, AuthenticatedUser):
             self._session_owners[sid] = authorization_context(user)
+        self.gc.opened()
         log.info("MCP session …%s adopted by pid %d", sid[-12:], os.getpid())
