@@ -125,6 +125,10 @@ def test_mcp_bench_compares_direct_and_governed_calls_of_one_upstream_tool() -> 
     for side in sides:  # every side measured, same client, same run
         assert rows[f"mcp_{side}_p50"].value > 0 and rows[f"mcp_{side}_calls_per_s_16"].value > 0
         assert rows[f"mcp_{side}_cpu_per_call"].unit == "ms"
+    for side in ("direct", "governed"):  # which side's CPU moved between the eras
+        era_row = rows[f"mcp_{side}_cpu_2026_over_2025"]
+        assert era_row.target is None and era_row.value == pytest.approx(
+            rows[f"mcp_{side}_cpu_per_call"].value / rows[f"mcp_{side}_cpu_per_call_2025"].value)
     _assert_summary_parses([result])
 
 

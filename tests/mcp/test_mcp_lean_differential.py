@@ -68,10 +68,14 @@ def _routing(body: Any) -> dict[str, str]:
                                               else {})}
 
 
-def _send(srv: McpServer, who: str, body: Any, headers: dict[str, str]) -> dict[str, Any]:
+def _send(srv: McpServer, who: str, body: Any,
+          headers: dict[str, str] | list[tuple[str, str]]) -> dict[str, Any]:
+    """``headers``: a dict (with the routing headers the body implies) or the exact lines."""
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    resp = httpx.post(srv.url, content=raw, timeout=10, headers={
-        **_routing(body), **headers, "Authorization": f"Bearer {srv.tokens[who]}"})
+    auth = ("Authorization", f"Bearer {srv.tokens[who]}")
+    lines = [*headers, auth] if isinstance(headers, list) else \
+        [*{**_routing(body), **headers}.items(), auth]
+    resp = httpx.post(srv.url, content=raw, timeout=10, headers=lines)
     text = MINTED.sub("<id>", resp.text.replace('"call_id":"', '"call_id": "'))
     kind = resp.headers.get("content-type", "").split(";")[0]
     return {"status": resp.status_code, "type": kind,
@@ -80,7 +84,8 @@ def _send(srv: McpServer, who: str, body: Any, headers: dict[str, str]) -> dict[
 
 
 def _same(srv: tuple[McpServer, Any], who: str, body: Any,
-          headers: dict[str, str] | None = None, *, lean: bool = True) -> dict[str, Any]:
+          headers: dict[str, str] | list[tuple[str, str]] | None = None, *,
+          lean: bool = True) -> dict[str, Any]:
     """Both paths' answers and the audit records each wrote, which must be equal. A
     ``$path`` in the body becomes the path's name, so calls that leave state (a pending
     approval) do not meet each other's. ``lean``: whether the lean path must answer the
@@ -204,6 +209,24 @@ def test_unusual_headers_get_the_same_answer(srv: tuple[McpServer, Any],
     refuses a foreign Host or Origin, and an unusual Accept or version leave it to the
     SDK)."""
     _same(srv, "bot", LIST, headers, lean=lean_path)
+
+
+CALL_LINES = [*HEADERS.items(), ("Mcp-Method", "tools/call"), ("Mcp-Name", "add")]
+
+
+@pytest.mark.parametrize(("lines", "lean_path"), [
+    (CALL_LINES, True),
+    ([*CALL_LINES, ("mcp-name", "add")], False),
+    ([*CALL_LINES, ("MCP-Protocol-Version", V)], False),
+    ([*CALL_LINES, ("Mcp-Param-Region", "eu")], False),
+    ([*CALL_LINES, ("Accept", "application/json")], False),  # the last one counts
+])
+def test_repeated_and_extra_header_lines_get_the_same_answer(
+        srv: tuple[McpServer, Any], lines: list[tuple[str, str]], lean_path: bool) -> None:
+    """A routing header sent twice (the SDK refuses it) or an ``Mcp-Param-*`` header the
+    lean path does not read leave the request to the SDK; of the other headers it reads,
+    the last line counts, as in the SDK's folded mapping."""
+    _same(srv, "bot", _call("add", {"a": 1, "b": 2}), lines, lean=lean_path)
 
 
 def test_a_refused_host_stays_refused_after_allowed_ones_passed(

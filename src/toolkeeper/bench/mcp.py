@@ -79,6 +79,7 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
             result.rows += _side_rows(side, figures, era)
         if "fastmcp" in sides:
             result.rows += _lead_rows(figures, era)
+    result.rows += _era_rows(by_era)
     if "fastmcp" not in sides:
         result.notes.append(f"FastMCP NOT MEASURED: no bench peers venv (make bench creates "
                             f".venv-bench-peers; or set {PEERS_PYTHON})")
@@ -150,6 +151,17 @@ def _side_rows(side: str, figures: dict[str, list[float]], era: str) -> list[Row
             target=CPU_VS_UPSTREAM if governed else None, decimals=2),
     ]
     return rows
+
+
+def _era_rows(by_era: dict[str, dict[str, list[float]]]) -> list[Row]:
+    """CPU per call in the 2026 era over the 2025 era's, for toolkeeper and for the upstream
+    (information): the ``cpu_vs_upstream`` rows divide by the upstream's own CPU, which
+    differs by era (a 2025 session answers as SSE), so these say which side moved."""
+    modern, legacy = by_era[""], by_era["_2025"]
+    return [Row(metric=f"mcp_{side}_cpu_2026_over_2025",
+                value=modern[f"{side}_cpu"][0] / legacy[f"{side}_cpu"][0]
+                if legacy[f"{side}_cpu"][0] else 0.0, unit="x", decimals=2)
+            for side in ("direct", "governed")]
 
 
 def _lead_rows(figures: dict[str, list[float]], era: str) -> list[Row]:

@@ -157,10 +157,13 @@ class Rounds:
                 asked.update(requests=requests, state=state)
             return None  # the agent answers in its retry (or cannot be asked now)
 
-        base = DOWNSTREAM.get() or Downstream()
-        caps = base.client_capabilities or (
+        base = DOWNSTREAM.get()
+        caps = (base.client_capabilities if base is not None else None) or (
             {c: {} for c in sorted(capabilities(ctx))} if ctx is not None else {})
-        token = DOWNSTREAM.set(replace(base, ask=ask, resume=resume, client_capabilities=caps))
+        # the lean path has no downstream yet: one built outright, not a replaced default
+        token = DOWNSTREAM.set(
+            Downstream(client_capabilities=caps, ask=ask, resume=resume) if base is None
+            else replace(base, ask=ask, resume=resume, client_capabilities=caps))
         try:
             yield asked
         finally:

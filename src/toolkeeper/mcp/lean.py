@@ -39,7 +39,6 @@ from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundModernRoute,
     classify_inbound_request,
-    find_duplicated_routing_header,
 )
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
@@ -87,14 +86,27 @@ def _accepts_both(accept: str) -> bool:
                                and bool(types_ & {"text/event-stream", "text/*"}))
 
 
+ROUTING = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
+"""The routing headers; the SDK refuses a request carrying one twice
+(``find_duplicated_routing_header``)."""
+READ = frozenset({b"content-type", b"accept"})
+"""The other headers the lean path's checks read (the transport check reads its own)."""
+
+
 def _plain_headers(raw: list[tuple[bytes, bytes]]) -> dict[str, str] | None:
-    """The headers as the SDK reads them, or ``None`` when they need the SDK."""
-    pairs = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw]
-    headers = dict(pairs)
+    """The headers the SDK's ladder reads (``Mcp-*``, Content-Type, Accept; the last of
+    each, as the SDK's folded mapping has them), or ``None`` when they need the SDK. One
+    pass over the raw lines, decoding only those: every 2026-07-28 request comes here."""
+    headers: dict[str, str] = {}
+    for name, value in raw:  # ASGI: names are lowercase
+        if name.startswith(b"mcp-"):
+            if name == b"mcp-session-id" or name.startswith(b"mcp-param-") or (
+                    name in ROUTING and name.decode("latin-1") in headers):
+                return None
+        elif name not in READ:
+            continue
+        headers[name.decode("latin-1")] = value.decode("latin-1")
     if (headers.get("mcp-protocol-version") not in MODERN_PROTOCOL_VERSIONS
-            or "mcp-session-id" in headers
-            or any(k.startswith("mcp-param-") for k in headers)
-            or find_duplicated_routing_header(pairs) is not None
             or not headers.get("content-type", "").startswith("application/json")
             or not _accepts_both(headers.get("accept", ""))):
         return None

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import select
 
 from toolkeeper.store.db import Database, as_utc
+from toolkeeper.store.raw import raw_write
 from toolkeeper.store.schema import recent_calls
 
 
@@ -49,16 +50,13 @@ class RecentCallRepo:
         """Insert ``rows`` and drop all but the newest ``keep`` rows of their tenants."""
         if not rows:
             return
-        with self._db.write() as conn:
-            conn.execute(insert(recent_calls),
-                         [{c: getattr(r, c) for c in _COLUMNS} for r in rows])
+        with raw_write(self._db) as txn:  # the writer's every batch: at the driver level
+            txn.executemany("recent_call", [{c: getattr(r, c) for c in _COLUMNS}
+                                            for r in rows])
             for tenant in sorted({r.tenant_id for r in rows}):
-                oldest_kept = conn.execute(
-                    select(recent_calls.c.id).where(recent_calls.c.tenant_id == tenant)
-                    .order_by(recent_calls.c.id.desc()).offset(keep - 1).limit(1)).scalar()
+                oldest_kept = txn.fetchone("recent_edge", {"t": tenant, "o": keep - 1})
                 if oldest_kept is not None:
-                    conn.execute(delete(recent_calls).where(
-                        recent_calls.c.tenant_id == tenant, recent_calls.c.id < oldest_kept))
+                    txn.execute("recent_trim", {"t": tenant, "i": oldest_kept[0]})
 
     def list(self, tenant_id: str, *, status: str | None = None, agent: str | None = None,
              tool: str | None = None, before: int | None = None,
