@@ -156,6 +156,19 @@ async def _read(
     return bytes(buf[:cap]), len(buf) > cap
 
 
+async def _settle(proc: asyncio.subprocess.Process) -> None:
+    """The pipes of a git killed early (timed out, or over its output cap): read to their
+    end, bounded (the sandbox's processes die with bwrap an instant later), then closed
+    now, on this loop, not by the collector after the loop has gone ("Event loop is
+    closed"), as they would be on a loaded machine."""
+    assert proc.stdout is not None and proc.stderr is not None
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(asyncio.gather(_read(proc.stdout, 0), _read(proc.stderr, 0)), 5)
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
+
+
 class GitRunner:
     """Runs git in one repository: argument vector only, no prompts, bounded time and output."""
 
@@ -219,16 +232,10 @@ class GitRunner:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
-            # the sandbox's processes die with bwrap an instant later, closing the pipes
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(
-                    asyncio.gather(_read(proc.stdout, 0), _read(proc.stderr, 0)), 5)
-            # pipes still open past that (a loaded machine): closed now, on this loop, not
-            # by the collector after the loop has gone ("Event loop is closed")
-            transport = getattr(proc, "_transport", None)
-            if transport is not None:
-                transport.close()
+            await _settle(proc)
             raise ToolError(Reason.TIMEOUT, f"git {args[0]} timed out") from None
+        if truncated:  # killed for its output's size, its stdout left unread
+            await _settle(proc)
         result = GitOutput(code, out.decode(errors="replace"), err.decode(errors="replace"),
                            truncated)
         if check and code != 0 and not truncated:
