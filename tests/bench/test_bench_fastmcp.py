@@ -12,7 +12,8 @@ import pytest
 
 from tests.support.required import missing
 from toolkeeper.bench.mcp import _fastmcp, _peers_python
-from toolkeeper.bench.procs import cpu_seconds, serving
+from toolkeeper.bench.proc_cpu import cpu_seconds
+from toolkeeper.bench.procs import serving
 
 PEERS = _peers_python()
 

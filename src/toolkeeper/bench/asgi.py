@@ -21,7 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from toolkeeper.bench.model import BenchResult, Row, Sizes, percentile
-from toolkeeper.bench.procs import Served, cpu_seconds, serving
+from toolkeeper.bench.proc_cpu import cpu_seconds
+from toolkeeper.bench.procs import Served, serving
 from toolkeeper.bench.rest import load, wait_ready
 from toolkeeper.bench.tools import AGENT, open_gateway, sqlite_url
 

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkeeper.bench.model import BenchError, BenchResult, Row, Sizes, Target, percentile
-from toolkeeper.bench.procs import Served, cpu_seconds, serving
+from toolkeeper.bench.proc_cpu import cpu_seconds
+from toolkeeper.bench.procs import Served, serving
 
 NAME = "mcp"
 # issue 32 tightens SPEC §10's 1.5 ms and 0.5 (and issue 12's 0.6 and 1.0), in both eras
@@ -47,10 +48,12 @@ CONFIG = """version: 1
 servers:
   - {{name: up, url: "{url}", side_effect: pure, risk: low}}
 profiles:
-  - {{name: bench, autonomy: 3, activations: [{{tool: up_echo}}]}}
+  - {{name: bench, autonomy: 3, activations: [{{tool: {tool}}}]}}
 agents:
   - {{name: bench-agent, profile: bench}}
 """
+"""One upstream ``up`` and one of its tools (``tool``: as the gateway names it) at
+autonomy 3, for ``bench-agent``: the MCP scenarios' config."""
 
 
 def bench_mcp(sizes: Sizes) -> BenchResult:
@@ -63,7 +66,7 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
             serving([sys.executable, "-m", "toolkeeper.bench.mcp_upstream", "{port}"]))
         direct_url = f"{up.base}/mcp"
         cfg = Path(tmp) / "toolkeeper.yaml"
-        cfg.write_text(CONFIG.format(url=direct_url))
+        cfg.write_text(CONFIG.format(url=direct_url, tool="up_echo"))
         db = f"sqlite:///{tmp}/bench.db"
         token = _agent_token(db, cfg)
         serve = [sys.executable, "-m", "toolkeeper.cli", "--db", db, "serve", "--port",

@@ -26,6 +26,7 @@ from typing import Any
 from toolkeeper.bench import sdk1_client, sdk1_peer
 from toolkeeper.bench.mcp import (
     ADDED_P50_MS,
+    CONFIG,
     CPU_VS_UPSTREAM,
     ERAS,
     IN_FLIGHT,
@@ -41,14 +42,6 @@ SDK1_PYTHON = "TOOLKEEPER_BENCH_SDK1_PYTHON"
 WORKERS = (1, 2)
 TOOLS = {"direct": "pure", "governed": "up_pure"}
 ARGUMENTS = {"x": 1}
-CONFIG = """version: 1
-servers:
-  - {{name: up, url: "{url}", side_effect: pure, risk: low}}
-profiles:
-  - {{name: bench, autonomy: 3, activations: [{{tool: up_pure}}]}}
-agents:
-  - {{name: bench-agent, profile: bench}}
-"""
 
 
 def bench_mcp_sdk1(sizes: Sizes) -> BenchResult:
@@ -65,7 +58,8 @@ def bench_mcp_sdk1(sizes: Sizes) -> BenchResult:
         up = stack.enter_context(
             serving([python, "-P", str(sdk1_peer.__file__), "{port}"], clean))
         cfg = Path(tmp) / "toolkeeper.yaml"
-        cfg.write_text(CONFIG.format(url=f"{up.base}/mcp"), encoding="utf-8")
+        cfg.write_text(CONFIG.format(url=f"{up.base}/mcp", tool=TOOLS["governed"]),
+                       encoding="utf-8")
         db = f"sqlite:///{tmp}/bench.db"
         token = _agent_token(db, cfg, "up_pure")
         for workers in WORKERS:

@@ -126,22 +126,6 @@ def _sampled(pid: int, name: str) -> contextlib.AbstractContextManager[None]:
     return _sampling(pid, Path(where) / f"{name}.svg") if where else nullcontext()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process and its live descendants (workers), from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-            for task in Path(f"/proc/{current}/task").iterdir():
-                todo.extend(int(c) for c in (task / "children").read_text().split())
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # exited meanwhile
-    return total
-
-
 def _name(argv: list[str]) -> str:
     """The program's name for messages and files (the module of ``python -m x``, else the
     first argument that is not a flag: ``python -P proxy.py`` → ``proxy``)."""

@@ -14,30 +14,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
-import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 CALL_TIMEOUT_S = 30.0
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """As ``toolkeeper.bench.procs.cpu_seconds`` (this script cannot import toolkeeper)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total, todo = 0.0, list(pids)
-    while todo:
-        current = todo.pop()
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-            for task in Path(f"/proc/{current}/task").iterdir():
-                todo.extend(int(c) for c in (task / "children").read_text().split())
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return total
+def _cpu_reader() -> Callable[..., float]:
+    """``toolkeeper.bench.proc_cpu.cpu_seconds``, loaded by its path beside this file."""
+    spec = importlib.util.spec_from_file_location("proc_cpu",
+                                                  Path(__file__).with_name("proc_cpu.py"))
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    reader: Callable[..., float] = module.cpu_seconds
+    return reader
+
+
+cpu_seconds = _cpu_reader()
 
 
 async def _call(session: Any, tool: str, x: int) -> None:
@@ -92,12 +91,12 @@ async def main(spec: dict[str, Any]) -> dict[str, Any]:
             if time.monotonic() > deadline:
                 break
         for name, session in sessions.items():
-            cpu0 = cpu_seconds(sides[name]["pids"])
+            cpu0 = cpu_seconds(*sides[name]["pids"])
             rate, calls = await _rate(session, sides[name]["tool"], spec["seconds"],
                                       spec["in_flight"])
             out[name]["rate"] = rate
             out[name]["cpu_ms_per_call"] = (
-                (cpu_seconds(sides[name]["pids"]) - cpu0) * 1000 / max(calls, 1))
+                (cpu_seconds(*sides[name]["pids"]) - cpu0) * 1000 / max(calls, 1))
     return out
 
 
