@@ -108,13 +108,19 @@ def _workers() -> int:
     return n
 
 
-def _peers_python() -> str | None:
-    """The bench peers venv's python (FastMCP), when there is one."""
-    given = os.environ.get(PEERS_PYTHON)
+def venv_python(env: str, local: str) -> str | None:
+    """A peers venv's python: the one ``env`` names, else ``local`` (as ``make`` creates
+    it, from the checkout's root) when it is there."""
+    given = os.environ.get(env)
     if given:
         return given
-    local = Path(".venv-bench-peers/bin/python")
-    return str(local.absolute()) if local.exists() else None
+    path = Path(local)
+    return str(path.absolute()) if path.exists() else None
+
+
+def _peers_python() -> str | None:
+    """The bench peers venv's python (FastMCP), when there is one."""
+    return venv_python(PEERS_PYTHON, ".venv-bench-peers/bin/python")
 
 
 def _fastmcp(python: str, upstream: str) -> contextlib.AbstractContextManager[Served]:

@@ -33,6 +33,7 @@ from toolkeeper.bench.mcp import (
     RATIO,
     _agent_token,
     _measure,
+    venv_python,
 )
 from toolkeeper.bench.model import BenchError, BenchResult, Row, Sizes, percentile
 from toolkeeper.bench.procs import Served, serving
@@ -47,7 +48,7 @@ ARGUMENTS = {"x": 1}
 def bench_mcp_sdk1(sizes: Sizes) -> BenchResult:
     result = BenchResult(name=NAME, title="MCP as deployed: FastMCP on the 1.x SDK (SSE) "
                                           "upstream, 1.x and 2.x SDK clients, 1 and 2 workers")
-    python = _sdk1_python()
+    python = venv_python(SDK1_PYTHON, ".venv-handshake-peers/mcp1/bin/python")
     if python is None:
         result.notes.append(f"NOT MEASURED: no 1.x SDK venv (make handshake-peers creates "
                             f".venv-handshake-peers/mcp1; or set {SDK1_PYTHON})")
@@ -135,9 +136,3 @@ def _sdk1(python: str, sides: dict[str, Served], token: str, sizes: Sizes,
     return figures
 
 
-def _sdk1_python() -> str | None:
-    given = os.environ.get(SDK1_PYTHON)
-    if given:
-        return given
-    local = Path(".venv-handshake-peers/mcp1/bin/python")
-    return str(local.absolute()) if local.exists() else None
