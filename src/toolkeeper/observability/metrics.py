@@ -27,6 +27,9 @@ from prometheus_client.registry import Collector
 
 _K = TypeVar("_K", bound=tuple[str, ...])
 _V = TypeVar("_V")
+FOLD_AT = 1024
+"""Finished calls queued before the caller that queues the last folds them into the
+counters: the queue's memory is bounded, and a scrape folds whatever is queued first."""
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
@@ -37,6 +40,7 @@ class Metrics(Collector):
         self.registry = registry or CollectorRegistry()
         self._lock = threading.Lock()
         self._calls: dict[tuple[str, str, str], list[float]] = {}
+        self._queued: list[tuple[str, str, str, float, str | None]] = []
         self._hits: dict[tuple[str, str], int] = {}
         self._budget_warnings: dict[tuple[str, str], int] = {}
         self._effects: dict[tuple[str, str], int] = {}
@@ -56,19 +60,32 @@ class Metrics(Collector):
     def call(self, tenant: str, tool: str, status: str, seconds: float,
              gate: str | None = None) -> None:
         """One finished call: counts, duration sum and histogram bucket, and the gate it
-        passed (counted under the same lock: one acquisition per call)."""
-        key = (tenant, tool, status)
-        bucket = 2 + bisect_left(BUCKETS, seconds)
+        passed. Queued without a lock (``list.append`` is one step under the GIL; a lock
+        was a fifth of this on the hot path) and folded into the counters at a scrape or
+        every :data:`FOLD_AT` calls."""
+        queued = self._queued
+        queued.append((tenant, tool, status, seconds, gate))
+        if len(queued) >= FOLD_AT:
+            self._fold()
+
+    def _fold(self) -> None:
+        """Move the queued calls into the counters (under the lock: a scrape, or the caller
+        that queued the :data:`FOLD_AT`-th; others keep appending meanwhile)."""
         with self._lock:
-            row = self._calls.get(key)
-            if row is None:
-                row = self._calls[key] = [0.0] * (len(BUCKETS) + 3)  # count, sum, buckets, +Inf
-            row[0] += 1
-            row[1] += seconds
-            row[bucket] += 1
-            if gate is not None:
-                gates, counted = self._gates, (tenant, gate)
-                gates[counted] = gates.get(counted, 0) + 1
+            queued = self._queued
+            items = queued[:len(queued)]
+            del queued[:len(items)]  # the first ones only: what was appended since stays
+            calls, gates, width = self._calls, self._gates, len(BUCKETS) + 3
+            for tenant, tool, status, seconds, gate in items:
+                key = (tenant, tool, status)
+                row = calls.get(key)
+                if row is None:
+                    row = calls[key] = [0.0] * width  # count, sum, buckets, +Inf
+                row[0] += 1
+                row[1] += seconds
+                row[2 + bisect_left(BUCKETS, seconds)] += 1
+                if gate is not None:
+                    gates[tenant, gate] = gates.get((tenant, gate), 0) + 1
 
     def _bump(self, table: dict[tuple[str, str], int], key: tuple[str, str]) -> None:
         with self._lock:
@@ -135,6 +152,7 @@ class Metrics(Collector):
 
     def families(self, tenant: str | None) -> Iterator[Metric]:
         """The families, with only ``tenant``'s samples unless ``tenant`` is ``None``."""
+        self._fold()
         with self._lock:
             calls = {k: list(v) for k, v in _of(tenant, self._calls).items()}
             hits, effects = _of(tenant, self._hits), _of(tenant, self._effects)

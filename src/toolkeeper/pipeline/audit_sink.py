@@ -75,6 +75,13 @@ class AuditSink:
         self._enqueue(events)
 
     def _enqueue(self, events: Sequence[AuditDraft | PendingEvents]) -> None:
+        pending = self._pending  # one list for the sink's life
+        if len(pending) + len(events) < self._wake_at:
+            # the common case, far from waking the writer or a full queue: no lock (a
+            # list's extend by a sequence is one step under the GIL, as the writer's take
+            # of the first entries is); the writer finds these within max_delay_s
+            pending.extend(events)
+            return
         with self._lock:
             if len(self._pending) >= self._max_pending:
                 self._cond.notify()

@@ -40,10 +40,10 @@ class RecentCallsLog:
         self._max_delay = max_delay_s
         self._max_pending = max_pending
         self._pending: list[_Entry] = []
-        self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        """Guards ``_pending``; :meth:`record` takes its lock directly (a C lock: no Python
-        frame per call, as ``with self._cond`` costs)."""
+        self._cond = threading.Condition()
+        """Wakes the writer to close. ``_pending`` takes no lock: :meth:`record` appends to
+        it and :meth:`flush` takes its first entries, each one step under the GIL (a lock
+        per call was ~0.2 µs of the hot path)."""
         self._write_lock = threading.Lock()
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -57,17 +57,20 @@ class RecentCallsLog:
         """Queue one finished call (calls no tenant was known for are not kept)."""
         if self._thread is None or not tenant:
             return
-        with self._lock:
-            if len(self._pending) < self._max_pending and not self._closed:
-                self._pending.append((tenant, agent, trace_id, res, time.time()))
-                return
+        pending = self._pending  # one list for the log's life: a lock-free append
+        if len(pending) < self._max_pending and not self._closed:
+            pending.append((tenant, agent, trace_id, res, time.time()))
+            if self._closed:  # closed meanwhile: its last flush may have run before this
+                self.flush()
+            return
         self._metrics.recent_dropped(tenant)
 
     def flush(self) -> None:
         """Write everything queued so far, now, on the calling thread."""
         with self._write_lock:
-            with self._cond:
-                batch, self._pending = self._pending, []
+            pending = self._pending
+            batch = pending[:len(pending)]
+            del pending[:len(batch)]  # the first ones only: appends meanwhile stay queued
             if not batch:
                 return
             if self.keep > 0:
