@@ -50,7 +50,7 @@ class SlowTake(list[Any]):
         return got
 
 
-def _race(produce: Callable[[int], None], take: Callable[[], None]) -> None:
+def _race(produce: Callable[[int], object], take: Callable[[], object]) -> None:
     """``THREADS`` producers of ``PER_THREAD`` items each, while ``take`` runs in a loop."""
     stop = threading.Event()
 
