@@ -99,17 +99,26 @@ def _redacted(rt: Runtime, ctx: ToolContext, text: str) -> str:
     return rt.redactor.union(ctx._resolved_secrets).redact_text(text)
 
 
-async def execute(rt: Runtime, st: CallState) -> Execution:
+def run_inline(rt: Runtime, st: CallState) -> Execution | None:
+    """An inline tool (``sync_execute``) run to completion on this thread, with no
+    coroutine to make; ``None`` for any other tool (:func:`execute` runs it)."""
     assert st.tool is not None and st.action is not None
     provider = st.tool.provider
     sync = getattr(provider, "sync_execute", None)
-    if sync is not None:  # inline tool: runs to completion on this thread
-        ctx = make_context(rt, st) if getattr(provider, "needs_context", True) else None
-        run = Execution(ctx=ctx, attempts=1)
-        try:
-            run.output = sync(st.action, st.arguments, ctx)
-        except Exception as exc:  # translated by the outcome step, as for any tool
-            run.error = exc
+    if sync is None:
+        return None
+    ctx = make_context(rt, st) if getattr(provider, "needs_context", True) else None
+    run = Execution(ctx=ctx, attempts=1)
+    try:
+        run.output = sync(st.action, st.arguments, ctx)
+    except Exception as exc:  # translated by the outcome step, as for any tool
+        run.error = exc
+    return run
+
+
+async def execute(rt: Runtime, st: CallState) -> Execution:
+    run = run_inline(rt, st)
+    if run is not None:
         return run
     ctx = make_context(rt, st)
     logged = CALL_SECRETS.set(ctx._resolved_secrets)  # inline tools cannot resolve secrets

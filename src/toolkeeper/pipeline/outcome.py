@@ -93,6 +93,26 @@ def _classify(st: CallState, run: Execution) -> tuple[CallStatus, str | None, st
 
 
 async def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
+    """The outcome step: the result, its events, and the outcome row if the call has one."""
+    res, effect = settle(rt, st, run)
+    if st.recorded:
+        await _record(rt, st, res, effect)
+    budgets.charge(rt, st, res)  # once per execution: a deduped call never gets here
+    return res
+
+
+def finish_unrecorded(rt: Runtime, st: CallState, run: Execution) -> CallResult:
+    """:func:`finish` for a call with no outcome row (``pure``, no key): nothing to await,
+    so no coroutine is made."""
+    assert not st.recorded
+    res, _ = settle(rt, st, run)
+    budgets.charge(rt, st, res)
+    return res
+
+
+def settle(rt: Runtime, st: CallState,
+           run: Execution) -> tuple[CallResult, SideEffectRecord | None]:
+    """The call's result and its events (and the side effect it recorded, if any)."""
     assert st.tool is not None
     tool = st.tool.definition
     status, reason, message, event = _classify(st, run)
@@ -127,18 +147,22 @@ async def finish(rt: Runtime, st: CallState, run: Execution) -> CallResult:
     if effect is not None:
         st.emit(EventType.SIDE_EFFECT_RECORDED, side_effect_id=effect.id, policy=effect.policy)
         rt.metrics.side_effect(effect.tenant_id, effect.policy)
-    if st.recorded:
-        state = {CallStatus.SUCCEEDED: OutcomeState.SUCCEEDED,
-                 CallStatus.UNKNOWN: OutcomeState.UNKNOWN}.get(status, OutcomeState.FAILED)
-        in_txn = rt.settings.audit_durability == "transactional"
-        await rt.store.outcomes.finish_async(
-            st.call_id, state=state, status=status.value, reason=reason, result=res.to_dict(),
-            side_effect=effect, events=st.take_drafts() if in_txn else (),
-            offload=await rt.loop_calls.company())
-        if reason == Reason.INPUT_REQUIRED:  # asked, ran nothing: the retry must run
-            rt.store.outcomes.release(st.call_id)
-    budgets.charge(rt, st, res)  # once per execution: a deduped call never gets here
-    return res
+    return res, effect
+
+
+async def _record(rt: Runtime, st: CallState, res: CallResult,
+                  effect: SideEffectRecord | None) -> None:
+    """The outcome row's final state, with the call's events when they are transactional."""
+    status, reason = res.status, res.reason
+    state = {CallStatus.SUCCEEDED: OutcomeState.SUCCEEDED,
+             CallStatus.UNKNOWN: OutcomeState.UNKNOWN}.get(status, OutcomeState.FAILED)
+    in_txn = rt.settings.audit_durability == "transactional"
+    await rt.store.outcomes.finish_async(
+        st.call_id, state=state, status=status.value, reason=reason, result=res.to_dict(),
+        side_effect=effect, events=st.take_drafts() if in_txn else (),
+        offload=await rt.loop_calls.company())
+    if reason == Reason.INPUT_REQUIRED:  # asked, ran nothing: the retry must run
+        rt.store.outcomes.release(st.call_id)
 
 
 def _health(rt: Runtime, st: CallState, run: Execution, status: CallStatus,

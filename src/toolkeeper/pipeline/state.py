@@ -41,8 +41,8 @@ def _text(value: Any) -> str | None:
     return value[:200] if isinstance(value, str) else str(value)[:200]
 
 
-@dataclass(slots=True, kw_only=True)
-class CallState:
+@dataclass(slots=True)  # not kw_only: its defaults are then a tuple, not ~20 dict lookups
+class CallState:  # per call (always built with keywords all the same)
     """What the pipeline knows about one call so far."""
 
     call_id: str

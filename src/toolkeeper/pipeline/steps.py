@@ -13,17 +13,17 @@ from typing import Any
 
 from toolkeeper.errors import ConfigError
 from toolkeeper.model.call import CallRequest, CallResult, Principal
-from toolkeeper.model.enums import ApprovalStatus, CallStatus, OutcomeState
+from toolkeeper.model.enums import ApprovalStatus, CallStatus, OutcomeState, SideEffect
 from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline import budgets
 from toolkeeper.pipeline.authenticate import authenticate
-from toolkeeper.pipeline.execute import execute
+from toolkeeper.pipeline.execute import execute, run_inline
 from toolkeeper.pipeline.gate import gate, gate_allows
 from toolkeeper.pipeline.idempotency import idempotency
 from toolkeeper.pipeline.ids import new_call_id
 from toolkeeper.pipeline.limits import limits, needs_slot, slot
-from toolkeeper.pipeline.outcome import finish, unknown_after_cancel
+from toolkeeper.pipeline.outcome import finish, finish_unrecorded, unknown_after_cancel
 from toolkeeper.pipeline.resolve import resolve
 from toolkeeper.pipeline.risk import risk
 from toolkeeper.pipeline.runtime import Runtime
@@ -47,11 +47,18 @@ async def run(rt: Runtime, st: CallState) -> CallResult:
         if res is None and not gate_allows(rt, st):
             res = await gate(rt, st)
         res = res or supersede(rt, st) or budgets.check(rt, st)
-        if res is None:
-            res = await idempotency(rt, st)
+        if res is None and (st.side_effect is not SideEffect.PURE
+                            or st.request.idempotency_key is not None):
+            res = await idempotency(rt, st)  # a pure call without a key claims nothing
         if res is not None:
             return res
-        return await _execute(rt, st)
+        if st.approval is not None:
+            return await _execute(rt, st)
+        # the common case without a coroutine per step: an inline tool runs here, and a
+        # call with no outcome row has nothing to await when it ends
+        run_ = run_inline(rt, st) or await execute(rt, st)
+        return finish_unrecorded(rt, st, run_) if not st.recorded else \
+            await finish(rt, st, run_)
     finally:
         calls.n -= 1
 
