@@ -1,6 +1,7 @@
 """Prometheus metrics of SPEC §9, in a registry owned by the gateway (no globals).
 
-The hot path only bumps plain counters under a lock; a custom collector turns them into
+The hot path queues each finished call without a lock and bumps plain counters under one
+(the queue folded in at a scrape or every ``FOLD_AT`` calls); a custom collector turns them into
 Prometheus families when scraped. prometheus-client's labelled children cost several
 microseconds per call, a fifth of the whole pipeline's budget.
 
