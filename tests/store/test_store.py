@@ -247,7 +247,8 @@ def test_a_wal_restart_held_off_by_a_reader_is_not_retried_at_once(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A restart waits for the readers while it holds the write lock: one kept from
     finishing by a long read is not tried again for ``SQLITE_WAL_RESTART_BACKOFF_S``
-    (writers would be held up at every checkpoint), then is."""
+    (writers would be held up at every checkpoint), twice as long after the next, and
+    the back-off starts over once one finishes."""
     monkeypatch.setattr(dbmod, "SQLITE_WAL_RESTART_BYTES", 64 * 1024)
     path = tmp_path / "wal.db"
     database = dbmod.Database(f"sqlite:///{path}")
@@ -270,12 +271,15 @@ def test_a_wal_restart_held_off_by_a_reader_is_not_retried_at_once(
                 conn.exec_driver_sql("INSERT INTO t VALUES (randomblob(30000))")
             database.checkpoint()
         assert len(tries) == 1  # held off once, then left alone
-        monkeypatch.setattr(dbmod, "SQLITE_WAL_RESTART_BACKOFF_S", 0.0)
-        database._wal_restart_after = 0.0  # the back-off is over
+        database._wal_restart_after = 0.0  # the back-off is over: held off again
+        database.checkpoint()
+        assert len(tries) == 2
+        assert database._wal_restart_after - time.monotonic() > 1.5  # twice as long now
+        database._wal_restart_after = 0.0
         reader.execute("COMMIT")
         reader.close()
         database.checkpoint()
-        assert len(tries) == 2
+        assert len(tries) == 3 and database._wal_restart_backoff == 1.0  # reset
         with database.write() as conn:  # the next writer starts the WAL over
             conn.exec_driver_sql("INSERT INTO t VALUES (randomblob(100))")
         assert _wal_frames(path) <= 2

@@ -30,7 +30,9 @@ SQLITE_WAL_RESTART_WAIT_MS = 20
 """How long a restarting checkpoint waits for the writer and the readers."""
 SQLITE_WAL_RESTART_BACKOFF_S = 1.0
 """After a restart that could not finish (readers held old snapshots, or other processes'
-writers the write lock), none for this long."""
+writers the write lock), none for this long, doubled after each further one in a row up to
+``SQLITE_WAL_RESTART_BACKOFF_MAX_S`` (a long read holds writers up ~1 % of the time)."""
+SQLITE_WAL_RESTART_BACKOFF_MAX_S = 8.0
 SQLITE_CHECKPOINT_EVERY_S = 0.1
 """How often the gateway checkpoints (on the audit writer thread): ~300 calls' WAL at the
 peak rate, well under ``SQLITE_WAL_RESTART_BYTES``."""
@@ -65,6 +67,7 @@ class Database:
         self._sqlite_page_size: int | None = None
         self._wal_restart_after = 0.0
         """No WAL restart is tried before this (``time.monotonic()``; see ``checkpoint``)."""
+        self._wal_restart_backoff = SQLITE_WAL_RESTART_BACKOFF_S
         self._readers = threading.local()
         self._reader_lock = threading.Lock()
         self._reader_conns: list[Any] = []
@@ -150,8 +153,8 @@ class Database:
         writer processes). A ``RESTART`` checkpoint takes the write lock to copy what the
         passive one left (a few ms, writers wait) and starts the WAL over, within the file
         ``journal_size_limit`` keeps. If it cannot (a long read holds an old snapshot), it
-        is not tried again for :data:`SQLITE_WAL_RESTART_BACKOFF_S`: each try holds the
-        write lock up to :data:`SQLITE_WAL_RESTART_WAIT_MS`.
+        is not tried again for a while (:data:`SQLITE_WAL_RESTART_BACKOFF_S`, doubling): each
+        try holds the write lock while it waits, up to :data:`SQLITE_WAL_RESTART_WAIT_MS`.
         """
         if not self.is_sqlite:
             return
@@ -181,8 +184,12 @@ class Database:
                 busy = driver.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()[0]
             finally:
                 driver.execute(f"PRAGMA busy_timeout={int(self.busy_timeout_s * 1000)}")
-        if busy:
-            self._wal_restart_after = time.monotonic() + SQLITE_WAL_RESTART_BACKOFF_S
+        if busy:  # held off: not again for a while, longer each time in a row
+            self._wal_restart_after = time.monotonic() + self._wal_restart_backoff
+            self._wal_restart_backoff = min(2 * self._wal_restart_backoff,
+                                            SQLITE_WAL_RESTART_BACKOFF_MAX_S)
+        else:
+            self._wal_restart_backoff = SQLITE_WAL_RESTART_BACKOFF_S
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
