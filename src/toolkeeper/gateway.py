@@ -57,7 +57,7 @@ from toolkeeper.services.retrieval import wire as wire_retrieval
 from toolkeeper.services.upstreams import UpstreamSync
 from toolkeeper.services.webhooks import WebhookNotifier
 from toolkeeper.store import Store, changes
-from toolkeeper.store.db import utcnow
+from toolkeeper.store.db import SQLITE_CHECKPOINT_EVERY_S, utcnow
 from toolkeeper.store.records import ApprovalRecord
 from toolkeeper.token_cache import AgentPrincipals, Bearers, TokenCache
 
@@ -121,6 +121,7 @@ class Gateway:
         self.reload()
         # background work starts only now that the gateway is complete
         sink.set_housekeeping(self._housekeeping)
+        sink.set_upkeep(store.db.checkpoint, SQLITE_CHECKPOINT_EVERY_S)  # PostgreSQL: no-op
         if redis_url:
             from toolkeeper.store.redis import ChangeNotifier
 
@@ -383,10 +384,9 @@ class Gateway:
             self._rt.redactor = self._build_redactor()
 
     def _housekeeping(self) -> None:
-        """Runs about once a second on the audit writer thread: SQLite checkpoint, the audit
-        checkpoint file (when due), periodic recovery of stale ``in_progress`` outcomes, and,
-        each on a thread of its own, listing upstream MCP servers and the retention sweeps."""
-        self.store.db.checkpoint()
+        """About once a second on the audit writer thread (the SQLite checkpoint: more often,
+        ``set_upkeep``): the audit checkpoint file when due, recovery of stale ``in_progress``
+        outcomes, and, each on a thread of its own, upstream MCP listings and retention sweeps."""
         self.store.audit.checkpoint()  # the heads that moved, every audit_checkpoint_every_s
         if self.store.registry.definitions_version() != self._definitions_seen:
             self.reload()  # another process changed tools, profiles or agents

@@ -7,6 +7,7 @@ import concurrent.futures as cf
 import multiprocessing as mp
 import os
 import signal
+import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -170,6 +171,30 @@ def test_the_wal_is_checkpointed_in_the_background(tmp_path: Path) -> None:
         busy, log_frames, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         conn.close()
         assert busy == 0 and done == log_frames  # everything already folded back
+    finally:
+        gw.close()
+
+
+def test_the_gateway_checkpoints_the_wal_several_times_a_second(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the audit writer thread, every ``SQLITE_CHECKPOINT_EVERY_S`` (not only with the
+    once-a-second housekeeping): a WAL written without pause is restarted once it holds
+    ``SQLITE_WAL_RESTART_BYTES`` (see ``Database.checkpoint``), not seconds later."""
+    from toolkeeper.store.db import SQLITE_CHECKPOINT_EVERY_S, Database
+
+    runs: list[float] = []
+    checkpoint = Database.checkpoint
+
+    def counted(self: Database) -> None:
+        runs.append(time.monotonic())
+        checkpoint(self)
+
+    monkeypatch.setattr(Database, "checkpoint", counted)
+    gw = build_gateway(f"sqlite:///{tmp_path}/wal.db", tools=[charge])
+    try:
+        assert SQLITE_CHECKPOINT_EVERY_S <= 0.1
+        wait_until(lambda: len(runs) >= 5, timeout=3.0, what="five checkpoints")
+        assert runs[-1] - runs[0] < 1.0  # five in well under a second
     finally:
         gw.close()
 

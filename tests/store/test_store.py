@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import sqlite3
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -187,5 +189,108 @@ def test_a_sqlite_wal_grown_past_its_limit_is_truncated_when_it_restarts(
         with database.write() as conn:
             conn.exec_driver_sql("INSERT INTO t VALUES (randomblob(100))")
         assert wal.stat().st_size <= limit < grown
+    finally:
+        database.dispose()
+
+
+def _wal_frames(path: Path) -> int:
+    """The frames the WAL holds (``wal_checkpoint`` reports them; -1 while another
+    checkpoint runs)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        frames = -1
+        while frames < 0:
+            frames = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()[1]
+        return int(frames)
+    finally:
+        conn.close()
+
+
+def test_a_sqlite_wal_written_without_pause_is_restarted_by_the_checkpoint(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writers that never pause leave a passive checkpoint always behind, so SQLite never
+    restarts the WAL by itself; past ``SQLITE_WAL_RESTART_BYTES`` the checkpoint does."""
+    monkeypatch.setattr(dbmod, "SQLITE_WAL_RESTART_BYTES", 256 * 1024)
+    path = tmp_path / "wal.db"
+    database = dbmod.Database(f"sqlite:///{path}")
+    with database.write() as conn:
+        conn.exec_driver_sql("CREATE TABLE t (v BLOB)")
+    stop = threading.Event()
+    written = [0]
+
+    def write() -> None:
+        while not stop.is_set():
+            with database.write() as conn:
+                conn.exec_driver_sql("INSERT INTO t VALUES (randomblob(3000))")
+            written[0] += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while written[0] < 3000 and time.monotonic() < deadline:
+            database.checkpoint()
+            time.sleep(0.005)
+    finally:
+        stop.set()
+        writer.join()
+    try:
+        assert written[0] >= 3000
+        # 3000 transactions of 2+ pages each: ~12 MB of frames had it never restarted
+        frames = _wal_frames(path)
+        assert frames * dbmod.SQLITE_PAGE_SIZE < 4 * 1024 * 1024, frames
+    finally:
+        database.dispose()
+
+
+def test_a_wal_restart_held_off_by_a_reader_is_not_retried_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restart waits for the readers while it holds the write lock: one kept from
+    finishing by a long read is not tried again for ``SQLITE_WAL_RESTART_BACKOFF_S``
+    (writers would be held up at every checkpoint), twice as long after the next, and
+    the back-off starts over once one finishes."""
+    monkeypatch.setattr(dbmod, "SQLITE_WAL_RESTART_BYTES", 64 * 1024)
+    path = tmp_path / "wal.db"
+    database = dbmod.Database(f"sqlite:///{path}")
+    tries: list[float] = []
+    restart = dbmod.Database._restart_wal
+
+    def counted(self: dbmod.Database, driver: Any) -> None:
+        tries.append(time.monotonic())
+        restart(self, driver)
+
+    monkeypatch.setattr(dbmod.Database, "_restart_wal", counted)
+    try:
+        with database.write() as conn:
+            conn.exec_driver_sql("CREATE TABLE t (v BLOB)")
+        reader = sqlite3.connect(path, isolation_level=None)
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM t").fetchall()  # an old snapshot, kept
+        for _ in range(5):
+            with database.write() as conn:
+                conn.exec_driver_sql("INSERT INTO t VALUES (randomblob(30000))")
+            database.checkpoint()
+        assert len(tries) == 1  # held off once, then left alone
+        database._wal_restart_after = 0.0  # the back-off is over: held off again
+        database.checkpoint()
+        assert len(tries) == 2
+        assert database._wal_restart_after - time.monotonic() > 1.5  # twice as long now
+        database._wal_restart_after = 0.0
+        reader.execute("COMMIT")
+        reader.close()
+        database.checkpoint()
+        assert len(tries) == 3 and database._wal_restart_backoff == 1.0  # reset
+        with database.write() as conn:  # the next writer starts the WAL over
+            conn.exec_driver_sql("INSERT INTO t VALUES (randomblob(100))")
+        assert _wal_frames(path) <= 2
+    finally:
+        database.dispose()
+
+
+def test_checkpoint_is_a_no_op_on_postgresql(pg_url: str) -> None:
+    database = dbmod.Database(pg_url)
+    try:
+        database.checkpoint()
+        assert database._wal_restart_after == 0.0
     finally:
         database.dispose()

@@ -64,6 +64,9 @@ class AuditSink:
         self._housekeeping = housekeeping
         self._housekeeping_every = housekeeping_every_s
         self._next_housekeeping = time.monotonic() + housekeeping_every_s
+        self._upkeep: Callable[[], None] | None = None
+        self._upkeep_every = 0.0
+        self._next_upkeep = 0.0
         self._thread = threading.Thread(target=self._run, name="toolkeeper-audit", daemon=True)
         self._thread.start()
 
@@ -137,6 +140,7 @@ class AuditSink:
             if closed:
                 return
             self._maybe_trim()
+            self._maybe_upkeep()
             self._maybe_housekeep()
 
     def _maybe_trim(self) -> None:
@@ -152,8 +156,25 @@ class AuditSink:
         self._next_housekeeping = time.monotonic() + self._housekeeping_every
         self._housekeeping = fn
 
+    def set_upkeep(self, fn: Callable[[], None], every_s: float) -> None:
+        """Run ``fn`` every ``every_s`` (at most once per wake-up of the writer, which is
+        every ``max_delay_s`` at the latest): frequent, short store upkeep (the SQLite
+        checkpoint), where the housekeeping runs once a second."""
+        self._upkeep = fn
+        self._upkeep_every = every_s
+        self._next_upkeep = time.monotonic() + every_s
+
+    def _maybe_upkeep(self) -> None:
+        if self._upkeep is None or time.monotonic() < self._next_upkeep:
+            return
+        self._next_upkeep = time.monotonic() + self._upkeep_every
+        try:
+            self._upkeep()
+        except Exception:  # a busy database: next time
+            log.warning("store upkeep failed", exc_info=True)
+
     def _maybe_housekeep(self) -> None:
-        """Periodic store upkeep (the SQLite WAL checkpoint) off the calls' path."""
+        """Periodic store upkeep (recovery, retention…) off the calls' path."""
         if self._housekeeping is None or time.monotonic() < self._next_housekeeping:
             return
         self._next_housekeeping = time.monotonic() + self._housekeeping_every
