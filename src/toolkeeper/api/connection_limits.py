@@ -26,6 +26,11 @@ is still arriving when its answer has been written.
   the same reason. When the connection is to close, the answer's end is signalled at once
   (``write_eof``) and the drain only keeps the socket from resetting it.
 
+Beside the bounds, one write per answer: uvicorn writes an answer's head alone, then its
+body; here the head waits for the body's first write (or the loop's next turn, for a
+stream), so that a small answer reaches the client whole (issue 32: a head alone cost every
+MCP call a wasted wake-up of the client).
+
 All ride on uvicorn's own settings or on this module, so the class, named by its import
 path, works unchanged in ``--workers`` processes.
 """
@@ -63,19 +68,28 @@ def _refusal(max_bytes: int) -> bytes:
 
 class _CycleTransport(asyncio.Transport):
     """The transport a request's cycle writes its answer to: its ``close()`` drains the
-    body the client is still sending before the socket closes."""
+    body the client is still sending before the socket closes; the answer's head (uvicorn
+    writes it alone, on ``http.response.start``) waits for the body's first write, so that
+    both go out in one write (:meth:`BoundedHttpToolsProtocol.hold_head`)."""
 
-    def __init__(self, protocol: BoundedHttpToolsProtocol) -> None:
+    def __init__(self, protocol: BoundedHttpToolsProtocol, cycle: Any) -> None:
         super().__init__()
         self._protocol = protocol
+        self._cycle = cycle
+        self._head_due = True
 
     def write(self, data: Any) -> None:
-        self._protocol.transport.write(data)
+        if self._head_due and self._cycle.response_started:  # not a 100 Continue
+            self._head_due = False
+            self._protocol.hold_head(data)
+        else:
+            self._protocol.write_after_head(data)
 
     def is_closing(self) -> bool:
         return self._protocol.closing or self._protocol.transport.is_closing()
 
     def close(self) -> None:
+        self._protocol.flush_head()
         self._protocol.close_after_drain()
 
 
@@ -105,6 +119,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._drain_timer: asyncio.TimerHandle | None = None
         self.closing = False
         """The connection closes once the drain ends: nothing more is answered on it."""
+        self._head = b""
+        """An answer's head not written yet (:meth:`hold_head`)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -115,7 +131,28 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._cancel_drain_timer()
         super().connection_lost(exc)
 
+    def hold_head(self, head: bytes) -> None:
+        """Keep an answer's head until its body's first write (:meth:`write_after_head`),
+        else until the loop's next turn (a stream whose first event comes later). Written
+        alone, the head woke the client for a partial answer, and on a busy machine the
+        woken client took the CPU from the body's write: a context switch, a wasted read
+        and a second wake-up on every call's path."""
+        self.flush_head()
+        self._head = head
+        self.loop.call_soon(self.flush_head)
+
+    def write_after_head(self, data: Any) -> None:
+        head, self._head = self._head, b""
+        self.transport.write(head + data if head else data)
+
+    def flush_head(self) -> None:
+        """Write the held head now (before anything else reaches the socket)."""
+        head, self._head = self._head, b""
+        if head and not self.transport.is_closing():
+            self.transport.write(head)
+
     def data_received(self, data: bytes) -> None:
+        self.flush_head()  # a 400 or 431 for what follows is written after it
         if self._draining:
             self._drain(data)
             return
@@ -177,7 +214,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         before = self.cycle
         super().on_headers_complete()
         if self.cycle is not before:
-            self.cycle.transport = _CycleTransport(self)
+            self.cycle.transport = _CycleTransport(self, self.cycle)
 
     def on_message_complete(self) -> None:
         self._message_done = True
@@ -192,6 +229,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self._arm_head_timer()
 
     def on_response_complete(self) -> None:
+        self.flush_head()  # a HEAD request's answer has no body
         super().on_response_complete()
         if self.transport.is_closing():
             return
@@ -201,6 +239,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                 self._start_drain()
         elif not self.closing:
             self._arm_head_timer()
+
+    def shutdown(self) -> None:
+        self.flush_head()
+        super().shutdown()
 
     def close_after_drain(self) -> None:
         """The cycle's close: at once when its request has been read to the end (or its
@@ -212,6 +254,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
 
     def _linger(self) -> None:
         """Close once the drain ends; the answer is complete: the client learns so now."""
+        self.flush_head()
         self.closing = True
         if self.transport.can_write_eof():
             self.transport.write_eof()
@@ -237,6 +280,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                                                   self._drain_late)
 
     def _close_now(self) -> None:
+        self.flush_head()
         self.closing = True
         self._draining = False
         self._cancel_drain_timer()
