@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.pipeline.test_audit_sink_backlog import _Call
 from toolkeeper.model.call import CallResult
 from toolkeeper.model.enums import CallStatus
 from toolkeeper.observability import metrics as metrics_mod
@@ -130,14 +131,6 @@ def test_a_record_racing_the_close_is_still_written() -> None:
     log.record(CallResult(call_id="late", status=CallStatus.SUCCEEDED, tool="t"), "t", "a",
                None)
     assert [r.call_id for r in repo.seen] == ["late"]
-
-
-class _Call:
-    def __init__(self, n: int) -> None:
-        self.n = n
-
-    def drafts(self) -> list[Any]:
-        return [self.n]
 
 
 def test_no_call_is_lost_from_the_audit_writers_queue() -> None:

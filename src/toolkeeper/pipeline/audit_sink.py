@@ -61,12 +61,10 @@ class AuditSink:
         self._write_lock = threading.Lock()
         self._closed = False
         self._failures = 0
-        self._housekeeping = housekeeping
         self._housekeeping_every = housekeeping_every_s
-        self._next_housekeeping = time.monotonic() + housekeeping_every_s
-        self._upkeep: Callable[[], None] | None = None
-        self._upkeep_every = 0.0
-        self._next_upkeep = 0.0
+        self._housekeeping = None if housekeeping is None else _Periodic(
+            housekeeping, housekeeping_every_s, "store housekeeping")
+        self._upkeep: _Periodic | None = None
         self._thread = threading.Thread(target=self._run, name="toolkeeper-audit", daemon=True)
         self._thread.start()
 
@@ -140,8 +138,9 @@ class AuditSink:
             if closed:
                 return
             self._maybe_trim()
-            self._maybe_upkeep()
-            self._maybe_housekeep()
+            for periodic in (self._upkeep, self._housekeeping):
+                if periodic is not None:
+                    periodic.maybe_run()
 
     def _maybe_trim(self) -> None:
         """After a long backlog is written (and none is queued), return the memory it freed."""
@@ -152,36 +151,15 @@ class AuditSink:
             self.trims += 1
 
     def set_housekeeping(self, fn: Callable[[], None]) -> None:
-        """Start periodic upkeep (once its owner is fully constructed)."""
-        self._next_housekeeping = time.monotonic() + self._housekeeping_every
-        self._housekeeping = fn
+        """Start periodic upkeep (once its owner is fully constructed): recovery,
+        retention…, once every ``housekeeping_every_s``."""
+        self._housekeeping = _Periodic(fn, self._housekeeping_every, "store housekeeping")
 
     def set_upkeep(self, fn: Callable[[], None], every_s: float) -> None:
         """Run ``fn`` every ``every_s`` (at most once per wake-up of the writer, which is
         every ``max_delay_s`` at the latest): frequent, short store upkeep (the SQLite
         checkpoint), where the housekeeping runs once a second."""
-        self._upkeep = fn
-        self._upkeep_every = every_s
-        self._next_upkeep = time.monotonic() + every_s
-
-    def _maybe_upkeep(self) -> None:
-        if self._upkeep is None or time.monotonic() < self._next_upkeep:
-            return
-        self._next_upkeep = time.monotonic() + self._upkeep_every
-        try:
-            self._upkeep()
-        except Exception:  # a busy database: next time
-            log.warning("store upkeep failed", exc_info=True)
-
-    def _maybe_housekeep(self) -> None:
-        """Periodic store upkeep (recovery, retention…) off the calls' path."""
-        if self._housekeeping is None or time.monotonic() < self._next_housekeeping:
-            return
-        self._next_housekeeping = time.monotonic() + self._housekeeping_every
-        try:
-            self._housekeeping()
-        except Exception:  # a busy database: next time
-            log.warning("store housekeeping failed", exc_info=True)
+        self._upkeep = _Periodic(fn, every_s, "store upkeep")
 
     def close(self) -> None:
         with self._cond:
@@ -193,3 +171,25 @@ class AuditSink:
     @property
     def pending(self) -> int:
         return len(self._pending)
+
+
+class _Periodic:
+    """Store upkeep the writer thread runs between batches, at most once every
+    ``every_s``; a failure (a busy database) is logged and tried again next time."""
+
+    __slots__ = ("_every", "_fn", "_next", "_what")
+
+    def __init__(self, fn: Callable[[], None], every_s: float, what: str) -> None:
+        self._fn = fn
+        self._every = every_s
+        self._what = what
+        self._next = time.monotonic() + every_s
+
+    def maybe_run(self) -> None:
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self._every
+        try:
+            self._fn()
+        except Exception:  # a busy database: next time
+            log.warning("%s failed", self._what, exc_info=True)
