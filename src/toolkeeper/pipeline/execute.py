@@ -117,9 +117,13 @@ def run_inline(rt: Runtime, st: CallState) -> Execution | None:
 
 
 async def execute(rt: Runtime, st: CallState) -> Execution:
-    run = run_inline(rt, st)
-    if run is not None:
-        return run
+    """Any tool: an inline one at once (:func:`run_inline`), others awaited, with retries
+    (:func:`run_awaited`)."""
+    return run_inline(rt, st) or await run_awaited(rt, st)
+
+
+async def run_awaited(rt: Runtime, st: CallState) -> Execution:
+    """A tool that is not inline (HTTP, MCP, async Python), with its retries."""
     ctx = make_context(rt, st)
     logged = CALL_SECRETS.set(ctx._resolved_secrets)  # inline tools cannot resolve secrets
     try:

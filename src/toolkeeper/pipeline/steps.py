@@ -18,7 +18,7 @@ from toolkeeper.model.events import EventType
 from toolkeeper.model.reasons import Reason
 from toolkeeper.pipeline import budgets
 from toolkeeper.pipeline.authenticate import authenticate
-from toolkeeper.pipeline.execute import execute, run_inline
+from toolkeeper.pipeline.execute import execute, run_awaited, run_inline
 from toolkeeper.pipeline.gate import gate, gate_allows
 from toolkeeper.pipeline.idempotency import idempotency
 from toolkeeper.pipeline.ids import new_call_id
@@ -56,7 +56,7 @@ async def run(rt: Runtime, st: CallState) -> CallResult:
             return await _execute(rt, st)
         # the common case without a coroutine per step: an inline tool runs here, and a
         # call with no outcome row has nothing to await when it ends
-        run_ = run_inline(rt, st) or await execute(rt, st)
+        run_ = run_inline(rt, st) or await run_awaited(rt, st)
         return finish_unrecorded(rt, st, run_) if not st.recorded else \
             await finish(rt, st, run_)
     finally:
