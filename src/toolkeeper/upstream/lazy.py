@@ -21,6 +21,9 @@ class LazyPool:
         self._lock = threading.Lock()
 
     def get(self) -> UpstreamPool:
+        pool = self._pool  # made once: every call after the first skips the lock
+        if pool is not None:
+            return pool
         with self._lock:
             if self._pool is None:
                 self._pool = self._make()
