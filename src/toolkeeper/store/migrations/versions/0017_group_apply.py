@@ -38,22 +38,24 @@ DECLARE
     done boolean[] := '{{}}';
 BEGIN
     -- refused before anything is written (no error, nothing to roll back): a head that is
-    -- no longer what the caller saw (it is returned), a key already taken
-    SELECT {HEAD} INTO moved
-        FROM json_to_recordset(batch->'heads') AS x(
-            k text, seq0 bigint, hash0 text, mac0 text, base_seq bigint, base_hash text)
-        JOIN audit_heads a ON a.tenant_key = x.k
-        WHERE a.seq <> x.seq0 OR a.hash <> x.hash0 OR a.base_seq <> x.base_seq
-           OR a.base_hash IS DISTINCT FROM x.base_hash OR a.mac IS DISTINCT FROM x.mac0
-        LIMIT 1;
-    IF moved IS NOT NULL THEN
-        RETURN json_build_object('refused', 'head_moved', 'head', moved);
-    END IF;
-    IF EXISTS (SELECT 1 FROM json_populate_recordset(NULL::outcomes, batch->'claims') c
-               JOIN outcomes t ON t.tenant_id = c.tenant_id AND t.agent = c.agent
-                              AND t.key = c.key) THEN
-        RETURN json_build_object('refused', 'claim_lost');
-    END IF;
+    -- no longer what the caller saw (it is returned), a key already taken; one index
+    -- probe each (a join could be planned as a scan of the whole table)
+    FOR h IN SELECT * FROM json_to_recordset(batch->'heads') AS x(
+            k text, seq0 bigint, hash0 text, mac0 text, base_seq bigint, base_hash text) LOOP
+        SELECT {HEAD} INTO moved FROM audit_heads a
+            WHERE a.tenant_key = h.k AND (a.seq <> h.seq0 OR a.hash <> h.hash0
+                OR a.base_seq <> h.base_seq OR a.base_hash IS DISTINCT FROM h.base_hash
+                OR a.mac IS DISTINCT FROM h.mac0);
+        IF moved IS NOT NULL THEN
+            RETURN json_build_object('refused', 'head_moved', 'head', moved);
+        END IF;
+    END LOOP;
+    FOR o IN SELECT * FROM json_populate_recordset(NULL::outcomes, batch->'claims') LOOP
+        IF EXISTS (SELECT 1 FROM outcomes
+                   WHERE tenant_id = o.tenant_id AND agent = o.agent AND key = o.key) THEN
+            RETURN json_build_object('refused', 'claim_lost');
+        END IF;
+    END LOOP;
     -- claims, in key order: every one must win its key (else one was taken meanwhile)
     INSERT INTO outcomes
         SELECT * FROM json_populate_recordset(NULL::outcomes, batch->'claims')
