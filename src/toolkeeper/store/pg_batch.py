@@ -10,10 +10,11 @@ The audit key never leaves the process, so the events are chained here, before t
 from the head this process last wrote for each tenant (``heads``: every batch tells it,
 this path's or the usual one's, and so does every other append of this process). The
 function moves a head only if it is still exactly that one (seq, hash, base and MAC) and
-every claim wins its key; else it writes nothing: it refuses before writing (a head that
-moved, returned as it is now; a key already taken), or raises if that happened while it
-wrote (the server's rollback; no error in its log otherwise). A head that moved is chained
-onto once more and the statement retried once; anything else, or a tenant this process
+every claim wins its key; else it undoes what it wrote (a subtransaction) and answers a
+refusal (a head that moved, returned as it is now; a key already taken), raising nothing
+(no error in the server's log). Each of the four parts is its own parameter (the server
+parses each once). A head that moved is chained onto once more and the statement retried
+once; anything else, or a tenant this process
 never wrote, runs the batch's usual transaction, which locks the heads, reads where they
 are and tells ``heads``. So another process, a replica or retention writing the chain
 costs one round trip more; a key already taken (its claim's events are not to be
@@ -32,11 +33,8 @@ from toolkeeper.store.audit import Head, Prepared, by_tenant, link, remember
 from toolkeeper.store.audit_key import AuditKey
 from toolkeeper.store.raw import RawTxn
 
-CALL = "SELECT toolkeeper_group_apply(%s::json)"
+CALL = "SELECT toolkeeper_group_apply(%s::json, %s::json, %s::json, %s::json)"
 UNDEFINED_FUNCTION = "42883"
-HEAD_MOVED = "TK001"
-REFUSED = {HEAD_MOVED: "head_moved", "TK002": "claim_lost"}
-"""The function's own refusals (its SQLSTATEs), by name; any other counts by SQLSTATE."""
 
 
 class Fallback:
@@ -103,19 +101,20 @@ def _apply(txn: RawTxn, claims: Sequence[dict[str, Any]], finishes: Sequence[dic
             return None
         rows, moves = linked
         try:
-            body = orjson.dumps({"claims": claims, "finishes": finishes, "heads": moves,
-                                 "events": rows}, option=orjson.OPT_NON_STR_KEYS)
+            params = tuple(orjson.dumps(part, option=orjson.OPT_NON_STR_KEYS).decode()
+                           for part in (claims, finishes, moves, rows))
         except TypeError:  # a value orjson does not write: the driver's adapters may
             fallback.add("unencodable")
             return None
         try:
-            res = txn.call(CALL, (body.decode(),))
-        except Exception as exc:  # raised: taken or moved while it wrote, or a failure
+            res = txn.call(CALL, params)
+        except Exception as exc:  # not a refusal (those are answered): a failure
             state = getattr(exc, "sqlstate", None)
             if state is None:  # not the server refusing the statement: the connection
                 raise
             fallback.off = state == UNDEFINED_FUNCTION
-            res = {"refused": REFUSED.get(state, state), "head": _detail(exc)}
+            fallback.add(state)
+            return None
         refused = res.get("refused")
         if refused is None:
             for m in moves:
@@ -126,13 +125,6 @@ def _apply(txn: RawTxn, claims: Sequence[dict[str, Any]], finishes: Sequence[dic
         if refused != "head_moved" or again or not _seen(res.get("head"), heads):
             return None
     return None
-
-
-def _detail(exc: Exception) -> Any:
-    try:
-        return orjson.loads(exc.diag.message_detail or "null")  # type: ignore[attr-defined]
-    except (AttributeError, orjson.JSONDecodeError):
-        return None
 
 
 def _seen(head: Any, heads: dict[str, Head]) -> bool:
