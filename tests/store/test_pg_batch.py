@@ -218,3 +218,71 @@ def test_a_head_moved_while_the_statement_runs_is_chained_onto_again(
     assert a.outcomes.fallback.usual == 1  # the first batch only: the claim was retried
     assert a.audit.verify(TENANT).ok
     assert [_events_of(a, c) for c in ("c-b0", "c-a0", "c-held", "c-a1")] == [2, 2, 1, 2]
+
+
+def _fresh(conn: Any) -> str:
+    """A claim of a key not taken (the first outcome's row under another key), as JSON."""
+    return str(conn.execute(text(
+        "SELECT json_build_array(row_to_json(o)::jsonb || jsonb_build_object("
+        "'call_id', 'c-' || gen_random_uuid(), 'key', gen_random_uuid()))::text "
+        "FROM outcomes o LIMIT 1")).scalar_one())
+
+
+def test_a_refusal_writes_nothing_so_its_commit_flushes_nothing(
+        pg_url: str, stores: list[Store]) -> None:
+    """A head found moved (with a claim that would win), or a key found taken, is refused
+    before any write: no transaction id, so its autocommit needs no WAL flush (a refused
+    batch costs no fsync)."""
+    s = _open(stores, pg_url)
+    assert _call(s, "k0")
+    with s.db.engine.connect() as conn:
+        head = conn.execute(text(
+            "SELECT json_build_object('k', tenant_key, 'seq0', seq - 1, 'hash0', hash, "
+            "'mac0', mac, 'base_seq', base_seq, 'base_hash', base_hash, 'seq', seq + 1, "
+            "'hash', hash, 'mac', mac)::text FROM audit_heads")).scalar_one()
+        taken = conn.execute(text("SELECT row_to_json(o)::text FROM outcomes o")).scalar_one()
+        for claims, heads, refused in ((_fresh(conn), f"[{head}]", "head_moved"),
+                                       (f"[{taken}]", "[]", "claim_lost")):
+            res = conn.execute(text("SELECT toolkeeper_group_apply("
+                                    "CAST(:c AS json), '[]', CAST(:h AS json), '[]')::text"),
+                               {"c": claims, "h": heads}).scalar_one()
+            assert f'"refused" : "{refused}"' in res
+            xid = conn.execute(text("SELECT pg_current_xact_id_if_assigned()")).scalar()
+            assert xid is None, refused
+            conn.rollback()
+
+
+def test_a_batch_waits_for_another_on_the_head_then_refuses_writing_nothing(
+        pg_url: str, stores: list[Store]) -> None:
+    """Two statements on one head: the second waits for the first's commit (an advisory
+    lock, taken before its check), then finds the head moved before writing its claim."""
+    s = _open(stores, pg_url)
+    assert _call(s, "k0")
+    move = ("SELECT toolkeeper_group_apply(CAST(:c AS json), '[]', "
+            "json_build_array(json_build_object("
+            "'k', tenant_key, 'seq0', seq, 'hash0', hash, 'mac0', mac, 'base_seq', base_seq, "
+            "'base_hash', base_hash, 'seq', seq + 1, 'hash', 'moved', 'mac', mac)), '[]')::text, "
+            "pg_current_xact_id_if_assigned() IS NULL FROM audit_heads")
+    with s.db.engine.connect() as first, s.db.engine.connect() as second:
+        # the first holds the head, not committed; the second would write a claim
+        assert '"done"' in first.execute(text(move), {"c": "[]"}).one()[0]
+        claim = _fresh(second)
+        box: list[Any] = []
+        thread = threading.Thread(
+            target=lambda: box.append(second.execute(text(move), {"c": claim}).one()))
+        thread.start()
+        pid = second.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
+        deadline = time.monotonic() + 10
+        try:
+            with s.db.engine.connect() as watch:
+                while watch.execute(text("SELECT wait_event FROM pg_stat_activity "
+                                         "WHERE pid = :p"), {"p": pid}).scalar() != "advisory":
+                    assert time.monotonic() < deadline, "the second never waited for the first"
+                    watch.rollback()
+                    time.sleep(0.01)
+        finally:
+            first.commit()
+            thread.join(10)
+        res, nothing_written = box[0]
+        assert '"refused" : "head_moved"' in res and nothing_written
+        second.rollback()

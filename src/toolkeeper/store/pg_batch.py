@@ -10,9 +10,11 @@ The audit key never leaves the process, so the events are chained here, before t
 from the head this process last wrote for each tenant (``heads``: every batch tells it,
 this path's or the usual one's, and so does every other append of this process). The
 function moves a head only if it is still exactly that one (seq, hash, base and MAC) and
-every claim wins its key; else it undoes what it wrote (a subtransaction) and answers a
-refusal (a head that moved, returned as it is now; a key already taken), raising nothing
-(no error in the server's log). Each of the four parts is its own parameter (the server
+every claim wins its key; else it answers a refusal (a head that moved, returned as it is
+now; a key already taken), raising nothing (no error in the server's log), having written
+nothing (found before writing: no flush at its commit) or undone what it wrote (a
+subtransaction). Two processes' batches on one head wait for each other's commit (an
+advisory lock) before checking it. Each of the four parts is its own parameter (the server
 parses each once). A head that moved is chained onto once more and the statement retried
 once; anything else, or a tenant this process
 never wrote, runs the batch's usual transaction, which locks the heads, reads where they

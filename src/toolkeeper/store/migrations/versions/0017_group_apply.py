@@ -8,9 +8,11 @@ Create Date: 2026-11-29
 ``toolkeeper.store.pg_batch``) writes a batch of claims and finishes, their side effects and
 their audit events, already chained by the caller from the chain heads it last wrote, and
 moves those heads only where they still are what the caller saw (seq, hash, base and MAC).
-A head that moved (returned: where it is now) or a key already taken is refused: its
-writes are undone (the block's subtransaction) and the refusal answered, not raised, so
-the server logs no error. The caller then chains again and retries, or falls back to the
+A head that moved (returned: where it is now) or a key already taken is refused, answered
+rather than raised (the server logs no error): found before anything is written (no
+transaction id: its commit flushes nothing), or, taken or moved meanwhile, its writes undone
+(the block's subtransaction). Batches on one head wait for each other's commit on an
+advisory lock taken before the check, so the second finds the head moved before writing. The caller then chains again and retries, or falls back to the
 batch's usual transaction, which locks the heads. One round trip per batch (in autocommit)
 instead of about six. Nothing probes a key before writing: on a new database (no
 statistics yet) such a probe was planned as a scan of the tenant's outcomes, a plan kept
@@ -27,6 +29,8 @@ down_revision = '0016'
 branch_labels = None
 depends_on = None
 
+LOCK_CLASS = 0x746B6864
+"""The advisory locks' first key (``tkhd``): one per chain head, the second key its hash."""
 HEAD = """json_build_object('k', a.tenant_key, 'seq', a.seq, 'hash', a.hash, 'mac', a.mac,
                              'base_seq', a.base_seq, 'base_hash', a.base_hash)"""
 FUNCTION = f"""
@@ -39,12 +43,28 @@ DECLARE
     h record;
     n bigint;
     moved text;
+    head json;
     done boolean[] := '{{}}';
 BEGIN
+    -- each head, in tenant order: held (an advisory lock, no write: these batches wait
+    -- for each other's commit, not for a row) and refused if it moved, before writing
+    -- (nothing to commit: no flush)
+    FOR h IN SELECT * FROM json_to_recordset(heads) AS x(
+            k text, seq0 bigint, hash0 text, mac0 text, base_seq bigint, base_hash text) LOOP
+        PERFORM pg_advisory_xact_lock({LOCK_CLASS}, hashtext(h.k));
+        SELECT {HEAD} INTO head FROM audit_heads a
+            WHERE a.tenant_key = h.k AND (a.seq <> h.seq0 OR a.hash <> h.hash0
+                OR a.base_seq <> h.base_seq OR a.base_hash IS DISTINCT FROM h.base_hash
+                OR a.mac IS DISTINCT FROM h.mac0);
+        IF head IS NOT NULL THEN
+            RETURN json_build_object('refused', 'head_moved', 'head', head);
+        END IF;
+    END LOOP;
     -- every write in one block: a refusal undoes them all (its subtransaction) and is
-    -- answered, not raised (no error in the server's log). No probe before writing: a
-    -- probe by key was planned on a table without statistics yet (a new database) as a
-    -- scan of the tenant's outcomes, for a plan's life
+    -- answered, not raised (no error in the server's log). No key probed before writing:
+    -- on a table without statistics yet (a new database) a probe was planned as a scan of
+    -- the tenant's outcomes (a key already taken writes nothing here either: skipped by
+    -- the conflict check, no transaction id)
     BEGIN
         -- claims, in key order: every one must win its key (the unique index decides)
         INSERT INTO outcomes
