@@ -88,31 +88,62 @@ def prepare(drafts: Sequence[AuditDraft]) -> Prepared:
     return out
 
 
-def append_chained(txn: RawTxn, prepared: Prepared, key: AuditKey | None = None) -> None:
+Head = tuple[int, str, str | None, int, str | None]
+"""A chain head as written: ``(seq, hash, mac, base_seq, base_hash)``."""
+HEADS_KEPT = 10_000
+"""At most this many tenants' heads remembered (beyond, forgotten all at once: each
+tenant's next batch then takes the usual path once, ``store/pg_batch.py``)."""
+
+
+def remember(heads: dict[str, Head], tenant_key: str, head: Head) -> None:
+    if len(heads) >= HEADS_KEPT and tenant_key not in heads:
+        heads.clear()
+    heads[tenant_key] = head
+
+
+def by_tenant(prepared: Prepared) -> list[tuple[str, list[tuple[dict[str, Any], bytes]]]]:
+    """The events of each tenant's chain, in order; the tenants sorted (the order their
+    heads are locked in: no lock-order deadlocks)."""
+    out: dict[str, list[tuple[dict[str, Any], bytes]]] = {}
+    for tenant_key, row, body in prepared:
+        out.setdefault(tenant_key, []).append((row, body))
+    return sorted(out.items())
+
+
+def link(items: list[tuple[dict[str, Any], bytes]], seq: int, prev: str,
+         key: AuditKey | None, rows: list[dict[str, Any]]) -> tuple[int, str]:
+    """Chain ``items`` onto the head ``(seq, prev)``, appending their rows to ``rows``:
+    the new head."""
+    for row, body in items:
+        seq += 1
+        row["seq"], row["prev_hash"] = seq, prev
+        row["hash"] = prev = (chain_hash(seq, prev, body) if key is None
+                              else key.event(seq, prev, body))
+        rows.append(row)
+    return seq, prev
+
+
+def append_chained(txn: RawTxn, prepared: Prepared, key: AuditKey | None = None,
+                   heads: dict[str, Head] | None = None) -> None:
     """Lock each tenant's chain head, link the events onto it, insert them, move the head.
 
     With ``key``: one HMAC per event and one for the head. Without it, a keyed chain is
-    refused rather than continued unkeyed (that would read as a downgrade forever)."""
-    by_tenant: dict[str, list[tuple[dict[str, Any], bytes]]] = {}
-    for tenant_key, row, body in prepared:
-        by_tenant.setdefault(tenant_key, []).append((row, body))
+    refused rather than continued unkeyed (that would read as a downgrade forever).
+    ``heads`` is told where each head now is (a hint for :mod:`pg_batch`, which checks it:
+    kept even if this transaction then rolls back)."""
     rows: list[dict[str, Any]] = []
-    for tenant_key in sorted(by_tenant):  # fixed order: no lock-order deadlocks
+    for tenant_key, items in by_tenant(prepared):
         head = txn.fetchone("head", {"k": tenant_key})
         if head is None:
             txn.execute("head_new", {"k": tenant_key, "h": GENESIS})
             head = txn.fetchone("head", {"k": tenant_key})
-        seq, prev = int(head[0]), str(head[1])
         if key is None and head[2] is not None:
             raise ConfigError(KEY_NEEDED)
-        for row, body in by_tenant[tenant_key]:
-            seq += 1
-            row["seq"], row["prev_hash"] = seq, prev
-            row["hash"] = prev = (chain_hash(seq, prev, body) if key is None
-                                  else key.event(seq, prev, body))
-            rows.append(row)
+        seq, prev = link(items, int(head[0]), str(head[1]), key, rows)
         mac = None if key is None else key.head(tenant_key, seq, prev, int(head[3]), head[4])
         txn.execute("head_set", {"k": tenant_key, "seq": seq, "hash": prev, "mac": mac})
+        if heads is not None:
+            remember(heads, tenant_key, (seq, prev, mac, int(head[3]), head[4]))
     txn.executemany("event", rows)
 
 
@@ -125,6 +156,9 @@ class AuditRepo:
         self.checkpoints = checkpoints
         self.keyed_now: AuditKey | None = None
         """The key, when this opening keyed the store's chains for the first time."""
+        self.heads: dict[str, Head] = {}
+        """Where this process last left each tenant's chain head: a hint for the group's
+        one-statement batches on PostgreSQL (``store/pg_batch.py``), which check it."""
 
     def append(self, drafts: Sequence[AuditDraft], conn: Connection | RawTxn | None = None) -> None:
         """Chain and insert events, in order, inside ``conn``'s transaction (or a new one)."""
@@ -133,10 +167,10 @@ class AuditRepo:
         prepared = prepare(drafts)
         if conn is None:
             with raw_write(self._db) as txn:
-                append_chained(txn, prepared, self.key)
+                append_chained(txn, prepared, self.key, self.heads)
         else:
             append_chained(conn if isinstance(conn, RawTxn) else raw_of(conn), prepared,
-                           self.key)
+                           self.key, self.heads)
 
     def list(
         self, tenant_id: str | None, *, call_id: str | None = None, agent: str | None = None,

@@ -7,6 +7,7 @@ constraints and row locks (``SELECT … FOR UPDATE``) for the same guarantees.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -216,6 +217,8 @@ class Database:
             self._sqlite_writer_pooled.close()
             self._sqlite_writer = self._sqlite_writer_pooled = None
         if self.pg_group_writer is not None:
+            with contextlib.suppress(Exception):  # back to the pool as the pool's others
+                self.pg_group_writer.driver_connection.autocommit = False
             self.pg_group_writer.close()
             self.pg_group_writer = None
         self.engine.dispose()

@@ -19,6 +19,7 @@ from toolkeeper.model.enums import OutcomeState
 from toolkeeper.store.audit import AuditRepo, Prepared, append_chained, prepare
 from toolkeeper.store.db import Database, as_utc, delete_chunked, utcnow
 from toolkeeper.store.group_commit import GroupCommit, Pending
+from toolkeeper.store.pg_batch import Fallback, apply_once
 from toolkeeper.store.raw import RawTxn, group_write
 from toolkeeper.store.records import AuditDraft, OutcomeRecord, SideEffectRecord
 from toolkeeper.store.schema import outcomes, side_effects
@@ -110,6 +111,8 @@ class OutcomeRepo:
         self._group = GroupCommit(
             lambda: group_write(db), self._apply,
             wait_timeout_s=db.busy_timeout_s + GROUP_WAIT_MARGIN_S)
+        self.fallback = Fallback()
+        """Why batches could not be one statement on PostgreSQL (:mod:`pg_batch`)."""
 
     @property
     def group(self) -> GroupCommit:
@@ -120,8 +123,14 @@ class OutcomeRepo:
         """A batch's statements in one transaction: the claims in key order (two batches
         never wait on each other's keys in opposite orders), the finishes, then every
         event that is to be written, in arrival order, chained once (each tenant's head
-        locked once, in sorted order)."""
+        locked once, in sorted order). On PostgreSQL first as one statement
+        (:mod:`pg_batch`), which writes nothing unless every claim wins and every head is
+        where this process left it."""
         claims = sorted((m for m in batch if type(m.work) is _Claim), key=_claim_order)
+        if txn.oneshot:
+            if not self.fallback.off and self._apply_once(txn, batch, claims):
+                return
+            txn.begin()
         for m in claims:
             m.result = txn.execute("claim", m.work.row) == 1
         prepared: Prepared = []
@@ -135,7 +144,26 @@ class OutcomeRepo:
             elif m.result:  # a claim's events are written only if it won
                 prepared += work.prepared
         if prepared:
-            append_chained(txn, prepared, self._audit.key)
+            append_chained(txn, prepared, self._audit.key, self._audit.heads)
+
+    def _apply_once(self, txn: RawTxn, batch: builtins.list[Pending],
+                    claims: builtins.list[Pending]) -> bool:
+        prepared: Prepared = []
+        finishes = []
+        for m in batch:
+            prepared += m.work.prepared  # every claim is to win: all the events
+            if type(m.work) is _Finish:
+                finishes.append(m)
+        done = apply_once(txn, [m.work.row for m in claims],
+                          [dict(m.work.params, effect=m.work.effect) for m in finishes],
+                          prepared, self._audit.key, self._audit.heads, self.fallback)
+        if done is None:
+            return False
+        for m in claims:
+            m.result = True
+        for m, ok in zip(finishes, done, strict=True):
+            m.result = ok
+        return True
 
     def claim(self, rec: OutcomeRecord, events: Sequence[AuditDraft] = ()) -> OutcomeRecord | None:
         """Insert ``rec`` as in_progress. ``None`` if we won; else the existing record.

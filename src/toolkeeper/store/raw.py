@@ -172,11 +172,26 @@ def begin_immediate(driver: Any, timeout_s: float) -> None:
 class RawTxn:
     """Runs the prepared statements on the driver connection of an open transaction."""
 
-    __slots__ = ("_cur", "pg")
+    __slots__ = ("_cur", "oneshot", "pg")
 
-    def __init__(self, driver_conn: Any, pg: bool) -> None:
+    def __init__(self, driver_conn: Any, pg: bool, oneshot: bool = False) -> None:
         self.pg = pg
+        self.oneshot = oneshot
+        """PostgreSQL in autocommit (the group's kept connection): one statement may do the
+        batch (:mod:`pg_batch`); else :meth:`begin` opens its transaction first."""
         self._cur = driver_conn.cursor()
+
+    def begin(self) -> None:
+        """Open the transaction (``oneshot`` only: in autocommit there is none yet)."""
+        if self.oneshot:
+            self._cur.execute("BEGIN")
+            self.oneshot = False
+
+    def call(self, sql: str, params: Sequence[Any]) -> Any:
+        """One statement of SQL text as it is (psycopg placeholders): its first value."""
+        self._cur.execute(sql, params)
+        row = self._cur.fetchone()
+        return None if row is None else row[0]
 
     def _params(self, name: str, params: dict[str, Any]) -> Any:
         """Converted values: a dict for psycopg, a positional sequence for sqlite3."""
@@ -310,7 +325,8 @@ class _PgGroupWrite:
     """A batch's transaction on the kept connection: no pool checkout, ping or reset per
     transaction (two to four round trips of a recorded call's ~15), a ping only after
     ``PG_IDLE_PING_S`` idle; a connection that failed is dropped, the next batch takes a
-    new one."""
+    new one. The connection is in autocommit: a batch is one statement when it can be
+    (:mod:`pg_batch`), else its transaction begins explicitly (:meth:`RawTxn.begin`)."""
 
     __slots__ = ("_db", "_pooled")
 
@@ -328,9 +344,13 @@ class _PgGroupWrite:
                 _drop(db)
                 kept = None
         if kept is None:
-            kept = db.pg_group_writer = db.engine.raw_connection()
+            kept = db.engine.raw_connection()
+            driver = kept.driver_connection
+            driver.rollback()  # idle, so that autocommit may be set
+            driver.autocommit = True
+            db.pg_group_writer = kept
         self._pooled = kept
-        return RawTxn(kept.driver_connection, True)
+        return RawTxn(kept.driver_connection, True, oneshot=True)
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         driver = self._pooled.driver_connection
