@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,10 +19,10 @@ from sqlalchemy import func, insert, select, text
 from tests.store.group_commit_support import TENANT, events, rec
 from toolkeeper.errors import ConfigError
 from toolkeeper.model.enums import OutcomeState
-from toolkeeper.store import Store
+from toolkeeper.store import Store, pg_batch
 from toolkeeper.store.audit import append_chained, prepare
 from toolkeeper.store.audit_key import AuditKey
-from toolkeeper.store.raw import dump_json, raw_write
+from toolkeeper.store.raw import RawTxn, dump_json, raw_write
 from toolkeeper.store.records import SideEffectRecord
 from toolkeeper.store.schema import audit_events, outcomes
 
@@ -112,6 +112,27 @@ def test_a_head_moved_by_another_writer_falls_back_and_the_chain_verifies(
     assert a.outcomes.fallback.counts == {"head_unknown": 1, "head_moved": 1}
     assert a.audit.verify(TENANT).ok
     assert [_events_of(a, f"c-{k}") for k in ("a0", "b0", "a1", "a2")] == [2, 2, 2, 2]
+
+
+def test_a_head_moved_again_and_again_is_chained_onto_a_few_times(
+        pg_url: str, stores: list[Store], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer moving the head before each of three statements: each refused, the
+    fourth written; no usual transaction."""
+    a, b = _open(stores, pg_url), _open(stores, pg_url)
+    assert _call(a, "a0")
+    moves = iter(range(3))
+    call = RawTxn.call
+
+    def moved_first(txn: RawTxn, sql: str, params: Sequence[Any]) -> Any:
+        if sql == pg_batch.CALL and next(moves, None) is not None:
+            b.audit.append(events("system", "config.applied"))
+        return call(txn, sql, params)
+
+    monkeypatch.setattr(RawTxn, "call", moved_first)
+    assert _call(a, "a1")
+    assert a.outcomes.fallback.counts == {"head_unknown": 1, "head_moved": 3}
+    assert a.outcomes.fallback.usual == 1  # the first batch only
+    assert a.audit.verify(TENANT).ok
 
 
 def test_a_lost_claim_writes_no_events(pg_url: str, stores: list[Store]) -> None:

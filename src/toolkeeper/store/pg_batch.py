@@ -15,9 +15,9 @@ now; a key already taken), raising nothing (no error in the server's log), havin
 nothing (found before writing: no flush at its commit) or undone what it wrote (a
 subtransaction). Two processes' batches on one head wait for each other's commit (an
 advisory lock) before checking it. Each of the four parts is its own parameter (the server
-parses each once). A head that moved is chained onto once more and the statement retried
-once; anything else, or a tenant this process
-never wrote, runs the batch's usual transaction, which locks the heads, reads where they
+parses each once). A head that moved is chained onto and the statement retried (a few
+times at most); anything else, or a tenant this process never wrote, runs the batch's
+usual transaction, which locks the heads, reads where they
 are and tells ``heads``. So another process, a replica or retention writing the chain
 costs one round trip more; a key already taken (its claim's events are not to be
 written) one more than the usual transaction; neither can fork a chain, and the unique
@@ -37,6 +37,11 @@ from toolkeeper.store.raw import RawTxn
 
 CALL = "SELECT toolkeeper_group_apply(%s::json, %s::json, %s::json, %s::json)"
 UNDEFINED_FUNCTION = "42883"
+HEAD_MOVED_TRIES = 4
+"""Statements one batch may take while other processes keep moving its head: each refused
+one wrote nothing (a wait for the other's commit, a round trip); then the usual
+transaction. Two processes calling in turn on one chain: about 1 batch in 4 ran the usual
+transaction with 2 tries, 1 in 100 with 4 (calls/s +8-45 %)."""
 
 
 class Fallback:
@@ -86,8 +91,9 @@ def apply_once(txn: RawTxn, claims: Sequence[dict[str, Any]],
     ``claims``: outcome rows in key order; ``finishes``: the finish's parameters each,
     with its side effect row (or ``None``) under ``effect``; ``prepared``: every event of
     the batch, the claims' included. A head that moved is reported by the refusal: the
-    events are chained again onto it and the statement tried once more (another process
-    writing the same chain then costs one round trip, not a transaction's six)."""
+    events are chained again onto it and the statement tried again, up to
+    ``HEAD_MOVED_TRIES`` in all (another process writing the same chain then costs a
+    round trip or a few, not a transaction's six)."""
     done = _apply(txn, claims, finishes, prepared, key, heads, fallback)
     fallback.usual += done is None
     return done
@@ -96,7 +102,7 @@ def apply_once(txn: RawTxn, claims: Sequence[dict[str, Any]],
 def _apply(txn: RawTxn, claims: Sequence[dict[str, Any]], finishes: Sequence[dict[str, Any]],
            prepared: Prepared, key: AuditKey | None, heads: dict[str, Head],
            fallback: Fallback) -> list[bool] | None:
-    for again in (False, True):
+    for attempt in range(HEAD_MOVED_TRIES):
         linked = chain(prepared, key, heads)
         if linked is None:
             fallback.add("head_unknown")
@@ -124,7 +130,8 @@ def _apply(txn: RawTxn, claims: Sequence[dict[str, Any]], finishes: Sequence[dic
                                          m["base_hash"]))
             return list(res["done"])
         fallback.add(refused)
-        if refused != "head_moved" or again or not _seen(res.get("head"), heads):
+        if (refused != "head_moved" or attempt == HEAD_MOVED_TRIES - 1
+                or not _seen(res.get("head"), heads)):
             return None
     return None
 
