@@ -117,7 +117,7 @@ class Gateway:
         self._wire_services()
         self.metrics.pending_from(
             lambda tenant: self.store.approvals.pending_by_tenant(utcnow(), tenant))
-        self.metrics.queues_from(lambda: sink.pending, store.outcomes.group.counts)
+        self.metrics.queues_from(lambda: sink.pending, store.outcomes.commit_stats)
         self.reload()
         # background work starts only now that the gateway is complete
         sink.set_housekeeping(self._housekeeping)

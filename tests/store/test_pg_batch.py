@@ -114,6 +114,27 @@ def test_a_head_moved_by_another_writer_falls_back_and_the_chain_verifies(
     assert [_events_of(a, f"c-{k}") for k in ("a0", "b0", "a1", "a2")] == [2, 2, 2, 2]
 
 
+def test_refusals_and_usual_batches_are_counted_on_the_metrics(
+        pg_url: str, stores: list[Store]) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from toolkeeper.observability.metrics import Metrics
+
+    a, b = _open(stores, pg_url), _open(stores, pg_url)
+    metrics = Metrics()
+    metrics.queues_from(lambda: 0, a.outcomes.commit_stats)  # as the gateway wires it
+    assert _call(a, "a0")
+    assert _call(b, "b0")  # b moves the head a last wrote
+    assert _call(a, "a1")
+    samples = {(s.name, s.labels.get("reason")): s.value
+               for f in text_string_to_metric_families(metrics.render().decode())
+               for s in f.samples if s.name.startswith("toolkeeper_store_")}
+    assert samples[("toolkeeper_store_batch_refusals_total", "head_unknown")] == 1
+    assert samples[("toolkeeper_store_batch_refusals_total", "head_moved")] == 1
+    assert samples[("toolkeeper_store_batch_usual_total", None)] == 1
+    assert samples[("toolkeeper_store_group_commits_total", None)] == 4
+
+
 def test_a_head_moved_again_and_again_is_chained_onto_a_few_times(
         pg_url: str, stores: list[Store], monkeypatch: pytest.MonkeyPatch) -> None:
     """Another writer moving the head before each of three statements: each refused, the

@@ -55,7 +55,7 @@ class Metrics(Collector):
         self._sweep_max_s = 0.0
         self._pending: Callable[[str | None], Mapping[str, int]] | None = None
         self._audit_queue: Callable[[], int] | None = None
-        self._commits: Callable[[], tuple[int, int]] | None = None
+        self._commits: Callable[[], tuple[int, int, Mapping[str, int], int]] | None = None
         self.registry.register(self)
 
     def call(self, tenant: str, tool: str, status: str, seconds: float,
@@ -138,9 +138,11 @@ class Metrics(Collector):
             self._sweep_max_s = max(self._sweep_max_s, seconds)
 
     def queues_from(self, audit: Callable[[], int],
-                    commits: Callable[[], tuple[int, int]]) -> None:
+                    commits: Callable[[], tuple[int, int, Mapping[str, int], int]]) -> None:
         """``audit()``: finished calls and events this process has queued for its audit
-        writer; ``commits()``: the group commit's ``(transactions, writes)`` so far."""
+        writer; ``commits()``: the group commit's ``(transactions, writes)`` so far, its
+        PostgreSQL one-statement batches refused or not tried by reason, and the batches
+        that then took the usual transaction (``OutcomeRepo.commit_stats``)."""
         self._audit_queue = audit
         self._commits = commits
 
@@ -203,12 +205,20 @@ class Metrics(Collector):
                                        "queued for this process's audit writer (its lag)")
             queued.add_metric([], float(self._audit_queue() if self._audit_queue else 0))
             yield queued
-            txns, writes = self._commits() if self._commits else (0, 0)
+            stats = self._commits() if self._commits else (0, 0, {}, 0)
+            txns, writes, refused, usual = stats
             yield _counter("toolkeeper_store_group_commits_total", "Transactions the store's "
                            "group commit began for outcome claims and finishes", [], {(): txns})
             yield _counter("toolkeeper_store_group_commit_writes_total", "Outcome claims and "
                            "finishes those transactions committed (÷ commits: the mean batch)",
                            [], {(): writes})
+            yield _counter("toolkeeper_store_batch_refusals_total", "PostgreSQL group-commit "
+                           "batches not done as one statement: refused (head_moved, "
+                           "claim_lost) or not tried (head_unknown, a SQLSTATE)", ["reason"],
+                           {(k,): v for k, v in refused.items()})
+            yield _counter("toolkeeper_store_batch_usual_total", "PostgreSQL group-commit "
+                           "batches that then ran as the usual locking transaction", [],
+                           {(): usual})
         pending = GaugeMetricFamily("approvals_pending", "Approvals waiting for a human",
                                     labels=["tenant"])
         counts = dict(self._pending(tenant)) if self._pending else {}

@@ -119,6 +119,13 @@ class OutcomeRepo:
         """The group commit shared by this process's claims and finishes."""
         return self._group
 
+    def commit_stats(self) -> tuple[int, int, dict[str, int], int]:
+        """For the metrics: the group commit's transactions and writes so far; on
+        PostgreSQL, one-statement batches refused or not tried, by why (:mod:`pg_batch`),
+        and the batches that then ran the usual transaction."""
+        txns, writes = self._group.counts()
+        return txns, writes, dict(self.fallback.counts), self.fallback.usual
+
     def _apply(self, txn: RawTxn, batch: builtins.list[Pending]) -> None:
         """A batch's statements in one transaction: the claims in key order (two batches
         never wait on each other's keys in opposite orders), the finishes, then every
