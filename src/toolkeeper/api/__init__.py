@@ -171,7 +171,7 @@ def _mount_mcp(app: _App, gw: Gateway, settings: ApiSettings) -> None:
                            fast_path=settings.mcp_fast_path,
                            max_sessions=settings.mcp_max_sessions)
     # a route for completeness (mounted apps, tests); requests normally never reach the
-    # router: McpShortcut hands them to the endpoint before the REST middleware stack
+    # router: the app's front (or McpShortcut, with CORS) hands them to the endpoint first
     app.router.routes.insert(0, Route(PATH, endpoint=endpoint, include_in_schema=False))
     if settings.cors_origins:
         app.add_middleware(McpShortcut, endpoint=endpoint, path=PATH)
