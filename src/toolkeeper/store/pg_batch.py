@@ -29,11 +29,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from toolkeeper.store.audit import Head, Prepared, by_tenant, link, remember
 from toolkeeper.store.audit_key import AuditKey
-from toolkeeper.store.raw import RawTxn
+from toolkeeper.store.raw import RawTxn, dump_json
 
 CALL = "SELECT toolkeeper_group_apply(%s::json, %s::json, %s::json, %s::json)"
 UNDEFINED_FUNCTION = "42883"
@@ -102,6 +100,7 @@ def apply_once(txn: RawTxn, claims: Sequence[dict[str, Any]],
 def _apply(txn: RawTxn, claims: Sequence[dict[str, Any]], finishes: Sequence[dict[str, Any]],
            prepared: Prepared, key: AuditKey | None, heads: dict[str, Head],
            fallback: Fallback) -> list[bool] | None:
+    written: tuple[str | None, ...] = ()  # claims and finishes: encoded once for all tries
     for attempt in range(HEAD_MOVED_TRIES):
         linked = chain(prepared, key, heads)
         if linked is None:
@@ -109,8 +108,8 @@ def _apply(txn: RawTxn, claims: Sequence[dict[str, Any]], finishes: Sequence[dic
             return None
         rows, moves = linked
         try:
-            params = tuple(orjson.dumps(part, option=orjson.OPT_NON_STR_KEYS).decode()
-                           for part in (claims, finishes, moves, rows))
+            written = written or (dump_json(claims), dump_json(finishes))
+            params = (*written, dump_json(moves), dump_json(rows))
         except TypeError:  # a value orjson does not write: the driver's adapters may
             fallback.add("unencodable")
             return None
