@@ -79,3 +79,8 @@ def test_the_deployed_peers_bench_measures_every_client_era_and_worker_count() -
                                                                               bound=0.5)
             assert rows[f"mcp_sdk1_governed_p50{suffix}"].value > 0
             assert rows[f"mcp_sdk1_upstream_cpu_per_call{suffix}"].value > 0
+        # the passthrough floor, with the one-worker runs only: information, no target
+        ratio = rows[f"mcp_sdk1_passthrough_throughput_ratio{client}_1w"]
+        assert ratio.target is None and ratio.value > 0
+        assert rows[f"mcp_sdk1_passthrough_cpu_vs_upstream{client}_1w"].value > 0
+        assert f"mcp_sdk1_passthrough_cpu_vs_upstream{client}_2w" not in rows

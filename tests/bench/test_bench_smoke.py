@@ -114,7 +114,10 @@ def test_mcp_bench_compares_direct_and_governed_calls_of_one_upstream_tool() -> 
         assert rows[f"mcp_throughput_ratio{era}"].target == Target(op=">=", bound=0.9)
         assert rows[f"mcp_cpu_vs_upstream{era}"].target == Target(op="<=", bound=0.5)
         assert rows[f"mcp_governed_p50{era}"].value > 0
-    sides = ["direct", "governed"]
+    sides = ["direct", "governed", "passthrough"]
+    for era in ("", "_2025"):  # the passthrough floor: information, never a target
+        for figure in ("added_p50", "throughput_ratio", "cpu_vs_upstream"):
+            assert rows[f"mcp_passthrough_{figure}{era}"].target is None
     if any("FastMCP NOT MEASURED" in note for note in result.notes):
         assert "mcp_lead_over_fastmcp_throughput" not in rows
     else:  # the bench peers venv is there: FastMCP beside them, with toolkeeper's lead

@@ -1,13 +1,16 @@
-"""SPEC §10 MCP item: one upstream tool called directly, through toolkeeper and through a
-FastMCP proxy over streamable HTTP, by the same client (the official SDK's), in the same run.
+"""SPEC §10 MCP item: one upstream tool called directly, through toolkeeper, through a
+FastMCP proxy and through a bare passthrough over streamable HTTP, by the same client (the
+official SDK's), in the same run.
 
 The upstream (:mod:`toolkeeper.bench.mcp_upstream`), ``toolkeeper serve`` (its config
-imports the upstream's tool) and the FastMCP proxy (:mod:`toolkeeper.bench.fastmcp_proxy`,
-default settings, run from the bench peers' venv that ``make bench`` creates) are separate
-processes on loopback. Latency: blocks of sequential calls on each side, the order of the
-sides rotating per block; added = side - direct. Throughput: 16 calls in flight on one
-connection for ``duration_s`` per side; CPU per call: the side's own process CPU time
-(workers included) over that window / its calls. Every wait bounded.
+imports the upstream's tool), the FastMCP proxy (:mod:`toolkeeper.bench.fastmcp_proxy`,
+default settings, run from the bench peers' venv that ``make bench`` creates) and the
+passthrough (:mod:`toolkeeper.bench.passthrough`: forwarding alone, on serve's server
+stack; information) are separate processes on loopback. Latency: blocks of sequential
+calls on each side, the order of the sides rotating per block; added = side - direct.
+Throughput: 16 calls in flight on one connection for ``duration_s`` per side; CPU per
+call: the side's own process CPU time (workers included) over that window / its calls.
+Every wait bounded.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ clients deployed today do."""
 IN_FLIGHT = 16
 PEERS_PYTHON = "TOOLKEEPER_BENCH_PEERS_PYTHON"
 WORKERS_ENV = "TOOLKEEPER_BENCH_MCP_WORKERS"
-TOOLS = {"direct": "echo", "governed": "up_echo", "fastmcp": "echo"}
+TOOLS = {"direct": "echo", "governed": "up_echo", "fastmcp": "echo", "passthrough": "echo"}
 ECHO = {"text": "hi"}
 CALL_TIMEOUT_S = 30.0
 """A call slower than this fails the benchmark (httpx's 5 s default is too short for a
@@ -72,7 +75,8 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
         serve = [sys.executable, "-m", "toolkeeper.cli", "--db", db, "serve", "--port",
                  "{port}", "--config", str(cfg), "--log-level", "warning",
                  "--workers", str(_workers())]
-        sides = {"direct": up, "governed": stack.enter_context(serving(serve))}
+        sides = {"direct": up, "governed": stack.enter_context(serving(serve)),
+                 "passthrough": stack.enter_context(passthrough(direct_url))}
         if peers:
             sides["fastmcp"] = stack.enter_context(_fastmcp(peers, direct_url))
         by_era = {era: asyncio.run(_measure(sides, token, sizes, mode))
@@ -92,7 +96,20 @@ def bench_mcp(sizes: Sizes) -> BenchResult:
                         "(2026-07-28) and, rows *_2025, legacy (2025-11-25 session); CPU per "
                         "call: the side's own process(es), the upstream's excluded (the "
                         "direct side's CPU is the upstream's own)")
+    result.notes.append(PASSTHROUGH_NOTE)
     return result
+
+
+PASSTHROUGH_NOTE = (
+    "passthrough: a gateway that only forwards (toolkeeper.bench.passthrough: serve's "
+    "uvicorn/httptools/uvloop stack and its upstream HTTP pool, nothing decided or recorded); "
+    "its throughput ratio and CPU over the upstream's are the floor any gateway on this "
+    "stack starts from, printed as information beside toolkeeper's targets")
+
+
+def passthrough(upstream: str) -> contextlib.AbstractContextManager[Served]:
+    """:mod:`toolkeeper.bench.passthrough` in front of ``upstream``."""
+    return serving([sys.executable, "-m", "toolkeeper.bench.passthrough", "{port}", upstream])
 
 
 def _workers() -> int:

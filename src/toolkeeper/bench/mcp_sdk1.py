@@ -30,9 +30,11 @@ from toolkeeper.bench.mcp import (
     CPU_VS_UPSTREAM,
     ERAS,
     IN_FLIGHT,
+    PASSTHROUGH_NOTE,
     RATIO,
     _agent_token,
     _measure,
+    passthrough,
     venv_python,
 )
 from toolkeeper.bench.model import BenchError, BenchResult, Row, Sizes, percentile
@@ -41,7 +43,7 @@ from toolkeeper.bench.procs import Served, serving
 NAME = "mcp_sdk1"
 SDK1_PYTHON = "TOOLKEEPER_BENCH_SDK1_PYTHON"
 WORKERS = (1, 2)
-TOOLS = {"direct": "pure", "governed": "up_pure"}
+TOOLS = {"direct": "pure", "governed": "up_pure", "passthrough": "pure"}
 ARGUMENTS = {"x": 1}
 
 
@@ -63,15 +65,18 @@ def bench_mcp_sdk1(sizes: Sizes) -> BenchResult:
                        encoding="utf-8")
         db = f"sqlite:///{tmp}/bench.db"
         token = _agent_token(db, cfg, "up_pure")
+        forwarder = stack.enter_context(passthrough(f"{up.base}/mcp"))
         for workers in WORKERS:
             serve = [sys.executable, "-m", "toolkeeper.cli", "--db", db, "serve", "--port",
                      "{port}", "--config", str(cfg), "--log-level", "warning",
                      "--workers", str(workers)]
             with serving(serve) as gov:
                 sides = {"direct": up, "governed": gov}
+                if workers == 1:  # the passthrough has no workers: measured once
+                    sides["passthrough"] = forwarder
                 measured = {"_sdk1_2025": _sdk1(python, sides, token, sizes, clean)}
                 for era, mode in ERAS.items():  # the upstream speaks 2025-11-25 only
-                    modes = {"direct": "legacy", "governed": mode}
+                    modes = {"direct": "legacy", "governed": mode, "passthrough": "legacy"}
                     measured[f"_sdk2{era or '_2026'}"] = asyncio.run(_measure(
                         sides, token, sizes, modes, tools=TOOLS, arguments=ARGUMENTS))
             for suffix, figures in measured.items():
@@ -84,6 +89,9 @@ def bench_mcp_sdk1(sizes: Sizes) -> BenchResult:
         f"rotating; throughput {IN_FLIGHT} in flight on one session for {sizes.duration_s:g} "
         f"s per side; CPU per call: serve's processes (workers included) over the "
         f"upstream's own in its direct run; suffix _1w/_2w: serve --workers")
+    result.notes.append(PASSTHROUGH_NOTE + " (rows *_passthrough_*, with the 1-worker runs; "
+                        "the 2.x client speaks 2025-11-25 to it in both runs, as the upstream "
+                        "speaks nothing newer)")
     return result
 
 
@@ -92,6 +100,7 @@ def _rows(suffix: str, figures: dict[str, list[float]]) -> list[Row]:
     rate, d_rate = figures["governed_rate"][0], figures["direct_rate"][0]
     cpu, up_cpu = figures["governed_cpu"][0], figures["direct_cpu"][0]
     return [
+        *_passthrough_rows(suffix, figures),
         Row(metric=f"{NAME}_direct_p50{suffix}", value=percentile(base, 50), unit="ms",
             decimals=2),
         Row(metric=f"{NAME}_governed_p50{suffix}", value=percentile(gov, 50), unit="ms",
@@ -106,6 +115,25 @@ def _rows(suffix: str, figures: dict[str, list[float]]) -> list[Row]:
         Row(metric=f"{NAME}_governed_cpu_per_call{suffix}", value=cpu, unit="ms",
             decimals=2),
         Row(metric=f"{NAME}_upstream_cpu_per_call{suffix}", value=up_cpu, unit="ms",
+            decimals=2),
+    ]
+
+
+def _passthrough_rows(suffix: str, figures: dict[str, list[float]]) -> list[Row]:
+    """The passthrough's figures beside toolkeeper's (information, no targets)."""
+    if "passthrough" not in figures:
+        return []
+    base, d_rate = sorted(figures["direct"]), figures["direct_rate"][0]
+    up_cpu = figures["direct_cpu"][0]
+    return [
+        Row(metric=f"{NAME}_passthrough_added_p50{suffix}",
+            value=percentile(sorted(figures["passthrough"]), 50) - percentile(base, 50),
+            unit="ms", decimals=2),
+        Row(metric=f"{NAME}_passthrough_throughput_ratio{suffix}",
+            value=figures["passthrough_rate"][0] / d_rate if d_rate else 0.0, unit="x",
+            decimals=2),
+        Row(metric=f"{NAME}_passthrough_cpu_vs_upstream{suffix}",
+            value=figures["passthrough_cpu"][0] / up_cpu if up_cpu else 0.0, unit="x",
             decimals=2),
     ]
 
