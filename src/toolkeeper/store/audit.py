@@ -123,15 +123,36 @@ def link(items: list[tuple[dict[str, Any], bytes]], seq: int, prev: str,
     return seq, prev
 
 
+class Heads(dict[str, Head]):
+    """Where this process last left each tenant's chain head, and the tenants whose head
+    it found moved lately (``cold``: how many more transactions read it rather than
+    guess, so that processes writing one chain in turn do not each miss every time)."""
+
+    __slots__ = ("cold",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cold: dict[str, int] = {}
+
+
+COLD_AFTER_MISS = 32
+"""Transactions that read a tenant's head after a remembered one was found moved."""
+
+
 def _move_remembered(txn: RawTxn, tenant_key: str, items: list[tuple[dict[str, Any], bytes]],
-                     key: AuditKey | None, heads: dict[str, Head],
-                     rows: list[dict[str, Any]]) -> bool:
+                     key: AuditKey | None, heads: Heads, rows: list[dict[str, Any]]) -> bool:
     """SQLite: chain ``items`` onto the head this process last left for the tenant and move
     it in one statement that matches only if the head is still exactly there (else
     nothing is written: ``False``, the usual path reads the head). Saves the head's read
     in each transaction of a process that is the chain's only writer."""
     head = heads.get(tenant_key)
     if head is None or (key is None and head[2] is not None):
+        return False
+    cold = heads.cold
+    if cold and tenant_key in cold:
+        left = cold.pop(tenant_key) - 1
+        if left:
+            cold[tenant_key] = left
         return False
     seq0, hash0, mac0, base_seq, base_hash = head
     n = len(rows)
@@ -140,6 +161,9 @@ def _move_remembered(txn: RawTxn, tenant_key: str, items: list[tuple[dict[str, A
     if txn.execute("head_move", {"k": tenant_key, "seq": seq, "hash": prev, "mac": mac,
                                  "seq0": seq0, "hash0": hash0, "mac0": mac0}) != 1:
         del rows[n:]
+        if len(cold) >= HEADS_KEPT:
+            cold.clear()
+        cold[tenant_key] = COLD_AFTER_MISS
         return False
     remember(heads, tenant_key, (seq, prev, mac, base_seq, base_hash))
     return True
@@ -155,7 +179,7 @@ def append_chained(txn: RawTxn, prepared: Prepared, key: AuditKey | None = None,
     kept even if this transaction then rolls back)."""
     rows: list[dict[str, Any]] = []
     for tenant_key, items in by_tenant(prepared):
-        if heads is not None and not txn.pg and _move_remembered(
+        if type(heads) is Heads and not txn.pg and _move_remembered(
                 txn, tenant_key, items, key, heads, rows):
             continue
         head = txn.fetchone("head", {"k": tenant_key})
@@ -181,7 +205,7 @@ class AuditRepo:
         self.checkpoints = checkpoints
         self.keyed_now: AuditKey | None = None
         """The key, when this opening keyed the store's chains for the first time."""
-        self.heads: dict[str, Head] = {}
+        self.heads = Heads()
         """Where this process last left each tenant's chain head: a hint for the group's
         one-statement batches on PostgreSQL (``store/pg_batch.py``), which check it."""
 
