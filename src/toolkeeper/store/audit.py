@@ -175,8 +175,9 @@ def append_chained(txn: RawTxn, prepared: Prepared, key: AuditKey | None = None,
 
     With ``key``: one HMAC per event and one for the head. Without it, a keyed chain is
     refused rather than continued unkeyed (that would read as a downgrade forever).
-    ``heads`` is told where each head now is (a hint for :mod:`pg_batch`, which checks it:
-    kept even if this transaction then rolls back)."""
+    ``heads`` is told where each head now is (a hint for :mod:`pg_batch` and, on SQLite,
+    for :func:`_move_remembered`, which check it: kept even if this transaction then
+    rolls back)."""
     rows: list[dict[str, Any]] = []
     for tenant_key, items in by_tenant(prepared):
         if type(heads) is Heads and not txn.pg and _move_remembered(
@@ -206,8 +207,8 @@ class AuditRepo:
         self.keyed_now: AuditKey | None = None
         """The key, when this opening keyed the store's chains for the first time."""
         self.heads = Heads()
-        """Where this process last left each tenant's chain head: a hint for the group's
-        one-statement batches on PostgreSQL (``store/pg_batch.py``), which check it."""
+        """Where this process last left each tenant's chain head: a hint (checked) for the
+        one-statement batches on PostgreSQL (``store/pg_batch.py``) and SQLite's appends."""
 
     def append(self, drafts: Sequence[AuditDraft], conn: Connection | RawTxn | None = None) -> None:
         """Chain and insert events, in order, inside ``conn``'s transaction (or a new one)."""
