@@ -71,3 +71,17 @@ def test_a_head_retention_moved_the_base_of_is_read_again(stores: tuple[Store, S
     one.audit.append(_drafts(2, "after"))  # remembered base is stale: the head's MAC too
     _check(one, 3)
     _check(two, 3)
+
+
+def test_a_head_at_the_remembered_seq_with_another_hash_is_read_again(
+        stores: tuple[Store, Store]) -> None:
+    """Our rolled-back transaction left us remembering seq 3; another process then took the
+    head to seq 3 with its own events: same seq, other hash. Chaining onto ours would fork."""
+    one, two = stores
+    one.audit.append(_drafts(1, "a"))
+    with pytest.raises(RuntimeError), raw_write(one.db) as txn:
+        one.audit.append(_drafts(2, "gone"), txn)
+        raise RuntimeError
+    two.audit.append(_drafts(2, "theirs"))
+    one.audit.append(_drafts(1, "b"))
+    _check(one, 4)
