@@ -14,7 +14,7 @@ import hashlib
 import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy import Connection, and_, delete, select, update
@@ -88,6 +88,7 @@ def prepare(drafts: Sequence[AuditDraft]) -> Prepared:
     return out
 
 
+_V = TypeVar("_V")
 Head = tuple[int, str, str | None, int, str | None]
 """A chain head as written: ``(seq, hash, mac, base_seq, base_hash)``."""
 HEADS_KEPT = 10_000
@@ -95,7 +96,7 @@ HEADS_KEPT = 10_000
 tenant's next batch then takes the usual path once, ``store/pg_batch.py``)."""
 
 
-def remember(heads: dict[str, Head], tenant_key: str, head: Head) -> None:
+def remember(heads: dict[str, _V], tenant_key: str, head: _V) -> None:
     if len(heads) >= HEADS_KEPT and tenant_key not in heads:
         heads.clear()
     heads[tenant_key] = head
@@ -161,16 +162,14 @@ def _move_remembered(txn: RawTxn, tenant_key: str, items: list[tuple[dict[str, A
     if txn.execute("head_move", {"k": tenant_key, "seq": seq, "hash": prev, "mac": mac,
                                  "seq0": seq0, "hash0": hash0, "mac0": mac0}) != 1:
         del rows[n:]
-        if len(cold) >= HEADS_KEPT:
-            cold.clear()
-        cold[tenant_key] = COLD_AFTER_MISS
+        remember(cold, tenant_key, COLD_AFTER_MISS)
         return False
     remember(heads, tenant_key, (seq, prev, mac, base_seq, base_hash))
     return True
 
 
 def append_chained(txn: RawTxn, prepared: Prepared, key: AuditKey | None = None,
-                   heads: dict[str, Head] | None = None) -> None:
+                   heads: Heads | None = None) -> None:
     """Lock each tenant's chain head, link the events onto it, insert them, move the head.
 
     With ``key``: one HMAC per event and one for the head. Without it, a keyed chain is
@@ -180,7 +179,7 @@ def append_chained(txn: RawTxn, prepared: Prepared, key: AuditKey | None = None,
     rolls back)."""
     rows: list[dict[str, Any]] = []
     for tenant_key, items in by_tenant(prepared):
-        if type(heads) is Heads and not txn.pg and _move_remembered(
+        if heads is not None and not txn.pg and _move_remembered(
                 txn, tenant_key, items, key, heads, rows):
             continue
         head = txn.fetchone("head", {"k": tenant_key})
