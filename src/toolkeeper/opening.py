@@ -16,7 +16,7 @@ from toolkeeper.providers.factory import ProviderFactory
 from toolkeeper.secrets.base import SecretsStore
 from toolkeeper.secrets.embedded import KEY_BYTES
 from toolkeeper.store import Store
-from toolkeeper.store.audit import KEY_NEEDED
+from toolkeeper.store.audit_chain import KEY_NEEDED
 from toolkeeper.store.audit_checkpoints import Checkpoints
 from toolkeeper.store.audit_key import (
     CHECK_SETTING,

@@ -18,7 +18,7 @@ from tests.support.audit_receivers import Receiver
 from toolkeeper.services.audit_export.config import AuditExportConfig, AuditSinkConfig
 from toolkeeper.services.audit_export.worker import AuditExporter
 from toolkeeper.store import Store
-from toolkeeper.store.audit import chain_hash, event_body
+from toolkeeper.store.audit_chain import chain_hash, event_body
 from toolkeeper.store.db import utcnow
 from toolkeeper.store.records import AuditDraft
 

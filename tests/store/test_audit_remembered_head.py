@@ -1,4 +1,4 @@
-"""A process chains its events onto the head it last left (``audit.append_chained``: on
+"""A process chains its events onto the head it last left (``audit_chain.append_chained``: on
 SQLite one statement moves the head only if it is still exactly there, instead of a read
 and a write). Whatever moved the head meanwhile — another process, retention re-sealing
 it at a new base, a transaction of ours that rolled back — the head is read again: the

@@ -20,7 +20,7 @@ from tests.store.group_commit_support import TENANT, events, rec
 from toolkeeper.errors import ConfigError
 from toolkeeper.model.enums import OutcomeState
 from toolkeeper.store import Store, pg_batch
-from toolkeeper.store.audit import append_chained, prepare
+from toolkeeper.store.audit_chain import append_chained, prepare
 from toolkeeper.store.audit_key import AuditKey
 from toolkeeper.store.raw import RawTxn, dump_json, raw_write
 from toolkeeper.store.records import SideEffectRecord

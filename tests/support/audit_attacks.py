@@ -10,7 +10,7 @@ from sqlalchemy import Engine, create_engine, delete, func, select, update
 
 from toolkeeper import Activation, Agent, Gateway, Profile, Risk, SideEffect, tool
 from toolkeeper.store import Store
-from toolkeeper.store.audit import GENESIS, chain_hash, event_body
+from toolkeeper.store.audit_chain import GENESIS, chain_hash, event_body
 from toolkeeper.store.schema import audit_events, audit_heads
 
 KEY = bytes(range(32))

@@ -16,7 +16,8 @@ from typing import Any
 from sqlalchemy import Connection, and_, insert, select, update
 
 from toolkeeper.model.enums import OutcomeState
-from toolkeeper.store.audit import AuditRepo, Prepared, append_chained, prepare
+from toolkeeper.store.audit import AuditRepo
+from toolkeeper.store.audit_chain import Prepared, append_chained, prepare
 from toolkeeper.store.db import Database, as_utc, delete_chunked, utcnow
 from toolkeeper.store.group_commit import GroupCommit, Pending
 from toolkeeper.store.pg_batch import Fallback, apply_once

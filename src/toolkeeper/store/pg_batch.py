@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from toolkeeper.store.audit import Head, Prepared, by_tenant, link, remember
+from toolkeeper.store.audit_chain import Head, Prepared, by_tenant, link_onto, remember
 from toolkeeper.store.audit_key import AuditKey
 from toolkeeper.store.raw import RawTxn, dump_json
 
@@ -70,12 +70,7 @@ def chain(prepared: Prepared, key: AuditKey | None,
         head = heads.get(tenant_key)
         if head is None or (key is None and head[2] is not None):
             return None
-        seq0, hash0, mac0, base_seq, base_hash = head
-        seq, prev = link(items, seq0, hash0, key, rows)
-        mac = None if key is None else key.head(tenant_key, seq, prev, base_seq, base_hash)
-        moves.append({"k": tenant_key, "seq0": seq0, "hash0": hash0, "mac0": mac0,
-                      "base_seq": base_seq, "base_hash": base_hash, "seq": seq,
-                      "hash": prev, "mac": mac})
+        moves.append(link_onto(tenant_key, head, items, key, rows))
     return rows, moves
 
 

@@ -63,7 +63,7 @@ STATEMENTS = {
                  "ON CONFLICT (tenant_key) DO NOTHING"),
     "head_set": ("UPDATE audit_heads SET seq = :seq, hash = :hash, mac = :mac "
                  "WHERE tenant_key = :k"),
-    # moves a head only if it is still where this process left it (``audit.append_chained``;
+    # moves a head only if it is still where this process left it (``audit_chain.append_chained``;
     # the MAC covers the base retention moves, so a re-sealed head does not match either)
     "head_move": ("UPDATE audit_heads SET seq = :seq, hash = :hash, mac = :mac "
                   "WHERE tenant_key = :k AND seq = :seq0 AND hash = :hash0 AND mac IS :mac0"),
