@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, delete, select, update
 
 from toolkeeper.store.audit_chain import (
-    _FIELDS,
+    EVENT_FIELDS,
     GENESIS,
     Heads,
     append_chained,
@@ -285,5 +285,5 @@ def _event(m: Any) -> AuditEvent:
         seq=m["seq"], event_id=m["event_id"], ts=as_utc(m["ts"]),  # type: ignore[arg-type]
         type=m["type"], tenant_id=None if tenant_key == GLOBAL_TENANT else tenant_key,
         data=m["data"] or {}, prev_hash=m["prev_hash"], hash=m["hash"],
-        **{name: m[name] for name in _FIELDS},
+        **{name: m[name] for name in EVENT_FIELDS},
     )

@@ -23,10 +23,11 @@ from toolkeeper.store.records import AuditDraft
 from toolkeeper.store.schema import GLOBAL_TENANT
 
 GENESIS = "sha256:" + "0" * 64
-_FIELDS = (
+EVENT_FIELDS = (
     "agent_id", "call_id", "trace_id", "task_id", "step_id", "turn_group_id", "tool",
     "action", "tool_version", "risk", "gate", "reason", "duration_ms",
 )
+"""An event's optional columns, in the order its hash body lists them."""
 
 
 def _ts_text(ts: datetime) -> str:
@@ -35,7 +36,7 @@ def _ts_text(ts: datetime) -> str:
     return utc.replace(tzinfo=None).isoformat(timespec="microseconds")
 
 
-_BODY = ("event_id", "type", "tenant_key", *_FIELDS)
+_BODY = ("event_id", "type", "tenant_key", *EVENT_FIELDS)
 
 
 def event_body(row: dict[str, Any]) -> bytes:
@@ -74,7 +75,7 @@ def prepare(drafts: Sequence[AuditDraft]) -> Prepared:
         tenant_key = d.tenant_id or GLOBAL_TENANT
         row: dict[str, Any] = {"tenant_key": tenant_key, "event_id": d.event_id, "ts": d.ts,
                                "type": d.type, "data": d.data}
-        for name in _FIELDS:
+        for name in EVENT_FIELDS:
             row[name] = getattr(d, name)
         out.append((tenant_key, row, event_body(row)))
     return out
