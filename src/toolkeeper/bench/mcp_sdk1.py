@@ -97,21 +97,16 @@ def bench_mcp_sdk1(sizes: Sizes) -> BenchResult:
 
 def _rows(suffix: str, figures: dict[str, list[float]]) -> list[Row]:
     gov, base = sorted(figures["governed"]), sorted(figures["direct"])
-    rate, d_rate = figures["governed_rate"][0], figures["direct_rate"][0]
     cpu, up_cpu = figures["governed_cpu"][0], figures["direct_cpu"][0]
+    passthrough = (_vs_direct(f"{NAME}_passthrough", "passthrough", suffix, figures)
+                   if "passthrough" in figures else [])
     return [
-        *_passthrough_rows(suffix, figures),
+        *passthrough,
         Row(metric=f"{NAME}_direct_p50{suffix}", value=percentile(base, 50), unit="ms",
             decimals=2),
         Row(metric=f"{NAME}_governed_p50{suffix}", value=percentile(gov, 50), unit="ms",
             decimals=2),
-        Row(metric=f"{NAME}_added_p50{suffix}",
-            value=percentile(gov, 50) - percentile(base, 50), unit="ms",
-            target=ADDED_P50_MS, decimals=2),
-        Row(metric=f"{NAME}_throughput_ratio{suffix}", value=rate / d_rate if d_rate else 0.0,
-            unit="x", target=RATIO, decimals=2),
-        Row(metric=f"{NAME}_cpu_vs_upstream{suffix}", value=cpu / up_cpu if up_cpu else 0.0,
-            unit="x", target=CPU_VS_UPSTREAM, decimals=2),
+        *_vs_direct(NAME, "governed", suffix, figures, targeted=True),
         Row(metric=f"{NAME}_governed_cpu_per_call{suffix}", value=cpu, unit="ms",
             decimals=2),
         Row(metric=f"{NAME}_upstream_cpu_per_call{suffix}", value=up_cpu, unit="ms",
@@ -119,22 +114,21 @@ def _rows(suffix: str, figures: dict[str, list[float]]) -> list[Row]:
     ]
 
 
-def _passthrough_rows(suffix: str, figures: dict[str, list[float]]) -> list[Row]:
-    """The passthrough's figures beside toolkeeper's (information, no targets)."""
-    if "passthrough" not in figures:
-        return []
-    base, d_rate = sorted(figures["direct"]), figures["direct_rate"][0]
-    up_cpu = figures["direct_cpu"][0]
+def _vs_direct(prefix: str, side: str, suffix: str, figures: dict[str, list[float]],
+               targeted: bool = False) -> list[Row]:
+    """``side``'s added p50, throughput ratio and CPU over the upstream's, against the
+    direct run; with SPEC's targets (toolkeeper) or as information (the passthrough)."""
+    base = percentile(sorted(figures["direct"]), 50)
+    d_rate, up_cpu = figures["direct_rate"][0], figures["direct_cpu"][0]
+    rate, cpu = figures[f"{side}_rate"][0], figures[f"{side}_cpu"][0]
     return [
-        Row(metric=f"{NAME}_passthrough_added_p50{suffix}",
-            value=percentile(sorted(figures["passthrough"]), 50) - percentile(base, 50),
-            unit="ms", decimals=2),
-        Row(metric=f"{NAME}_passthrough_throughput_ratio{suffix}",
-            value=figures["passthrough_rate"][0] / d_rate if d_rate else 0.0, unit="x",
-            decimals=2),
-        Row(metric=f"{NAME}_passthrough_cpu_vs_upstream{suffix}",
-            value=figures["passthrough_cpu"][0] / up_cpu if up_cpu else 0.0, unit="x",
-            decimals=2),
+        Row(metric=f"{prefix}_added_p50{suffix}",
+            value=percentile(sorted(figures[side]), 50) - base, unit="ms",
+            target=ADDED_P50_MS if targeted else None, decimals=2),
+        Row(metric=f"{prefix}_throughput_ratio{suffix}", value=rate / d_rate if d_rate else 0.0,
+            unit="x", target=RATIO if targeted else None, decimals=2),
+        Row(metric=f"{prefix}_cpu_vs_upstream{suffix}", value=cpu / up_cpu if up_cpu else 0.0,
+            unit="x", target=CPU_VS_UPSTREAM if targeted else None, decimals=2),
     ]
 
 
